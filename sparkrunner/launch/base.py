@@ -1,0 +1,76 @@
+"""What every launcher provides, and the pieces they share: the rank job and the rank process environment."""
+
+from __future__ import annotations
+
+import os
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from sparkrunner import frameworks, processes, worker
+from sparkrunner.topology import Topology
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """What a rank needs to find the driver; travels to the barrier tasks inside the Spark closure."""
+
+    run_id: str
+    driver: tuple[str, int]
+    secret: bytes
+    user_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How a barrier task's rank process(es) ended."""
+
+    exit_code: int
+    output_tail: str
+
+
+def rank_process_environment(
+    job: RankJob, topology: Topology, index: int, echo_output: bool, in_spark_task: bool
+) -> dict[str, str]:
+    """The full environment of the rank at `index`: inherited, user, sparkrunner and framework variables."""
+    env = dict(os.environ)
+    env.update(job.user_env)
+    env.update(frameworks.rank_environment(topology, index))
+    env.update(
+        {
+            processes.RUN_ID_ENV: job.run_id,
+            worker.DRIVER_ENV: f"{job.driver[0]}:{job.driver[1]}",
+            worker.SECRET_ENV: job.secret.hex(),
+            worker.ECHO_ENV: "1" if echo_output else "0",
+            "PYTHONUNBUFFERED": "1",
+            # what the spawning interpreter can import (py-files, notebook folders), the rank can too
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }
+    )
+    if in_spark_task:
+        # GPUs come from Spark's task resources; none means none, not "all of the machine's"
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(topology.peers[index].gpus)
+    return env
+
+
+def worker_command() -> list[str]:
+    return [sys.executable, "-m", "sparkrunner.worker"]
+
+
+class Launcher(ABC):
+    """Starts ranks. `start_local` runs on the driver (np < 0); `run_in_task` inside barrier task `index`."""
+
+    name: ClassVar[str]
+    ports_per_task: ClassVar[int] = 2
+
+    def check_available(self) -> None:
+        """Raise `LauncherUnavailableError` before anything starts when this launcher cannot run here."""
+
+    @abstractmethod
+    def start_local(self, job: RankJob, topology: Topology) -> list[processes.RankProcess]:
+        """Start every rank on this machine and return the processes to supervise."""
+
+    @abstractmethod
+    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
+        """Inside barrier task `index`: start what this task owns and block until it ends."""

@@ -1,0 +1,109 @@
+"""Cloudpickle envelopes for the training function, its arguments, results and exceptions."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+
+from sparkrunner.errors import NotPicklableError, RankFailedError
+
+_HINTS = {
+    "SparkSession": "a SparkSession lives only on the driver; pass data paths or values instead",
+    "SparkContext": "a SparkContext lives only on the driver; pass data paths or values instead",
+    "DataFrame": "a Spark DataFrame lives on the driver; materialize it (sparkrunner.data) and pass the handle",
+    "lock": "locks cannot cross processes; create it inside the function",
+    "RLock": "locks cannot cross processes; create it inside the function",
+    "socket": "sockets cannot cross processes; open it inside the function",
+}
+
+
+def dumps_call(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    """Serialize ``main(*args, **kwargs)``; on failure name the object that cannot be pickled."""
+    try:
+        return cloudpickle.dumps((main, args, kwargs), protocol=pickle.DEFAULT_PROTOCOL)
+    except Exception as exc:
+        culprit = _find_culprit(main, args, kwargs)
+        raise NotPicklableError(_explain(culprit, exc)) from exc
+
+
+def loads(data: bytes) -> Any:
+    return pickle.loads(data)
+
+
+def _explain(culprit: tuple[str, Any] | None, exc: Exception) -> str:
+    if culprit is None:
+        return f"the training function cannot be pickled: {exc}"
+    where, obj = culprit
+    type_name = type(obj).__name__
+    hint = _HINTS.get(type_name, "create it inside the function, or pass something that can be pickled")
+    return f"{where} (a {type_name}) cannot be pickled and sent to the ranks: {exc}. Hint: {hint}."
+
+
+def _candidates(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    for i, value in enumerate(args):
+        yield f"positional argument {i}", value
+    for key, value in kwargs.items():
+        yield f"argument {key!r}", value
+    try:
+        closure = inspect.getclosurevars(main)
+    except (TypeError, ValueError):
+        return
+    for name, value in closure.nonlocals.items():
+        yield f"variable {name!r} captured by {getattr(main, '__name__', 'the function')}", value
+    for name, value in closure.globals.items():
+        yield f"global {name!r} used by {getattr(main, '__name__', 'the function')}", value
+
+
+def _find_culprit(
+    main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[str, Any] | None:
+    for where, value in _candidates(main, args, kwargs):
+        if inspect.ismodule(value):
+            continue
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return where, value
+    return None
+
+
+@dataclass(frozen=True)
+class RemoteError:
+    """An exception raised on a rank, in a form that always crosses the wire."""
+
+    exc_type: str
+    message: str
+    traceback: str
+    pickled: bytes | None
+
+    @classmethod
+    def capture(cls, exc: BaseException) -> RemoteError:
+        try:
+            pickled: bytes | None = cloudpickle.dumps(exc)
+        except Exception:
+            pickled = None
+        kind = type(exc)
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        return cls(name, str(exc), "".join(traceback.format_exception(exc)), pickled)
+
+    @classmethod
+    def capture_user_error(cls, exc: BaseException) -> RemoteError:
+        """Like `capture`, minus the bootstrap's own frame, so the traceback starts in the user's code."""
+        if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
+            exc = exc.with_traceback(exc.__traceback__.tb_next)
+        return cls.capture(exc)
+
+    def to_error(self, rank: int) -> RankFailedError:
+        original: BaseException | None = None
+        if self.pickled is not None:
+            try:
+                original = pickle.loads(self.pickled)
+            except Exception:
+                original = None
+        return RankFailedError(rank, self.exc_type, self.message, self.traceback, original)

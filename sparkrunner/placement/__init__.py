@@ -1,0 +1,32 @@
+"""Placements decide where ranks run: on the driver (`LocalPlacement`) or in a Spark barrier stage."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sparkrunner.launch import RankJob
+
+
+class Placement(Protocol):
+    """Starts the ranks somewhere and can tell whether they are still there."""
+
+    driver_host: str
+    """The address ranks use to reach the driver channel."""
+
+    bind_host: str
+    """The address the driver channel listens on."""
+
+    def check(self) -> None:
+        """Raise a typed error before anything starts when this placement cannot run."""
+
+    def start(self, job: RankJob) -> None:
+        """Start the ranks; returns at once."""
+
+    def failure(self) -> str | None:
+        """Why the ranks ended abnormally, once known (exit codes, output tails); None otherwise."""
+
+    def finished(self) -> bool:
+        """True once every rank process (or the whole Spark job) has ended."""
+
+    def stop(self) -> None:
+        """End every rank process of this placement; safe to call more than once."""

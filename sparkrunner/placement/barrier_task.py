@@ -1,0 +1,49 @@
+"""The code that runs inside each Spark barrier task: exchange addresses, then hand over to the launcher.
+
+Kept free of driver-side imports: it is unpickled and run by executor Python workers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+
+from sparkrunner import processes
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.topology import Peer, Topology, free_ports
+
+
+def _task_gpus(ctx: object) -> tuple[str, ...]:
+    resources = ctx.resources()  # type: ignore[attr-defined]
+    gpu = resources.get("gpu")
+    return tuple(gpu.addresses) if gpu is not None else ()
+
+
+def exchange_topology(ctx: object, ports_per_task: int) -> tuple[Topology, int]:
+    """Every task learns every task's host, reserved ports and GPUs (one allGather)."""
+    index = ctx.partitionId()  # type: ignore[attr-defined]
+    host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
+    mine = {"host": host, "ports": free_ports(ports_per_task), "gpus": _task_gpus(ctx)}
+    gathered = ctx.allGather(json.dumps(mine))  # type: ignore[attr-defined]
+    peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for p in map(json.loads, gathered))
+    return Topology(peers), index
+
+
+def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, object]]:
+    """Body of one barrier task; yields one record describing how this task's ranks ended."""
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    topology, index = exchange_topology(ctx, launcher.ports_per_task)
+    try:
+        outcome = launcher.run_in_task(job, topology, index)
+    finally:
+        leftover = processes.sweep_run(job.run_id)
+    yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
+
+
+def barrier_partition_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyped-def]
+    def run(_: Iterable[object]) -> Iterator[dict[str, object]]:
+        return run_barrier_task(job, launcher)
+
+    return run

@@ -1,0 +1,42 @@
+"""Driver-only placement (np < 0): |np| rank processes on this machine, no Spark job."""
+
+from __future__ import annotations
+
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.processes import RankProcess
+from sparkrunner.topology import Peer, Topology, free_ports
+
+LOOPBACK = "127.0.0.1"
+
+
+class LocalPlacement:
+    driver_host = LOOPBACK
+    bind_host = LOOPBACK
+
+    def __init__(self, num_ranks: int, launcher: Launcher) -> None:
+        self._num_ranks = num_ranks
+        self._launcher = launcher
+        self._procs: list[RankProcess] = []
+
+    def check(self) -> None:
+        self._launcher.check_available()
+
+    def start(self, job: RankJob) -> None:
+        ports = free_ports(self._num_ranks * self._launcher.ports_per_task, LOOPBACK)
+        k = self._launcher.ports_per_task
+        peers = tuple(Peer(LOOPBACK, ports[i * k : (i + 1) * k]) for i in range(self._num_ranks))
+        self._procs = self._launcher.start_local(job, Topology(peers))
+
+    def failure(self) -> str | None:
+        for proc in self._procs:
+            code = proc.poll()
+            if code not in (None, 0):
+                return f"process {proc.pid} exited with code {code}; its last output:\n{proc.output_tail()}"
+        return None
+
+    def finished(self) -> bool:
+        return all(proc.poll() is not None for proc in self._procs)
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            proc.kill()

@@ -1,0 +1,136 @@
+"""Spark placement (np > 0): one barrier stage of np tasks, each of which starts its share of the ranks."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+from sparkrunner.errors import BarrierModeUnsupportedError, InvalidArgumentError, NotEnoughSlotsError
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.placement.barrier_task import barrier_partition_fn
+
+_SLOT_WAIT_STABLE_S = 3.0
+_STOP_JOIN_S = 60.0
+
+
+def active_spark_session() -> Any:
+    """The active SparkSession, or a clear error when there is none."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise InvalidArgumentError(
+            "np > 0 runs the ranks in a Spark barrier stage, but no SparkSession is active. Create one "
+            "(SparkSession.builder.getOrCreate()), pass spark=..., or use np < 0 to run on the driver only."
+        )
+    return spark
+
+
+def spark_context(spark: Any) -> Any:
+    try:
+        return spark.sparkContext
+    except Exception as exc:  # Spark Connect sessions have no SparkContext
+        raise BarrierModeUnsupportedError(
+            "this SparkSession has no SparkContext (Spark Connect?); barrier stages need a classic session"
+        ) from exc
+
+
+def task_slots(sc: Any) -> int:
+    """How many tasks the cluster can run at once with the default resource profile."""
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:
+        return int(sc.defaultParallelism)
+
+
+class SparkPlacement:
+    bind_host = "0.0.0.0"
+
+    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float) -> None:
+        self._sc = spark_context(spark)
+        self._num_ranks = num_ranks
+        self._launcher = launcher
+        self._slot_wait_s = slot_wait_s
+        self.driver_host = str(self._sc.getConf().get("spark.driver.host", "127.0.0.1"))
+        self._group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
+        self._thread: threading.Thread | None = None
+        self._records: list[dict[str, object]] = []
+        self._job_error: BaseException | None = None
+
+    def check(self) -> None:
+        conf = self._sc.getConf()
+        if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+            raise BarrierModeUnsupportedError(
+                "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
+                "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
+            )
+        self._launcher.check_available()
+        self._wait_for_slots()
+
+    def _wait_for_slots(self) -> None:
+        """Executors register over time: wait while there are none or their count still grows, then refuse."""
+        deadline = time.monotonic() + self._slot_wait_s
+        slots, changed_at = task_slots(self._sc), time.monotonic()
+        while slots < self._num_ranks:
+            now = time.monotonic()
+            if now > deadline or (slots > 0 and now - changed_at > _SLOT_WAIT_STABLE_S):
+                raise NotEnoughSlotsError(
+                    f"np={self._num_ranks} needs {self._num_ranks} task slots at once, but this Spark cluster "
+                    f"has {slots}. A barrier stage would wait forever; ask for np <= {slots}, or add executors "
+                    f"or cores (spark.task.cpus also counts)."
+                )
+            time.sleep(0.25)
+            latest = task_slots(self._sc)
+            if latest != slots:
+                slots, changed_at = latest, time.monotonic()
+
+    def start(self, job: RankJob) -> None:
+        self._thread = threading.Thread(target=self._run_job, args=(job,), name=self._group, daemon=True)
+        self._thread.start()
+
+    def _run_job(self, job: RankJob) -> None:
+        sc = self._sc
+        sc.setJobGroup(self._group, f"sparkrunner run {job.run_id}", interruptOnCancel=True)
+        try:
+            rdd = sc.parallelize(range(self._num_ranks), self._num_ranks)
+            self._records = rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect()
+        except BaseException as exc:
+            self._job_error = exc
+
+    def failure(self) -> str | None:
+        if self._job_error is not None:
+            return f"the Spark barrier stage failed: {_short_spark_error(self._job_error)}"
+        for record in self._records:
+            if record["exit_code"] != 0:
+                return (
+                    f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
+                    f"its last output:\n{record['tail']}"
+                )
+        return None
+
+    def finished(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._thread.is_alive():
+            self._sc.cancelJobGroup(self._group)
+        self._thread.join(_STOP_JOIN_S)
+
+
+def _short_spark_error(exc: BaseException) -> str:
+    text = str(exc)
+    if "No module named 'sparkrunner'" in text:
+        return (
+            "the executors' Python cannot import sparkrunner. Install it where the executors run, or point "
+            "them at this environment's interpreter (PYSPARK_PYTHON, set before the SparkSession starts)."
+        )
+    for line in text.splitlines():
+        if "Exception" in line or "Error" in line:
+            return line.strip()[:2000]
+    return text[:2000]

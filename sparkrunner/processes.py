@@ -1,0 +1,148 @@
+"""Process-tree hygiene: spawn rank processes that die with their parent, and find or kill what a run left."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+
+RUN_ID_ENV = "SPARKRUNNER_RUN_ID"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask Linux to SIGKILL it when the spawning thread's process dies."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name may contain spaces and parentheses: the ppid follows the last ')'
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendants of `pid` (children first), read from /proc."""
+    tree = _children_map()
+    found: list[int] = []
+    todo = list(tree.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(tree.get(child, []))
+    return found
+
+
+def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def processes_of_run(run_id: str) -> list[int]:
+    """Pids of live processes on this machine whose environment carries this run's id."""
+    needle = f"{RUN_ID_ENV}={run_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def sweep_run(run_id: str, grace_s: float = 2.0) -> list[int]:
+    """Kill every process of the run still on this machine; returns the pids that had to be killed."""
+    deadline = time.monotonic() + grace_s
+    leftover = processes_of_run(run_id)
+    while leftover and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leftover = processes_of_run(run_id)
+    kill_all(leftover)
+    return leftover
+
+
+class RankProcess:
+    """A child process (a rank, or mpirun) whose output is drained into a bounded tail.
+
+    The child is its own session leader, dies with its parent, and `kill()` takes its whole tree down.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        echo_to: int | None = None,
+        tail_lines: int = 200,
+        cwd: str | None = None,
+    ) -> None:
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self._echo_to = echo_to
+        self.popen = subprocess.Popen(
+            argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            cwd=cwd,
+        )
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def _drain(self) -> None:
+        assert self.popen.stdout is not None
+        for raw in self.popen.stdout:
+            self.tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
+            if self._echo_to is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._echo_to, raw)
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.popen.wait(timeout)
+        self._reader.join(timeout=5)
+        return code
+
+    def output_tail(self, lines: int = 40) -> str:
+        return "\n".join(list(self.tail)[-lines:])
+
+    def kill(self) -> None:
+        """SIGKILL the process and every descendant (they may have left its process group)."""
+        kill_all([*descendants(self.pid), self.pid])
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=10)

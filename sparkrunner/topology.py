@@ -1,0 +1,56 @@
+"""Where the ranks of one run live: one `Peer` per task (or local slot), shared by every rank."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One task's host, the free ports it reserved for its rank, and the GPUs Spark gave it."""
+
+    host: str
+    ports: tuple[int, ...]
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Topology:
+    """All peers of a run, in task (and rank) order."""
+
+    peers: tuple[Peer, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.peers)
+
+    def hosts(self) -> list[str]:
+        """Distinct hosts in the order they first appear."""
+        return list(dict.fromkeys(p.host for p in self.peers))
+
+    def local_rank(self, index: int) -> int:
+        host = self.peers[index].host
+        return sum(1 for p in self.peers[:index] if p.host == host)
+
+    def local_world_size(self, index: int) -> int:
+        host = self.peers[index].host
+        return sum(1 for p in self.peers if p.host == host)
+
+    def cross_rank(self, index: int) -> int:
+        """Index of this peer's host among all hosts (Horovod's cross rank)."""
+        return self.hosts().index(self.peers[index].host)
+
+
+def free_ports(count: int, host: str = "") -> tuple[int, ...]:
+    """Ports that were free a moment ago. Sockets are held together so the ports are distinct."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return tuple(int(s.getsockname()[1]) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
