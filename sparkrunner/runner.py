@@ -129,10 +129,12 @@ def _supervise(session: DriverSession, placement: Placement, start_timeout: floa
     started = time.monotonic()
     report = session.report
     with session.changed:
-        while not report.all_done():
+        while True:
             if report.errors:
                 first = report.errors[0]
                 raise first from first.original
+            if report.all_done():
+                return
             if report.vanished:
                 raise _vanished_error(report.vanished[0], placement, session)
             if placement.finished() and not _wait_for(session, report.all_done, _FINISH_GRACE_S):

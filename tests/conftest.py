@@ -1,0 +1,69 @@
+"""Shared fixtures: one real SparkSession per master, reused across test modules, and a process-table check."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+from tests.helpers import leftover_rank_processes  # noqa: E402
+
+_session: dict[str, Any] = {}
+
+LOCAL_MASTER = "local[2]"
+CLUSTER_MASTER = "local-cluster[2,1,1024]"
+
+
+def spark_session(master: str) -> Any:
+    """A SparkSession on `master`; the previous one is stopped first when its master differs."""
+    from pyspark.sql import SparkSession
+
+    current = _session.get("spark")
+    if current is not None and _session["master"] == master:
+        return current
+    if current is not None:
+        current.stop()
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("sparkrunner-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.executor.memory", "768m")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    _session.update(spark=spark, master=master)
+    return spark
+
+
+@pytest.fixture(scope="module")
+def spark_local() -> Any:
+    """A real `local[2]` SparkSession (2 task slots), shared with every module that asks for it."""
+    return spark_session(LOCAL_MASTER)
+
+
+@pytest.fixture(scope="module")
+def spark_cluster() -> Any:
+    """A real `local-cluster[2,1,1024]` session: two executor JVMs with one slot each."""
+    return spark_session(CLUSTER_MASTER)
+
+
+@pytest.fixture(autouse=True)
+def no_rank_left_behind() -> Iterator[None]:
+    """Every test must leave no rank process of any run on this machine."""
+    yield
+    leftover = leftover_rank_processes(grace_s=5.0)
+    assert not leftover, f"rank processes left behind: {leftover}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if "spark" in _session:
+        _session["spark"].stop()

@@ -1,0 +1,102 @@
+"""After every run — success, crash, timeout, Ctrl-C, killed driver — no process of the run is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import RankFailedError, RunTimeoutError
+from tests.helpers import leftover_rank_processes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dies_hard() -> None:
+    if os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(600)
+
+
+def spawns_a_grandchild() -> None:
+    subprocess.Popen(["sleep", "600"])  # must die with the run, too
+    if os.environ["RANK"] == "0":
+        raise RuntimeError("stop")
+    time.sleep(600)
+
+
+def test_a_killed_rank_fails_the_run_and_stops_the_others() -> None:
+    with pytest.raises(RankFailedError) as info:
+        Runner(np=-2).run(dies_hard)
+    assert info.value.rank == 1
+    assert info.value.exc_type == "RankProcessDied"
+    assert "code -9" in str(info.value)
+
+
+def test_grandchildren_die_with_the_run() -> None:
+    with pytest.raises(RankFailedError, match="stop"):
+        Runner(np=-2).run(spawns_a_grandchild)
+    assert leftover_rank_processes(grace_s=5) == {}
+
+
+def test_run_timeout_stops_everything() -> None:
+    with pytest.raises(RunTimeoutError, match="timeout=2"):
+        Runner(np=-2, timeout=2).run(time.sleep, 600)
+
+
+def _start_driver(script: str, tmp_path: Path) -> subprocess.Popen[str]:
+    path = tmp_path / "driver.py"
+    path.write_text(textwrap.dedent(script))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    return subprocess.Popen(
+        [sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[str], text: str, seconds: float = 120) -> list[str]:
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return seen
+    raise AssertionError(f"never saw {text!r}; output was:\n{''.join(seen)}")
+
+
+LOCAL_DRIVER = """
+import time
+from sparkrunner import Runner
+def main():
+    print("rank started", flush=True)
+    time.sleep(600)
+Runner(np=-2).run(main)
+"""
+
+
+def test_ctrl_c_on_the_driver_stops_every_rank(tmp_path: Path) -> None:
+    proc = _start_driver(LOCAL_DRIVER, tmp_path)
+    _wait_for_line(proc, "rank started")
+    assert leftover_rank_processes(), "the ranks should be running now"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "KeyboardInterrupt" in out
+    assert leftover_rank_processes(grace_s=10) == {}
+
+
+def test_a_killed_driver_takes_its_ranks_with_it(tmp_path: Path) -> None:
+    proc = _start_driver(LOCAL_DRIVER, tmp_path)
+    _wait_for_line(proc, "rank started")
+    proc.kill()
+    proc.wait(timeout=30)
+    assert leftover_rank_processes(grace_s=15) == {}

@@ -1,0 +1,124 @@
+"""np < 0: ranks as processes on the driver, no Spark. Results, environment, streaming, errors, training."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import HorovodRunner, Runner, log_to_driver
+from sparkrunner.errors import RankFailedError
+from tests.core.training import assert_trained_in_lockstep, ddp_train
+
+
+def rank_env() -> dict[str, str]:
+    keys = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]
+    print("env", " ".join(f"{k}={os.environ[k]}" for k in keys))
+    return {k: os.environ[k] for k in keys}
+
+
+def test_returns_rank_zeros_value() -> None:
+    assert Runner(np=-3).run(lambda a, b=0: int(os.environ["RANK"]) * 100 + a + b, 5, b=2) == 7
+
+
+def test_every_rank_gets_its_place(capsys: pytest.CaptureFixture[str]) -> None:
+    env = Runner(np=-3).run(rank_env)
+    assert env["RANK"] == "0" and env["WORLD_SIZE"] == "3"
+    out = capsys.readouterr().out
+    for r in range(3):
+        assert f"[rank {r}] env RANK={r} WORLD_SIZE=3 LOCAL_RANK={r} LOCAL_WORLD_SIZE=3" in out
+
+
+def test_output_streams_while_the_rank_runs(tmp_path: Path) -> None:
+    """The rank waits for a file that the test writes only after seeing the rank's line on the driver."""
+    go = tmp_path / "go"
+
+    def waits_for_go(path: str) -> str:
+        print("ready", flush=True)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the driver never saw 'ready' while this rank was running")
+            time.sleep(0.05)
+        return "went"
+
+    buffer = io.StringIO()
+    outcome: dict[str, Any] = {}
+
+    def drive() -> None:
+        try:
+            outcome["value"] = Runner(np=-1).run(waits_for_go, str(go))
+        except Exception as exc:
+            outcome["error"] = exc
+
+    with contextlib.redirect_stdout(buffer):
+        thread = threading.Thread(target=drive)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while "[rank 0] ready" not in buffer.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        go.touch()
+        thread.join(90)
+    assert outcome == {"value": "went"}
+
+
+def chatty() -> None:
+    print("plain stdout line")
+    log_to_driver(f"callback from {os.environ['RANK']}")
+
+
+def test_log_callback_only_hides_plain_output(capsys: pytest.CaptureFixture[str]) -> None:
+    HorovodRunner(np=-2).run(chatty)
+    out = capsys.readouterr().out
+    assert "[rank 0] callback from 0" in out and "[rank 1] callback from 1" in out
+    assert "plain stdout line" not in out
+
+
+def test_verbosity_all_shows_stdout_and_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    def both() -> None:
+        import sys
+
+        print("to stdout")
+        print("to stderr", file=sys.stderr)
+        os.system("echo from a child process")
+
+    Runner(np=-1, driver_log_verbosity="all").run(both)
+    captured = capsys.readouterr()
+    assert "[rank 0] to stdout" in captured.out
+    assert "[rank 0] from a child process" in captured.out
+    assert "[rank 0] to stderr" in captured.err
+
+
+def fails_on_rank_one(message: str) -> None:
+    if os.environ["RANK"] == "1":
+        raise ValueError(message)
+    time.sleep(600)  # rank 0 would wait forever; the failure must stop it
+
+
+def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
+    with pytest.raises(RankFailedError) as info:
+        Runner(np=-2).run(fails_on_rank_one, "bad learning rate")
+    err = info.value
+    assert err.rank == 1
+    assert err.exc_type == "ValueError"
+    assert err.exc_message == "bad learning rate"
+    assert isinstance(err.original, ValueError)
+    assert "in fails_on_rank_one" in err.remote_traceback
+    assert 'raise ValueError(message)' in err.remote_traceback
+    assert "sparkrunner/worker.py" not in err.remote_traceback
+    assert "rank 1 failed with ValueError: bad learning rate" in str(err)
+
+
+def test_ddp_gloo_training_agrees_on_weights_and_loss_falls() -> None:
+    assert_trained_in_lockstep(Runner(np=-2).run(ddp_train), world=2)
+
+
+def test_result_that_cannot_be_pickled_is_an_error() -> None:
+    with pytest.raises(RankFailedError, match="return value .*cannot be pickled"):
+        Runner(np=-1).run(lambda: threading.Lock())
