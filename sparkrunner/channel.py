@@ -7,6 +7,7 @@ unpickled only after its MAC checks out, so nothing unauthenticated is ever unpi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -88,10 +89,8 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
 
 
@@ -195,10 +194,8 @@ class ChannelServer:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            try:
+            with contextlib.suppress(ChannelError):
                 conn.send(kind, data)
-            except ChannelError:
-                pass
 
     def close(self) -> None:
         with self._lock:

@@ -45,7 +45,9 @@ def _explain(culprit: tuple[str, Any] | None, exc: Exception) -> str:
     return f"{where} (a {type_name}) cannot be pickled and sent to the ranks: {exc}. Hint: {hint}."
 
 
-def _candidates(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+def _candidates(
+    main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Iterator[tuple[str, Any]]:
     for i, value in enumerate(args):
         yield f"positional argument {i}", value
     for key, value in kwargs.items():
@@ -89,7 +91,9 @@ class RemoteError:
         except Exception:
             pickled = None
         kind = type(exc)
-        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        name = (
+            kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        )
         return cls(name, str(exc), "".join(traceback.format_exception(exc)), pickled)
 
     @classmethod

@@ -9,6 +9,10 @@ from typing import Any
 
 from sparkrunner.channel import ChannelError, Connection
 
+DRIVER_ENV = "SPARKRUNNER_DRIVER"
+SECRET_ENV = "SPARKRUNNER_SECRET"
+ECHO_ENV = "SPARKRUNNER_ECHO_OUTPUT"
+
 _connection: Connection | None = None
 
 # mpirun sets OpenMPI's variables per rank; map them onto the names every framework reads.

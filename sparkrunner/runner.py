@@ -76,7 +76,9 @@ class Runner:
     def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
         if not callable(main):
-            raise InvalidArgumentError(f"main must be a function to run on every rank, not a {type(main).__name__}")
+            raise InvalidArgumentError(
+                f"main must be a function to run on every rank, not a {type(main).__name__}"
+            )
         payload = dumps_call(main, args, kwargs)
         placement = self._placement(resolve_launcher(self.launcher))
         placement.check()
@@ -105,7 +107,7 @@ class HorovodRunner(Runner):
     def __init__(self, np: int, driver_log_verbosity: str = "log_callback_only", **options: Any) -> None:
         super().__init__(np, driver_log_verbosity=driver_log_verbosity, **options)
 
-    def run(self, main: Callable[..., Any], **kwargs: Any) -> Any:  # type: ignore[override]
+    def run(self, main: Callable[..., Any], **kwargs: Any) -> Any:
         return super().run(main, **kwargs)
 
 
@@ -124,7 +126,9 @@ def _check_seconds(name: str, value: Any) -> None:
         raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
-def _supervise(session: DriverSession, placement: Placement, start_timeout: float, timeout: float | None) -> None:
+def _supervise(
+    session: DriverSession, placement: Placement, start_timeout: float, timeout: float | None
+) -> None:
     """Wait until every rank reported, or raise the first failure / timeout."""
     started = time.monotonic()
     report = session.report
@@ -143,7 +147,9 @@ def _supervise(session: DriverSession, placement: Placement, start_timeout: floa
             if not report.all_connected() and elapsed > start_timeout:
                 raise StartTimeoutError(_start_timeout_message(session, start_timeout))
             if timeout is not None and elapsed > timeout:
-                raise RunTimeoutError(f"the run did not finish within timeout={timeout} s; every rank was stopped")
+                raise RunTimeoutError(
+                    f"the run did not finish within timeout={timeout} s; every rank was stopped"
+                )
             session.changed.wait(_POLL_S)
 
 

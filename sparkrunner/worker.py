@@ -19,10 +19,8 @@ import cloudpickle
 
 from sparkrunner import channel, processes, rank
 from sparkrunner.payload import RemoteError, loads
+from sparkrunner.rank import DRIVER_ENV, ECHO_ENV, SECRET_ENV
 
-DRIVER_ENV = "SPARKRUNNER_DRIVER"
-SECRET_ENV = "SPARKRUNNER_SECRET"
-ECHO_ENV = "SPARKRUNNER_ECHO_OUTPUT"
 _ACK_TIMEOUT_S = 30.0
 
 
@@ -106,8 +104,22 @@ class DriverWatch:
                 _die(1)
 
 
-def _outcome(call: tuple[Any, tuple[Any, ...], dict[str, Any]], is_rank_zero: bool) -> tuple[str, Any]:
-    main, args, kwargs = call
+def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    try:
+        return loads(payload)
+    except Exception as exc:
+        raise RuntimeError(
+            f"the training function could not be loaded on this rank ({type(exc).__name__}: {exc}). Functions "
+            f"from your own modules are pickled by reference: make that module importable where the ranks run "
+            f"(e.g. SparkContext.addPyFile), or define the function in the notebook or main script."
+        ) from exc
+
+
+def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
+    try:
+        main, args, kwargs = _load_call(payload)
+    except RuntimeError as exc:
+        return "error", RemoteError.capture(exc)
     try:
         value = main(*args, **kwargs)
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
@@ -136,7 +148,7 @@ def main() -> int:
     rank.attach(conn)
     forwarder = OutputForwarder(conn, echo=os.environ.get(ECHO_ENV) == "1")
     try:
-        kind, data = _outcome(loads(payload), me.rank == 0)
+        kind, data = _outcome(payload, me.rank == 0)
     finally:
         forwarder.stop()
     conn.send(kind, data)

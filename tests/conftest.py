@@ -13,7 +13,13 @@ import pytest
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
-from tests.helpers import leftover_rank_processes  # noqa: E402
+import cloudpickle
+
+import tests
+from tests.helpers import leftover_rank_processes
+
+# Ranks on executors cannot import this test package: ship its functions by value, as a notebook's would be.
+cloudpickle.register_pickle_by_value(tests)
 
 _session: dict[str, Any] = {}
 

@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, processes, worker
+from sparkrunner import frameworks, processes, rank
 from sparkrunner.topology import Topology
 
 
@@ -40,9 +40,9 @@ def rank_process_environment(
     env.update(
         {
             processes.RUN_ID_ENV: job.run_id,
-            worker.DRIVER_ENV: f"{job.driver[0]}:{job.driver[1]}",
-            worker.SECRET_ENV: job.secret.hex(),
-            worker.ECHO_ENV: "1" if echo_output else "0",
+            rank.DRIVER_ENV: f"{job.driver[0]}:{job.driver[1]}",
+            rank.SECRET_ENV: job.secret.hex(),
+            rank.ECHO_ENV: "1" if echo_output else "0",
             "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
@@ -64,7 +64,7 @@ class Launcher(ABC):
     name: ClassVar[str]
     ports_per_task: ClassVar[int] = 2
 
-    def check_available(self) -> None:
+    def check_available(self) -> None:  # noqa: B027  (optional hook: most launchers run anywhere)
         """Raise `LauncherUnavailableError` before anything starts when this launcher cannot run here."""
 
     @abstractmethod

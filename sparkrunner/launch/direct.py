@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
 from sparkrunner.processes import RankProcess
 from sparkrunner.topology import Topology
@@ -21,6 +20,6 @@ class DirectLauncher(Launcher):
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
         env = rank_process_environment(job, topology, index, echo_output=True, in_spark_task=True)
-        rank = RankProcess(worker_command(), env, echo_to=1)  # copy to the executor log
-        code = rank.wait()
-        return TaskOutcome(code, rank.output_tail())
+        proc = RankProcess(worker_command(), env, echo_to=1)  # copy to the executor log
+        code = proc.wait()
+        return TaskOutcome(code, proc.output_tail())

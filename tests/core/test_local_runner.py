@@ -110,7 +110,7 @@ def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
     assert err.exc_message == "bad learning rate"
     assert isinstance(err.original, ValueError)
     assert "in fails_on_rank_one" in err.remote_traceback
-    assert 'raise ValueError(message)' in err.remote_traceback
+    assert "raise ValueError(message)" in err.remote_traceback
     assert "sparkrunner/worker.py" not in err.remote_traceback
     assert "rank 1 failed with ValueError: bad learning rate" in str(err)
 
@@ -120,5 +120,20 @@ def test_ddp_gloo_training_agrees_on_weights_and_loss_falls() -> None:
 
 
 def test_result_that_cannot_be_pickled_is_an_error() -> None:
-    with pytest.raises(RankFailedError, match="return value .*cannot be pickled"):
+    with pytest.raises(RankFailedError, match=r"return value .*cannot be pickled"):
         Runner(np=-1).run(lambda: threading.Lock())
+
+
+def test_function_that_cannot_be_loaded_on_the_rank_is_explained(tmp_path: Path) -> None:
+    """A function from a module the ranks cannot import fails with advice, not a bare ModuleNotFoundError."""
+    module = tmp_path / "only_on_driver.py"
+    module.write_text("def train():\n    return 1\n")
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import only_on_driver  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))  # the ranks inherit the driver's sys.path: take the module away
+    with pytest.raises(RankFailedError, match=r"could not be loaded on this rank.*importable"):
+        Runner(np=-1).run(only_on_driver.train)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparkrunner import HorovodRunner, Runner
 from sparkrunner.errors import InvalidArgumentError, NotPicklableError
+from tests.core.test_lifecycle import _start_driver
 from tests.helpers import leftover_rank_processes
 
 
@@ -68,10 +70,20 @@ def test_unpicklable_argument_names_the_argument() -> None:
         Runner(np=-2).run(lambda lock: None, lock=threading.RLock())
 
 
-def test_np_positive_without_spark_session_is_explained() -> None:
-    from pyspark.sql import SparkSession
+NO_SESSION_DRIVER = """
+from sparkrunner import Runner
+from sparkrunner.errors import InvalidArgumentError
+try:
+    Runner(np=2).run(print)
+except InvalidArgumentError as exc:
+    print("REFUSED:", exc)
+"""
 
-    if SparkSession.getActiveSession() is not None:
-        pytest.skip("a SparkSession from another module is active in this process")
-    with pytest.raises(InvalidArgumentError, match="no SparkSession is active"):
-        Runner(np=2).run(noop)
+
+def test_np_positive_without_spark_session_is_explained(tmp_path: Path) -> None:
+    """In a fresh driver process (this one may hold another module's SparkSession)."""
+    proc = _start_driver(NO_SESSION_DRIVER, tmp_path)
+    out, _ = proc.communicate(timeout=120)
+    assert "REFUSED: np > 0 runs the ranks in a Spark barrier stage, but no SparkSession is active" in out, (
+        out
+    )

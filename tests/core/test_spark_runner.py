@@ -1,0 +1,137 @@
+"""np > 0 on a real `local[2]` SparkSession: barrier stage, peers, errors, slots, timeouts, Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import (
+    NotEnoughSlotsError,
+    NotPicklableError,
+    RankFailedError,
+    StartTimeoutError,
+)
+from tests.core.test_lifecycle import _start_driver, _wait_for_line
+from tests.helpers import leftover_rank_processes
+
+
+def rank_view() -> dict[str, Any]:
+    keys = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"]
+    env = {k: os.environ[k] for k in keys}
+    env["CUDA_VISIBLE_DEVICES"] = os.environ.get("CUDA_VISIBLE_DEVICES")
+    print("view", " ".join(f"{k}={v}" for k, v in sorted(env.items())))
+    return env
+
+
+def test_barrier_stage_returns_rank_zero_and_wires_every_rank(
+    spark_local: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    view = Runner(np=2).run(rank_view)
+    assert view["RANK"] == "0" and view["WORLD_SIZE"] == "2"
+    assert view["CUDA_VISIBLE_DEVICES"] == "", "a task without GPUs must see an explicit empty list"
+    out = capsys.readouterr().out
+    for r in range(2):
+        assert f"[rank {r}] view" in out
+        assert f"LOCAL_RANK={r} LOCAL_WORLD_SIZE=2" in out
+        assert f"MASTER_PORT={view['MASTER_PORT']}" in out
+
+
+def raises_on_rank_zero() -> None:
+    if os.environ["RANK"] == "0":
+        raise KeyError("missing column 'label'")
+    time.sleep(600)
+
+
+def test_exception_round_trip_through_spark(spark_local: Any) -> None:
+    with pytest.raises(RankFailedError) as info:
+        Runner(np=2).run(raises_on_rank_zero)
+    assert info.value.rank == 0
+    assert info.value.exc_type == "KeyError"
+    assert "in raises_on_rank_zero" in info.value.remote_traceback
+    assert isinstance(info.value.original, KeyError)
+
+
+def test_more_ranks_than_slots_is_refused_with_the_slot_count(spark_local: Any) -> None:
+    with pytest.raises(NotEnoughSlotsError, match=r"np=3 .* has 2\b"):
+        Runner(np=3).run(rank_view)
+
+
+def test_captured_spark_session_is_named(spark_local: Any) -> None:
+    spark = spark_local
+
+    def train() -> int:
+        return spark.range(3).count()
+
+    with pytest.raises(NotPicklableError, match=r"'spark' .*SparkSession"):
+        Runner(np=2).run(train)
+
+
+def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
+    """One of the two slots is taken by another job: the barrier stage cannot start, and we say so."""
+    sc = spark_local.sparkContext
+    blocker_started = threading.Event()
+
+    def occupy() -> None:
+        sc.setJobGroup("blocker", "holds one slot", interruptOnCancel=True)
+        blocker_started.set()
+        with contextlib.suppress(Exception):
+            sc.parallelize([0], 1).map(lambda _: time.sleep(120)).collect()
+
+    thread = threading.Thread(target=occupy)
+    thread.start()
+    blocker_started.wait(10)
+    time.sleep(2)
+    try:
+        with pytest.raises(StartTimeoutError, match="only 0 of 2 ranks started within start_timeout=5"):
+            Runner(np=2, start_timeout=5).run(rank_view)
+    finally:
+        sc.cancelJobGroup("blocker")
+        thread.join(60)
+    assert Runner(np=2).run(rank_view)["WORLD_SIZE"] == "2", "the cluster must be usable afterwards"
+
+
+SPARK_DRIVER = """
+import time
+from pyspark.sql import SparkSession
+from sparkrunner import Runner
+spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+def main():
+    print("rank started", flush=True)
+    time.sleep(600)
+Runner(np=2).run(main)
+"""
+
+
+def test_ctrl_c_cancels_the_spark_job_and_every_rank(tmp_path: Path) -> None:
+    proc = _start_driver(SPARK_DRIVER, tmp_path)
+    _wait_for_line(proc, "rank started", seconds=180)
+    proc.send_signal(2)
+    out, _ = proc.communicate(timeout=120)
+    assert "KeyboardInterrupt" in out
+    assert leftover_rank_processes(grace_s=15) == {}
+
+
+DYNAMIC_DRIVER = """
+from pyspark.sql import SparkSession
+from sparkrunner import Runner
+from sparkrunner.errors import BarrierModeUnsupportedError
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.dynamicAllocation.enabled", "true").getOrCreate())
+try:
+    Runner(np=2).run(print)
+except BarrierModeUnsupportedError as exc:
+    print("REFUSED:", exc)
+"""
+
+
+def test_dynamic_allocation_is_refused_before_launch(tmp_path: Path) -> None:
+    proc = _start_driver(DYNAMIC_DRIVER, tmp_path)
+    out, _ = proc.communicate(timeout=180)
+    assert "REFUSED: spark.dynamicAllocation.enabled is true" in out, out
