@@ -1,0 +1,95 @@
+"""Launch overhead: a no-op function at np=2 on local-cluster[2,1,1024], timed from run() to return.
+
+Compares sparkrunner's launchers with Spark's TorchDistributor (and horovod.spark.run when Horovod is
+installed) in one SparkSession, and prints each warm median and the ratios against sparkrunner.
+
+    .venv/bin/python bench/launch.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+MASTER = "local-cluster[2,1,1024]"
+NP = 2
+
+
+def noop() -> int:
+    return 0
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
+    """One cold call (not counted), then `repeats` warm calls."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def contenders(spark: Any) -> dict[str, Callable[[], Any]]:
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    from sparkrunner import Runner
+
+    found: dict[str, Callable[[], Any]] = {
+        "sparkrunner direct": lambda: Runner(np=NP, launcher="direct").run(noop),
+        "TorchDistributor": lambda: TorchDistributor(num_processes=NP, local_mode=False, use_gpu=False).run(
+            noop
+        ),
+    }
+    found.update(extra_contenders(spark))
+    return found
+
+
+def extra_contenders(spark: Any) -> dict[str, Callable[[], Any]]:
+    """Contenders that need optional installs (Horovod); empty when they are missing."""
+    try:
+        import bench.launch_horovod as horovod_bench
+    except ImportError:
+        return {}
+    return dict(horovod_bench.contenders(NP, noop))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(MASTER)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executor.memory", "768m")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    medians: dict[str, float] = {}
+    try:
+        for name, fn in contenders(spark).items():
+            times = timed(fn, args.repeats)
+            medians[name] = statistics.median(times)
+            print(f"{name:<28} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
+    finally:
+        spark.stop()
+    ours = medians["sparkrunner direct"]
+    print(
+        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each; ratio = their median / sparkrunner direct"
+    )
+    for name, median in medians.items():
+        print(f"  {name:<28} {median:6.2f} s   x{median / ours:5.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
