@@ -27,26 +27,30 @@ LOCAL_MASTER = "local[2]"
 CLUSTER_MASTER = "local-cluster[2,1,1024]"
 
 
-def spark_session(master: str) -> Any:
-    """A SparkSession on `master`; the previous one is stopped first when its master differs."""
+def spark_session(master: str, **conf: str) -> Any:
+    """A SparkSession on `master` with `conf`; the previous one is stopped first when either differs."""
     from pyspark.sql import SparkSession
 
+    key = (master, tuple(sorted(conf.items())))
     current = _session.get("spark")
-    if current is not None and _session["master"] == master:
+    if current is not None and _session["key"] == key:
         return current
     if current is not None:
         current.stop()
-    spark = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("sparkrunner-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.executor.memory", "768m")
         .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
     )
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    _session.update(spark=spark, master=master)
+    _session.update(spark=spark, key=key)
     return spark
 
 
