@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -14,9 +12,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
-from tests.helpers import leftover_rank_processes
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import leftover_rank_processes, start_driver, wait_for_line
 
 
 def dies_hard() -> None:
@@ -51,29 +47,6 @@ def test_run_timeout_stops_everything() -> None:
         Runner(np=-2, timeout=2).run(time.sleep, 600)
 
 
-def _start_driver(script: str, tmp_path: Path) -> subprocess.Popen[str]:
-    path = tmp_path / "driver.py"
-    path.write_text(textwrap.dedent(script))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
-    return subprocess.Popen(
-        [sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def _wait_for_line(proc: subprocess.Popen[str], text: str, seconds: float = 120) -> list[str]:
-    assert proc.stdout is not None
-    seen: list[str] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return seen
-    raise AssertionError(f"never saw {text!r}; output was:\n{''.join(seen)}")
-
-
 LOCAL_DRIVER = """
 import time
 from sparkrunner import Runner
@@ -85,8 +58,8 @@ Runner(np=-2).run(main)
 
 
 def test_ctrl_c_on_the_driver_stops_every_rank(tmp_path: Path) -> None:
-    proc = _start_driver(LOCAL_DRIVER, tmp_path)
-    _wait_for_line(proc, "rank started")
+    proc = start_driver(LOCAL_DRIVER, tmp_path)
+    wait_for_line(proc, "rank started")
     assert leftover_rank_processes(), "the ranks should be running now"
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
@@ -95,8 +68,8 @@ def test_ctrl_c_on_the_driver_stops_every_rank(tmp_path: Path) -> None:
 
 
 def test_a_killed_driver_takes_its_ranks_with_it(tmp_path: Path) -> None:
-    proc = _start_driver(LOCAL_DRIVER, tmp_path)
-    _wait_for_line(proc, "rank started")
+    proc = start_driver(LOCAL_DRIVER, tmp_path)
+    wait_for_line(proc, "rank started")
     proc.kill()
     proc.wait(timeout=30)
     assert leftover_rank_processes(grace_s=15) == {}

@@ -18,8 +18,7 @@ from sparkrunner.errors import (
     RankFailedError,
     StartTimeoutError,
 )
-from tests.core.test_lifecycle import _start_driver, _wait_for_line
-from tests.helpers import leftover_rank_processes
+from tests.helpers import leftover_rank_processes, run_driver, start_driver, wait_for_line
 
 
 def rank_view() -> dict[str, Any]:
@@ -110,8 +109,8 @@ Runner(np=2).run(main)
 
 
 def test_ctrl_c_cancels_the_spark_job_and_every_rank(tmp_path: Path) -> None:
-    proc = _start_driver(SPARK_DRIVER, tmp_path)
-    _wait_for_line(proc, "rank started", seconds=180)
+    proc = start_driver(SPARK_DRIVER, tmp_path)
+    wait_for_line(proc, "rank started", seconds=180)
     proc.send_signal(2)
     out, _ = proc.communicate(timeout=120)
     assert "KeyboardInterrupt" in out
@@ -132,6 +131,5 @@ except BarrierModeUnsupportedError as exc:
 
 
 def test_dynamic_allocation_is_refused_before_launch(tmp_path: Path) -> None:
-    proc = _start_driver(DYNAMIC_DRIVER, tmp_path)
-    out, _ = proc.communicate(timeout=180)
+    out = run_driver(DYNAMIC_DRIVER, tmp_path)
     assert "REFUSED: spark.dynamicAllocation.enabled is true" in out, out

@@ -10,8 +10,7 @@ import pytest
 
 from sparkrunner import HorovodRunner, Runner
 from sparkrunner.errors import InvalidArgumentError, NotPicklableError
-from tests.core.test_lifecycle import _start_driver
-from tests.helpers import leftover_rank_processes
+from tests.helpers import leftover_rank_processes, run_driver
 
 
 def noop() -> None:
@@ -82,8 +81,7 @@ except InvalidArgumentError as exc:
 
 def test_np_positive_without_spark_session_is_explained(tmp_path: Path) -> None:
     """In a fresh driver process (this one may hold another module's SparkSession)."""
-    proc = _start_driver(NO_SESSION_DRIVER, tmp_path)
-    out, _ = proc.communicate(timeout=120)
+    out = run_driver(NO_SESSION_DRIVER, tmp_path)
     assert "REFUSED: np > 0 runs the ranks in a Spark barrier stage, but no SparkSession is active" in out, (
         out
     )
