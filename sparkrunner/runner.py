@@ -141,7 +141,9 @@ def _supervise(
                 return
             if report.vanished:
                 raise _vanished_error(report.vanished[0], placement, session)
-            if placement.finished() and not _wait_for(session, report.all_done, _FINISH_GRACE_S):
+            if (placement.finished() or placement.failure() is not None) and not _wait_for(
+                session, lambda: report.all_done() or bool(report.errors), _FINISH_GRACE_S
+            ):
                 raise _ended_without_result(placement, report.num_ranks - _done_count(session))
             elapsed = time.monotonic() - started
             if not report.all_connected() and elapsed > start_timeout:
