@@ -70,3 +70,15 @@ class RankFailedError(SparkRunnerError):
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.rank, self.exc_type, self.exc_message, self.remote_traceback, None))
+
+
+class UnsupportedColumnError(SparkRunnerError, TypeError):
+    """A column cannot be fed to a framework: its type, its nulls, or arrays of varying length."""
+
+
+class NotEnoughDataError(SparkRunnerError, ValueError):
+    """The dataset cannot give every rank at least one batch per epoch."""
+
+
+class ReaderUnavailableError(SparkRunnerError, ImportError):
+    """The requested data reader cannot run in this environment (for example Petastorm with pyarrow >= 15)."""

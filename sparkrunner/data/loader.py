@@ -1,0 +1,142 @@
+"""The per-rank loader: this rank's batches of numpy arrays, the same number of steps on every rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards
+from sparkrunner.data.columns import Chunk
+from sparkrunner.data.dataset import ParquetData
+from sparkrunner.data.prefetch import prefetched
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.rank import rank_context
+
+READERS = ("arrow", "petastorm")
+
+
+class NumpyLoader:
+    """Batches of this rank's shard as ``{column: numpy array}``; ``len(loader)`` is the steps per epoch.
+
+    Every rank gets ``len(loader)`` batches of exactly ``batch_size`` rows per epoch, computed from the
+    dataset's metadata, so collective ops never wait on a rank that ran out. Shards are disjoint; one
+    epoch covers the dataset once except for the remainder: ``remainder="drop"`` (default) leaves out
+    fewer than ``world_size * batch_size`` rows (other rows each epoch when shuffling),
+    ``remainder="pad"`` repeats rows from the start of the epoch's order to fill the last step.
+    Shuffling is seeded by ``(seed, epoch)``: call ``set_epoch(epoch)`` before each epoch.
+
+    Args:
+        data: the dataset from `materialize`.
+        batch_size: rows per batch on each rank.
+        columns: the columns to read (default: all).
+        shuffle: shuffle row groups globally and rows within `shuffle_buffer_rows` windows on each rank.
+        seed: any int >= 0 (0 included); the same seed gives the same order on a rerun.
+        remainder: ``"drop"`` or ``"pad"`` (see above).
+        reader: ``"arrow"`` (pyarrow.dataset, default) or ``"petastorm"`` (make_batch_reader; pyarrow < 15).
+        prefetch: row-group chunks read ahead in the background (the bound on prefetch memory).
+        shuffle_buffer_rows: rows mixed together when shuffling (default: one row group at a time).
+        rank, world_size: override what the run sets (``sparkrunner.rank_context()``).
+    """
+
+    def __init__(
+        self,
+        data: ParquetData,
+        batch_size: int,
+        *,
+        columns: Sequence[str] | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        remainder: str = shards.DEFAULT_REMAINDER,
+        reader: str = "arrow",
+        prefetch: int = 2,
+        shuffle_buffer_rows: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
+        context = rank_context()
+        self.rank = context.rank if rank is None else rank
+        self.world_size = context.world_size if world_size is None else world_size
+        self.columns = tuple(columns) if columns is not None else data.column_names
+        _check_options(data, self.columns, batch_size, seed, reader, prefetch, shuffle_buffer_rows)
+        _check_rank(self.rank, self.world_size)
+        shards.check_remainder(remainder)
+        if reader == "petastorm":
+            petastorm_reader.check_available()
+        self.data = data
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.remainder = remainder
+        self.reader = reader
+        self.prefetch = prefetch
+        self.shuffle_buffer_rows = shuffle_buffer_rows
+        self.epoch = 0
+        self.steps = self._steps()
+
+    def _steps(self) -> int:
+        group_rows = [group.num_rows for group in self.data.row_groups]
+        if self.reader == "petastorm":
+            return shards.group_split_steps(group_rows, self.world_size, self.batch_size, self.remainder)
+        return shards.row_split_steps(sum(group_rows), self.world_size, self.batch_size, self.remainder)
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration follows (shuffling is seeded by (seed, epoch))."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgumentError(f"epoch must be an int >= 0, not {epoch!r}")
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[Chunk]:
+        chunks = prefetched(self._read, self.prefetch)
+        try:
+            if self.shuffle:
+                rng = shards.epoch_rng(self.seed, self.epoch, 1, self.rank)
+                chunks = batching.shuffled(chunks, rng, self.shuffle_buffer_rows)
+            yield from batching.batches(chunks, self.batch_size, self.steps)
+        finally:
+            chunks.close()  # type: ignore[attr-defined]
+
+    def _read(self) -> Iterator[Chunk]:
+        if self.reader == "petastorm":
+            return petastorm_reader.read_shard(
+                self.data,
+                self.columns,
+                self.rank,
+                self.world_size,
+                self.shuffle,
+                self.seed,
+                self.epoch,
+                self.prefetch,
+            )
+        group_rows = [group.num_rows for group in self.data.row_groups]
+        order = shards.group_order(len(group_rows), self.shuffle, self.seed, self.epoch)
+        slices = shards.rank_slices(group_rows, order, self.rank, self.steps * self.batch_size)
+        return arrow_reader.read_slices(self.data, self.columns, slices)
+
+
+def _check_options(
+    data: ParquetData,
+    columns: Sequence[str],
+    batch_size: int,
+    seed: int,
+    reader: str,
+    prefetch: int,
+    shuffle_buffer_rows: int,
+) -> None:
+    numbers = (("batch_size", batch_size, 1), ("seed", seed, 0), ("prefetch", prefetch, 1))
+    for name, value, least in (*numbers, ("shuffle_buffer_rows", shuffle_buffer_rows, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidArgumentError(f"{name} must be an int >= {least}, not {value!r}")
+    if reader not in READERS:
+        raise InvalidArgumentError(f"reader={reader!r} is not one of {', '.join(map(repr, READERS))}")
+    unknown = [name for name in columns if name not in data.column_names]
+    if unknown or not columns:
+        raise InvalidArgumentError(
+            f"columns {unknown or list(columns)} are not in the dataset; it has {list(data.column_names)}"
+        )
+
+
+def _check_rank(rank: int, world_size: int) -> None:
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise InvalidArgumentError(f"rank {rank} is not within world_size {world_size}")
