@@ -12,10 +12,11 @@ from sparkrunner.data.shards import Slice
 def read_slices(data: ParquetData, names: Sequence[str], slices: Sequence[Slice]) -> Iterator[Chunk]:
     """One numpy chunk per slice, in order; each read decodes a single row group's selected columns."""
     import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
 
-    parquet = pads.ParquetFileFormat()
+    parquet, filesystem = pads.ParquetFileFormat(), pafs.LocalFileSystem()
     for piece in slices:
         group = data.row_groups[piece.group]
-        fragment = parquet.make_fragment(data.file_path(group), row_groups=[group.index])
+        fragment = parquet.make_fragment(data.file_path(group), filesystem, row_groups=[group.index])
         table = fragment.to_table(columns=list(names))
         yield to_numpy(table.slice(piece.start, piece.stop - piece.start))

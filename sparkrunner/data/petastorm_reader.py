@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -37,6 +38,8 @@ def read_shard(
     """This rank's rows, over and over (the caller takes what the epoch needs); each pass is one reader."""
     from petastorm import make_batch_reader
 
+    # Petastorm calls pyarrow APIs deprecated since 5.0 on every read: keep its warnings out of the user's log
+    warnings.filterwarnings("ignore", category=FutureWarning, module="petastorm")
     for repeat in itertools.count():
         reader_seed = int(epoch_rng(seed, epoch, 2, repeat).integers(2**31))
         with make_batch_reader(
@@ -45,7 +48,7 @@ def read_shard(
             cur_shard=rank,
             shard_count=world_size,
             shuffle_row_groups=shuffle,
-            seed=reader_seed,
+            seed=reader_seed if shuffle else None,  # petastorm reorders the shard by any seed
             num_epochs=1,
             reader_pool_type="thread",
             workers_count=1,  # one worker keeps the order reproducible for a given seed

@@ -49,7 +49,7 @@ def _fill(produce: Callable[[], Iterator[Any]], items: queue.Queue[Any], stop: t
     source = produce()
     try:
         for item in source:
-            if not _put(items, item, stop):
+            if not _put(items, item, stop) or stop.is_set():
                 return
         _put(items, _DONE, stop)
     except BaseException as error:
