@@ -1,0 +1,97 @@
+"""Materialize with a real SparkSession: cached Parquet keyed by plan and options, conversions, typed errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sparkrunner.data import NumpyLoader, materialize
+from sparkrunner.errors import InvalidArgumentError, UnsupportedColumnError
+
+pytestmark = pytest.mark.spark
+
+
+def frame(spark: Any, rows: int = 200) -> Any:
+    from pyspark.sql import functions as F
+
+    return spark.range(rows).select("id", (F.col("id") * 0.5).alias("w"), (F.col("id") % 3).alias("label"))
+
+
+def test_writes_once_and_reuses_across_runs(spark_local: Any, tmp_path: Path) -> None:
+    first = materialize(frame(spark_local), tmp_path)
+    stamp = os.stat(Path(first.path) / "_SUCCESS").st_mtime_ns
+    again = materialize(frame(spark_local), tmp_path)  # a new DataFrame object, the same query
+    assert again.path == first.path and os.stat(Path(again.path) / "_SUCCESS").st_mtime_ns == stamp
+    assert first.num_rows == 200 and first.column_names == ("id", "w", "label")
+    other_rows = materialize(frame(spark_local, rows=201), tmp_path)
+    other_options = materialize(frame(spark_local), tmp_path, float32=False)
+    assert len({first.path, other_rows.path, other_options.path}) == 3
+    first.delete()
+    assert not os.path.exists(first.path)
+    assert materialize(frame(spark_local), tmp_path).num_rows == 200  # written again after delete
+
+
+def test_local_data_with_the_same_schema_is_not_confused(spark_local: Any, tmp_path: Path) -> None:
+    a = materialize(spark_local.createDataFrame([(1, 2.0), (3, 4.0)], ["k", "v"]), tmp_path)
+    b = materialize(spark_local.createDataFrame([(5, 6.0), (7, 8.0)], ["k", "v"]), tmp_path)
+    assert a.path != b.path
+    assert sorted(np.concatenate([batch["k"] for batch in NumpyLoader(b, 1, world_size=1, rank=0)])) == [5, 7]
+
+
+def test_converts_doubles_and_vectors_to_float32_arrays(spark_local: Any, tmp_path: Path) -> None:
+    from pyspark.ml.linalg import Vectors
+
+    rows = [(Vectors.dense([float(i), 1.0, 2.0]), float(i), [float(i), 0.5], i) for i in range(8)]
+    df = spark_local.createDataFrame(rows, ["features", "weight", "pair", "label"])
+    data = materialize(df, tmp_path)
+    shapes = {c.name: (c.dtype, c.shape) for c in data.columns}
+    assert shapes == {
+        "features": ("float32", (3,)),
+        "weight": ("float32", ()),
+        "pair": ("float32", (2,)),
+        "label": ("int64", ()),
+    }
+    batch = next(iter(NumpyLoader(data, 8, rank=0, world_size=1, shuffle=False)))
+    np.testing.assert_array_equal(batch["features"][:, 0], batch["weight"])
+    kept = materialize(df, tmp_path, float32=False)
+    assert {c.name: c.dtype for c in kept.columns}["features"] == "float64"
+
+
+def test_unsupported_columns_fail_before_writing(spark_local: Any, tmp_path: Path) -> None:
+    from pyspark.ml.linalg import Vectors
+    from pyspark.sql import functions as F
+
+    df = spark_local.range(4).select(
+        "id",
+        F.col("id").cast("string").alias("name"),
+        F.current_date().alias("day"),
+        F.lit(1.5).cast("decimal(4,2)").alias("price"),
+    )
+    with pytest.raises(UnsupportedColumnError) as caught:
+        materialize(df, tmp_path)
+    message = str(caught.value)
+    assert "'name'" in message and "StringIndexer" in message and "'day'" in message and "'price'" in message
+    assert "'id'" not in message
+    vectors = spark_local.createDataFrame([(Vectors.dense([1.0]),)], ["v"])
+    with pytest.raises(UnsupportedColumnError, match="vectors_to_arrays=True"):
+        materialize(vectors, tmp_path, vectors_to_arrays=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_small_files_give_row_groups_for_every_rank(spark_local: Any, tmp_path: Path) -> None:
+    data = materialize(frame(spark_local, rows=1000).coalesce(1), tmp_path, max_rows_per_file=100)
+    assert len(data.row_groups) == 10 and data.num_rows == 1000
+    with pytest.raises(InvalidArgumentError):
+        materialize(frame(spark_local), tmp_path, max_rows_per_file=0)
+
+
+def test_an_existing_parquet_path_is_used_as_it_is(spark_local: Any, tmp_path: Path) -> None:
+    frame(spark_local).write.parquet(str(tmp_path / "given"))
+    data = materialize(tmp_path / "given")
+    assert data.path == str(tmp_path / "given") and data.num_rows == 200
+    with pytest.raises(InvalidArgumentError, match="DataFrame or a Parquet path"):
+        materialize(42)
