@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.loader import NumpyLoader
 
@@ -27,14 +28,24 @@ class TorchLoader:
         self.batches.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        import torch
-
         batches = iter(self.batches)
         try:
+            first = next(batches, None)
+            if first is None:
+                return
+            with warnings.catch_warnings():
+                # Arrow hands out read-only buffers and torch says so (once per process): the tensors are
+                # inputs nobody writes into. Only the first conversion can warn, so only it pays for the filter.
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                tensors = _tensors(first)
+            yield tensors
             for batch in batches:
-                with warnings.catch_warnings():
-                    # Arrow hands out read-only buffers; the tensors are inputs, nobody writes into them
-                    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-                    yield {name: torch.from_numpy(values) for name, values in batch.items()}
+                yield _tensors(batch)
         finally:
             batches.close()  # type: ignore[attr-defined]
+
+
+def _tensors(batch: Chunk) -> dict[str, Any]:
+    import torch
+
+    return {name: torch.from_numpy(values) for name, values in batch.items()}
