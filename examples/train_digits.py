@@ -1,7 +1,8 @@
 """The main job: train a small torch classifier on scikit-learn's bundled digits data with Runner(np=2).
 
-Runs on a local Spark session (two barrier tasks), streams per-epoch progress from the ranks, and prints
-the final test accuracy. Nothing is downloaded: the digits data ships with scikit-learn.
+The training rows become a Spark DataFrame, materialized as Parquet; each rank reads only its shard through
+sparkrunner's torch loader, with the same number of steps on every rank. Runs on a local Spark session (two barrier tasks), streams per-epoch progress from
+the ranks, and prints the final test accuracy. Nothing is downloaded: the digits data ships with scikit-learn.
 """
 
 from __future__ import annotations
@@ -12,45 +13,49 @@ import sys
 from typing import Any
 
 
-def train(epochs: int, lr: float, batch_size: int) -> dict[str, Any]:
-    """One rank's training: DDP over gloo, each rank on its half of the training set."""
-    import numpy as np
-    import torch
-    import torch.distributed as dist
+def digits_frames(spark: Any) -> tuple[Any, Any, Any]:
+    """The training split as a Spark DataFrame (pixels, label), and the held-out split as numpy arrays."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from sparkrunner import log_to_driver, rank_context
-
-    me = rank_context()
-    dist.init_process_group("gloo")
     x, y = load_digits(return_X_y=True)
     x_train, x_test, y_train, y_test = train_test_split(
         x / 16.0, y, test_size=0.25, random_state=0, stratify=y
     )
-    shard = np.arange(me.rank, len(x_train), me.world_size)
-    xs = torch.tensor(x_train[shard], dtype=torch.float32)
-    ys = torch.tensor(y_train[shard])
+    rows = [(pixels.tolist(), int(label)) for pixels, label in zip(x_train, y_train, strict=True)]
+    return spark.createDataFrame(rows, "pixels array<double>, label long"), x_test, y_test
+
+
+def train(data: Any, x_test: Any, y_test: Any, epochs: int, lr: float, batch_size: int) -> dict[str, Any]:
+    """One rank's training: DDP over gloo, each rank on its own shard of the materialized training set."""
+    import torch
+    import torch.distributed as dist
+
+    from sparkrunner import log_to_driver, rank_context
+    from sparkrunner.data import TorchLoader
+
+    me = rank_context()
+    dist.init_process_group("gloo")
+    loader = TorchLoader(data, batch_size, seed=0)  # this rank's shard; len(loader) is equal on every rank
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(
         torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
     )
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    steps = len(shard) // batch_size  # the same on every rank: the shards differ by at most one row
-    generator = torch.Generator().manual_seed(me.rank)
     for epoch in range(epochs):
-        order = torch.randperm(len(xs), generator=generator)
+        loader.set_epoch(epoch)  # a new shuffle every epoch, the same decisions on every rank
         total = torch.zeros(2)
-        for step in range(steps):
-            idx = order[step * batch_size : (step + 1) * batch_size]
+        for batch in loader:
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xs[idx]), ys[idx])
+            loss = torch.nn.functional.cross_entropy(model(batch["pixels"]), batch["label"])
             loss.backward()
             opt.step()
             total += torch.tensor([loss.item(), 1.0])
         dist.all_reduce(total)
         if me.rank == 0:
-            log_to_driver(f"epoch {epoch + 1}/{epochs}  mean loss {total[0] / total[1]:.4f}")
+            log_to_driver(
+                f"epoch {epoch + 1}/{epochs}  mean loss {total[0] / total[1]:.4f}  ({len(loader)} steps)"
+            )
     with torch.no_grad():
         predictions = model(torch.tensor(x_test, dtype=torch.float32)).argmax(dim=1).numpy()
     dist.destroy_process_group()
@@ -63,29 +68,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=15)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--cache-dir", help="where materialized datasets are kept (default: sparkrunner's cache)"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this environment's Python
     from pyspark.sql import SparkSession
 
     from sparkrunner import Runner
+    from sparkrunner.data import materialize
 
-    spark = None
-    if args.np > 0:
-        spark = (
-            SparkSession.builder.master(f"local[{args.np}]")
-            .appName("sparkrunner-digits")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
+    created = SparkSession.getActiveSession() is None  # stop only a session this job started
+    spark = (
+        SparkSession.builder.master(f"local[{max(args.np, 2)}]")
+        .appName("sparkrunner-digits")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
     try:
-        result = Runner(np=args.np, driver_log_verbosity="log_callback_only").run(
-            train, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size
+        frame, x_test, y_test = digits_frames(spark)
+        data = materialize(frame, args.cache_dir)  # pixels become float32 arrays
+        print(
+            f"materialized {data.num_rows} training rows in {len(data.row_groups)} row groups at {data.path}"
         )
+        try:
+            result = Runner(np=args.np, spark=spark, driver_log_verbosity="log_callback_only").run(
+                train, data, x_test, y_test, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size
+            )
+        finally:
+            data.delete()  # built from local rows, its cache entry is only valid in this Spark session
     finally:
-        if spark is not None:
+        if created:
             spark.stop()
     print(f"test accuracy: {result['test_accuracy']:.3f} on {result['test_rows']} held-out digits")
     return 0 if result["test_accuracy"] > 0.5 else 1

@@ -10,12 +10,12 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
 
 
-def test_digits_demo_trains_on_the_driver(capsys: pytest.CaptureFixture[str]) -> None:
+def test_digits_demo_trains_on_the_driver(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("train_digits", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main(["--np", "-2", "--epochs", "4"]) == 0
+    assert module.main(["--np", "-2", "--epochs", "4", "--cache-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "[rank 0] epoch 4/4" in out
     accuracy = float(out.split("test accuracy: ")[1].split()[0])
