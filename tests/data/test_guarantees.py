@@ -113,6 +113,7 @@ def _quiet_threads(baseline: set[threading.Thread]) -> list[threading.Thread]:
 @both_readers
 def test_stops_cleanly_on_early_exit_and_on_error(data: ParquetData, reader: str) -> None:
     baseline = set(threading.enumerate())
+    children = set(psutil.Process().children(recursive=True))  # e.g. a Spark JVM from another module
     loader = NumpyLoader(data, 8, rank=0, world_size=2, reader=reader, prefetch=1)
     for _ in loader:
         break
@@ -121,7 +122,7 @@ def test_stops_cleanly_on_early_exit_and_on_error(data: ParquetData, reader: str
         for batch in TorchLoader(data, 8, rank=1, world_size=2, reader=reader):
             batch["missing"]
     assert _quiet_threads(baseline) == []
-    assert psutil.Process().children(recursive=True) == []
+    assert set(psutil.Process().children(recursive=True)) <= children
 
 
 @both_readers
