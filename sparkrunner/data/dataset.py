@@ -7,6 +7,7 @@ import shutil
 from dataclasses import dataclass
 
 from sparkrunner.data import columns
+from sparkrunner.errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ def scan(path: str) -> ParquetData:
     import pyarrow.parquet as pq
 
     root = os.path.abspath(path)
+    if not os.path.exists(root):
+        raise InvalidArgumentError(f"there is no Parquet dataset at {root}")
     found = pads.dataset(root, format="parquet")
     files = sorted(found.files)
     row_groups = []
@@ -60,17 +63,19 @@ def scan(path: str) -> ParquetData:
         meta = pq.ParquetFile(file).metadata
         relative = os.path.relpath(file, root) if os.path.isdir(root) else ""
         row_groups += [RowGroup(relative, i, meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
-    nonempty = tuple(group for group in row_groups if group.num_rows > 0)
-    return ParquetData(root, columns.from_arrow(found.schema, _first_rows(root, nonempty)), nonempty)
+    # empty row groups stay: Petastorm counts them when it deals row groups out to shards
+    return ParquetData(
+        root, columns.from_arrow(found.schema, _first_rows(root, row_groups)), tuple(row_groups)
+    )
 
 
-def _first_rows(root: str, row_groups: tuple[RowGroup, ...]) -> dict[str, int]:
+def _first_rows(root: str, row_groups: list[RowGroup]) -> dict[str, int]:
     """The element count of every list column's first value (the shape frameworks see per row)."""
     import pyarrow.parquet as pq
 
-    if not row_groups:
+    first = next((group for group in row_groups if group.num_rows), None)
+    if first is None:
         return {}
-    first = row_groups[0]
     parquet = pq.ParquetFile(os.path.join(root, first.file) if first.file else root)
     names = [field.name for field in parquet.schema_arrow if columns.is_list(field.type)]
     if not names:

@@ -160,7 +160,9 @@ def test_torch_loader_gives_tensors_of_the_dataset_types(data: ParquetData, read
     assert batches[0]["id"].dtype == torch.int64 and batches[0]["y"].dtype == torch.int32
 
 
-def test_options_are_checked_before_reading(data: ParquetData) -> None:
+def test_options_are_checked_before_reading(data: ParquetData, tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="no Parquet dataset"):
+        materialize(tmp_path / "missing")
     for bad in (
         {"batch_size": 0},
         {"seed": -1},
