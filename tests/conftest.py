@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +14,9 @@ import pytest
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
+_MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
+os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
 
 import cloudpickle
 
@@ -77,3 +82,4 @@ def no_rank_left_behind() -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if "spark" in _session:
         _session["spark"].stop()
+    shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)
