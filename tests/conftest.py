@@ -14,9 +14,6 @@ import pytest
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-# Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
-_MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
-os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
 
 import cloudpickle
 
@@ -25,6 +22,10 @@ from tests.helpers import leftover_rank_processes
 
 # Ranks on executors cannot import this test package: ship its functions by value, as a notebook's would be.
 cloudpickle.register_pickle_by_value(tests)
+
+# Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
+_MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
+os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
 
 _session: dict[str, Any] = {}
 

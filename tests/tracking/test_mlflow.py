@@ -60,12 +60,16 @@ def test_a_run_is_recorded_with_params_metrics_and_timings(store: str) -> None:
     assert metrics["duration_s"] > 0
     assert {"rank0.steps_per_s", "rank1.steps_per_s"} <= set(metrics)
     loss = mlflow.MlflowClient(store).get_metric_history(rank_run_id, "loss")
-    assert [(m.step, m.value) for m in sorted(loss, key=lambda m: m.step)] == [(s, 1.0 / s) for s in range(1, 6)]
+    assert [(m.step, m.value) for m in sorted(loss, key=lambda m: m.step)] == [
+        (s, 1.0 / s) for s in range(1, 6)
+    ]
     assert run.data.tags["sparkrunner.run_id"] == record.run_id
     assert run.data.tags["sparkrunner.slowest_rank"] in ("0", "1")
     artifacts = {a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "sparkrunner")}
     assert artifacts == {"sparkrunner/timings.csv", "sparkrunner/rank_throughput.csv"}
-    assert [a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "model")] == ["model/notes.txt"]
+    assert [a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "model")] == [
+        "model/notes.txt"
+    ]
 
 
 def test_a_failed_run_records_the_failure(store: str) -> None:
