@@ -20,6 +20,17 @@ def tf_config() -> list[dict[str, Any]]:
     return [json.loads(os.environ["TF_CONFIG"]), os.environ.get("TF_USE_LEGACY_KERAS")]
 
 
+def assert_progress_reported(runner: Runner, epochs: int = 4, steps_per_epoch: int = 8) -> None:
+    """The Keras callback reported every batch of every epoch, on both ranks, with Keras' loss."""
+    assert runner.last_run is not None and runner.last_run.timings is not None
+    timings = runner.last_run.timings
+    for rank in (0, 1):
+        mine = timings[timings["rank"] == rank]
+        assert list(mine["step"]) == list(range(1, epochs * steps_per_epoch + 1))
+        assert sorted(set(mine["epoch"])) == list(range(epochs))
+        assert mine["loss"].notna().all()
+
+
 def assert_trained_in_lockstep(result: dict[str, Any], weights_dir: Path) -> None:
     assert result["replicas"] == 2
     assert result["keras"].startswith("tf_keras"), result["keras"]
@@ -42,12 +53,16 @@ def test_tf_config_names_every_worker_and_this_rank() -> None:
 
 @pytest.mark.slow
 def test_keras_trains_with_two_local_workers(tmp_path: Path) -> None:
-    result = Runner(np=-2).run(keras_mwms_train, str(tmp_path))
+    runner = Runner(np=-2)
+    result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
+    assert_progress_reported(runner)
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 def test_keras_trains_in_a_barrier_stage(spark_local: Any, tmp_path: Path) -> None:
-    result = Runner(np=2, spark=spark_local).run(keras_mwms_train, str(tmp_path))
+    runner = Runner(np=2, spark=spark_local)
+    result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
+    assert_progress_reported(runner)

@@ -27,7 +27,9 @@ def keras_mwms_train(weights_dir: str, epochs: int = 4) -> dict[str, Any]:
             [tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)]
         )
         model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
-    history = model.fit(data, epochs=epochs, verbose=0)
+    import sparkrunner
+
+    history = model.fit(data, epochs=epochs, verbose=0, callbacks=[sparkrunner.keras_callback()])
     np.savez(os.path.join(weights_dir, f"rank{rank}.npz"), *model.get_weights())
     return {
         "loss": [float(v) for v in history.history["loss"]],
