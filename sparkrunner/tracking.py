@@ -13,6 +13,7 @@ import importlib.util
 import os
 import platform
 import time
+import warnings
 from typing import Any
 
 from sparkrunner.errors import InvalidArgumentError
@@ -46,7 +47,11 @@ class MlflowTracking(RunObserver):
         self._pending: list[Any] = []
 
     def on_start(self, record: RunRecord) -> None:
-        import mlflow
+        with (
+            warnings.catch_warnings()
+        ):  # mlflow imports tqdm.auto, which warns in notebooks without ipywidgets
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            import mlflow
 
         self._uri = absolute_tracking_uri(self.tracking_uri or mlflow.get_tracking_uri())
         self._client = mlflow.MlflowClient(self._uri)
