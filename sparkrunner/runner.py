@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sparkrunner import processes
@@ -18,10 +18,13 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
+from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.spark import SparkPlacement, active_spark_session
+from sparkrunner.progress import ProgressObserver
+from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
 
@@ -44,6 +47,12 @@ class Runner:
         start_timeout: seconds for every rank to start and connect before the run fails.
         timeout: seconds for the whole run, or None for no limit.
         env: extra environment variables for every rank.
+        tracking: record every run in MLflow. ``None`` (default): on when mlflow is installed; ``False``:
+            off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
+        progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
+        observers: extra `RunObserver` objects that follow every run.
+
+    After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
 
     def __init__(
@@ -56,6 +65,9 @@ class Runner:
         start_timeout: float = 600.0,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
+        tracking: Any = None,
+        progress: bool = True,
+        observers: Sequence[RunObserver] = (),
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -72,6 +84,8 @@ class Runner:
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
+        self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
+        self.last_run: RunRecord | None = None
 
     def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
@@ -80,19 +94,24 @@ class Runner:
                 f"main must be a function to run on every rank, not a {type(main).__name__}"
             )
         payload = dumps_call(main, args, kwargs)
-        placement = self._placement(resolve_launcher(self.launcher))
+        launcher = resolve_launcher(self.launcher)
+        placement = self._placement(launcher)
         placement.check()
-        session = DriverSession(payload, abs(self.np), self.driver_log_verbosity, placement.bind_host)
-        run_id = uuid.uuid4().hex
-        job = RankJob(run_id, (placement.driver_host, session.port), session.secret, self.env)
-        succeeded = False
+        observers = Observers(self._observers)
+        record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
+        session = DriverSession(
+            payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
+        )
+        env = {**observers.start(record), **self.env}
+        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
         try:
-            placement.start(job)
-            _supervise(session, placement, self.start_timeout, self.timeout)
-            succeeded = True
-        finally:
-            _shut_down(session, placement, run_id, succeeded)
-        return _result(session)
+            _run_ranks(session, placement, job, self.start_timeout, self.timeout)
+            value = _result(session)
+        except BaseException as exc:
+            observers.end(record, exc)
+            raise
+        observers.end(record, None)
+        return value
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
@@ -111,6 +130,10 @@ class HorovodRunner(Runner):
         return super().run(main, **kwargs)
 
 
+def _name_of(main: Callable[..., Any]) -> str:
+    return str(getattr(main, "__qualname__", None) or getattr(main, "__name__", None) or type(main).__name__)
+
+
 def _check_np(np: Any) -> None:
     if isinstance(np, bool) or not isinstance(np, int):
         raise InvalidArgumentError(f"np must be an int (ranks), not {np!r}")
@@ -124,6 +147,19 @@ def _check_np(np: Any) -> None:
 def _check_seconds(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
+
+
+def _run_ranks(
+    session: DriverSession, placement: Placement, job: RankJob, start_timeout: float, timeout: float | None
+) -> None:
+    """Start the ranks, wait for them, and always shut everything down."""
+    succeeded = False
+    try:
+        placement.start(job)
+        _supervise(session, placement, start_timeout, timeout)
+        succeeded = True
+    finally:
+        _shut_down(session, placement, job.run_id, succeeded)
 
 
 def _supervise(

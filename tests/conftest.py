@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,10 @@ from tests.helpers import leftover_rank_processes
 
 # Ranks on executors cannot import this test package: ship its functions by value, as a notebook's would be.
 cloudpickle.register_pickle_by_value(tests)
+
+# Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
+_MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
+os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
 
 _session: dict[str, Any] = {}
 
@@ -77,3 +83,4 @@ def no_rank_left_behind() -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if "spark" in _session:
         _session["spark"].stop()
+    shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)

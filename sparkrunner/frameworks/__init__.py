@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrunner.frameworks import torch_env
+from sparkrunner.frameworks import tf_env, torch_env
 from sparkrunner.topology import Topology
 
 
@@ -10,4 +10,5 @@ def rank_environment(topology: Topology, index: int) -> dict[str, str]:
     """Environment variables every framework needs for the rank at `index`."""
     env: dict[str, str] = {}
     env.update(torch_env.environment(topology, index))
+    env.update(tf_env.environment(topology, index))
     return env

@@ -1,0 +1,118 @@
+"""Run observers: optional features (tracking, progress) that follow a run without the runner knowing them.
+
+An observer sees the run start, adds variables to every rank's environment, receives every message the
+ranks send, and sees the run end. Each writes what it learned onto the shared `RunRecord`, in order, so a
+later observer (tracking) can use what an earlier one (progress timings) recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger("sparkrunner")
+
+
+@dataclass
+class RunRecord:
+    """What one `run()` did; `Runner.last_run` after the call returns or raises.
+
+    Attributes:
+        run_id: sparkrunner's id of the run (every rank process carries it).
+        function: the name of the function that ran.
+        np: the ``np`` the run was started with.
+        launcher: the launcher that started the ranks.
+        started_at: wall-clock start (seconds since the epoch).
+        duration_s: seconds from start to the end of the run.
+        error: the exception `run()` raised, or None when it succeeded.
+        timings: one row per progress report (see `sparkrunner.progress`), or None without reports.
+        mlflow_run_id: the MLflow run that recorded this run, or None when tracking is off.
+    """
+
+    run_id: str
+    function: str
+    np: int
+    launcher: str
+    started_at: float = field(default_factory=time.time)
+    duration_s: float | None = None
+    error: BaseException | None = None
+    timings: pd.DataFrame | None = None
+    mlflow_run_id: str | None = None
+
+    def rank_throughput(self) -> pd.DataFrame | None:
+        """Per-rank steps, seconds per step and steps (and samples) per second; slowest rank first."""
+        from sparkrunner.progress import rank_throughput
+
+        return None if self.timings is None else rank_throughput(self.timings)
+
+    @property
+    def slowest_rank(self) -> int | None:
+        """The rank with the longest median step time, or None without progress reports."""
+        table = self.rank_throughput()
+        return None if table is None or table.empty else int(table.index[0])
+
+
+class RunObserver:
+    """Base class of run observers; every hook is optional. Hooks run on the driver."""
+
+    def on_start(self, record: RunRecord) -> None:
+        """Called before any rank starts."""
+
+    def rank_env(self) -> dict[str, str]:
+        """Extra environment variables for every rank (read after `on_start`)."""
+        return {}
+
+    def on_message(self, rank: int, kind: str, data: Any) -> None:
+        """Called for every message a rank sends after connecting (on the channel's threads)."""
+
+    def on_end(self, record: RunRecord) -> None:
+        """Called once after every rank is gone; `record.error` tells how the run ended."""
+
+
+class Observers:
+    """The observers of one run, called in order; a failing observer is logged and never fails the run."""
+
+    def __init__(self, observers: list[RunObserver]) -> None:
+        self._observers = observers
+        self._started = 0.0
+
+    def start(self, record: RunRecord) -> dict[str, str]:
+        """Start every observer; return the environment they add to the ranks."""
+        self._started = time.monotonic()
+        env: dict[str, str] = {}
+        for observer in self._observers:
+            if _guard(observer.on_start, record):
+                extra = _guard_value(observer.rank_env)
+                env.update(extra if isinstance(extra, dict) else {})
+        return env
+
+    def on_message(self, rank: int, kind: str, data: Any) -> None:
+        for observer in self._observers:
+            _guard(observer.on_message, rank, kind, data)
+
+    def end(self, record: RunRecord, error: BaseException | None) -> None:
+        record.duration_s = time.monotonic() - self._started
+        record.error = error
+        for observer in self._observers:
+            _guard(observer.on_end, record)
+
+
+def _guard(hook: Any, *args: Any) -> bool:
+    return _guard_value(hook, *args) is not _FAILED
+
+
+_FAILED = object()
+
+
+def _guard_value(hook: Any, *args: Any) -> Any:
+    try:
+        return hook(*args)
+    except Exception as exc:
+        owner = type(getattr(hook, "__self__", hook)).__name__
+        log.warning("%s.%s failed and was skipped: %s: %s", owner, hook.__name__, type(exc).__name__, exc)
+        return _FAILED

@@ -1,0 +1,216 @@
+"""Training progress: ranks report steps, the driver shows a live bar and keeps per-rank step timings.
+
+A cheap stand-in for Horovod Timeline: one small message per step, timed with the rank's own clock, so the
+driver can tell each rank's throughput and which rank holds the others back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sized
+from typing import TYPE_CHECKING, Any
+
+from sparkrunner.observers import RunObserver, RunRecord
+from sparkrunner.rank import send_to_driver
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KIND = "progress"
+_last_step: dict[str, int] = {}
+
+
+def report_progress(
+    step: int | None = None,
+    *,
+    epoch: int | None = None,
+    total: int | None = None,
+    samples: int | None = None,
+    **metrics: Any,
+) -> bool:
+    """Tell the driver this rank finished a training step (call it on every rank, after every step).
+
+    Args:
+        step: the step just finished; defaults to the previous step + 1 (the first is 1).
+        epoch: the current epoch, shown on the bar.
+        total: the total number of steps of the run, for the bar's length and time estimate.
+        samples: samples in this step, for samples per second per rank.
+        metrics: numbers to show (e.g. ``loss=0.3``); scalar tensors and numpy values are fine.
+
+    Returns False outside a run (nothing is sent), so `main` can be tested on its own.
+    """
+    step = _last_step.get("step", 0) + 1 if step is None else int(step)
+    _last_step["step"] = step
+    data = {
+        "step": step,
+        "epoch": epoch,
+        "total": total,
+        "samples": samples,
+        "t": time.monotonic(),
+        "metrics": {str(k): float(v) for k, v in metrics.items()},
+    }
+    return send_to_driver(KIND, data)
+
+
+def keras_callback(log_every: int = 1) -> Any:
+    """A `tf.keras` callback that reports every `log_every`-th training batch with Keras' logs as metrics."""
+    import tensorflow as tf
+
+    class SparkRunnerProgress(tf.keras.callbacks.Callback):
+        """Reports training batches to the sparkrunner driver."""
+
+        def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+            self._epoch = 0
+            self._step = 0
+            steps, epochs = self.params.get("steps"), self.params.get("epochs")
+            self._total = steps * epochs if steps and epochs else None
+
+        def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            self._epoch = epoch
+
+        def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+            self._step += 1
+            if self._step % log_every == 0 or self._step == self._total:
+                numbers = {k: v for k, v in (logs or {}).items() if _is_number(v)}
+                report_progress(self._step, epoch=self._epoch, total=self._total, **numbers)
+
+    return SparkRunnerProgress()
+
+
+class TorchProgress:
+    """Reports one step per batch of a torch DataLoader (or any sized iterable of batches).
+
+    ``progress = TorchProgress(loader, epochs=3)``, then ``for x, y in progress.epoch(e):`` ... and
+    ``progress.log(loss=loss)``; each step is reported when the loop asks for the next batch.
+    """
+
+    def __init__(self, loader: Iterable[Any], epochs: int = 1) -> None:
+        self._loader = loader
+        self._total = len(loader) * epochs if isinstance(loader, Sized) else None
+        self._step = 0
+        self._metrics: dict[str, Any] = {}
+
+    def log(self, **metrics: Any) -> None:
+        """Metrics of the current step (tensors are converted with `.item()` when the step is reported)."""
+        self._metrics.update(metrics)
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        """Yield the loader's batches; report each finished step with its batch size."""
+        for batch in self._loader:
+            yield batch
+            self._step += 1
+            numbers = {k: _item(v) for k, v in self._metrics.items()}
+            self._metrics.clear()
+            report_progress(self._step, epoch=epoch, total=self._total, samples=_batch_size(batch), **numbers)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _item(value: Any) -> float:
+    return float(value.item()) if hasattr(value, "item") else float(value)
+
+
+def _batch_size(batch: Any) -> int | None:
+    first = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
+    shape = getattr(first, "shape", None)
+    if shape:
+        return int(shape[0])
+    return len(first) if hasattr(first, "__len__") else None
+
+
+def rank_throughput(timings: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: steps reported, median and mean seconds per step, steps/s, samples/s; slowest rank first."""
+    import pandas as pd
+
+    timed = timings.dropna(subset=["step_s"])
+    grouped = timed.groupby("rank")
+    table = pd.DataFrame(
+        {
+            "steps": timings.groupby("rank")["step"].count(),
+            "median_step_s": grouped["step_s"].median(),
+            "mean_step_s": grouped["step_s"].mean(),
+        }
+    )
+    table["steps_per_s"] = 1.0 / table["mean_step_s"]
+    if timed["samples"].notna().any():
+        table["samples_per_s"] = grouped["samples"].sum() / grouped["step_s"].sum()
+    return table.sort_values("median_step_s", ascending=False)
+
+
+class ProgressObserver(RunObserver):
+    """Keeps every progress report with its step duration and shows a live bar (tqdm) while ranks report."""
+
+    def __init__(self, show: bool = True) -> None:
+        self._show = show
+        self._lock = threading.Lock()
+        self._rows: list[dict[str, Any]] = []
+        self._last: dict[int, dict[str, Any]] = {}
+        self._bar: Any = None
+
+    def on_start(self, record: RunRecord) -> None:
+        self._rows, self._last, self._bar = [], {}, None
+        self._started = time.monotonic()
+
+    def on_message(self, rank: int, kind: str, data: Any) -> None:
+        if kind != KIND:
+            return
+        with self._lock:
+            previous = self._last.get(rank)
+            step_s = data["t"] - previous["t"] if previous else float("nan")
+            row = {
+                "rank": rank,
+                "step": data["step"],
+                "epoch": data["epoch"],
+                "samples": data["samples"],
+                "step_s": step_s,
+                "elapsed_s": time.monotonic() - self._started,
+                **data["metrics"],
+            }
+            self._rows.append(row)
+            self._last[rank] = data
+            if self._show:
+                self._update_bar(rank, data)
+
+    def _update_bar(self, rank: int, data: dict[str, Any]) -> None:
+        if self._bar is None:
+            self._bar = _new_bar(data["total"])
+            if self._bar is None:
+                self._show = False
+                return
+        done = min(d["step"] for d in self._last.values())  # the bar follows the slowest rank
+        if done > self._bar.n:
+            self._bar.update(done - self._bar.n)
+        if rank == 0:
+            epoch = data["epoch"]
+            postfix = {"epoch": epoch} if epoch is not None else {}
+            postfix.update({k: f"{v:.4g}" for k, v in data["metrics"].items()})
+            self._bar.set_postfix(postfix, refresh=False)
+
+    def on_end(self, record: RunRecord) -> None:
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+            if self._rows:
+                import pandas as pd
+
+                record.timings = pd.DataFrame(self._rows)
+
+
+def _new_bar(total: int | None) -> Any:
+    """tqdm's notebook widget when ipywidgets is there, its text bar otherwise; None without tqdm."""
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            return None
+    return tqdm(total=total, unit="step", desc="training", dynamic_ncols=True, mininterval=0.5)

@@ -1,0 +1,186 @@
+"""MLflow tracking: every run() becomes an MLflow run on the driver, which the ranks can log into as well.
+
+The driver creates the run (nested under the caller's active run, if any), records parameters, duration,
+status and the failure, rank 0's progress metrics and the per-rank step timings. Ranks get
+``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID``, so ``mlflow.log_metric(...)`` / ``mlflow.log_artifact(...)``
+inside `main` (on rank 0, usually) land in the same run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import time
+import warnings
+from typing import Any
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.observers import RunObserver, RunRecord
+from sparkrunner.progress import KIND as PROGRESS
+
+_VERSIONED = ("sparkrunner", "pyspark", "torch", "tensorflow", "tf-keras", "horovod", "mlflow", "numpy")
+_FLUSH_EVERY = 100
+_ARTIFACTS = "sparkrunner"
+
+
+class MlflowTracking(RunObserver):
+    """Records each run in MLflow.
+
+    Args:
+        tracking_uri: where to record; default: MLflow's own choice (``MLFLOW_TRACKING_URI``,
+            ``mlflow.set_tracking_uri``, else a local ``mlflow.db`` in the working directory).
+        experiment: experiment name; default: the caller's active run's or MLflow's current experiment.
+        log_progress: log rank 0's `report_progress` metrics as MLflow metrics (by step).
+    """
+
+    def __init__(
+        self, tracking_uri: str | None = None, experiment: str | None = None, log_progress: bool = True
+    ) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.log_progress = log_progress
+        self._client: Any = None
+        self._run_id = ""
+        self._uri = ""
+        self._pending: list[Any] = []
+
+    def on_start(self, record: RunRecord) -> None:
+        with (
+            warnings.catch_warnings()
+        ):  # mlflow imports tqdm.auto, which warns in notebooks without ipywidgets
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            import mlflow
+
+        self._uri = absolute_tracking_uri(self.tracking_uri or mlflow.get_tracking_uri())
+        self._client = mlflow.MlflowClient(self._uri)
+        parent = (
+            mlflow.active_run() if self._uri == absolute_tracking_uri(mlflow.get_tracking_uri()) else None
+        )
+        tags = {"sparkrunner.run_id": record.run_id, "sparkrunner.function": record.function}
+        if parent is not None:
+            tags["mlflow.parentRunId"] = parent.info.run_id
+        experiment_id = parent.info.experiment_id if parent is not None else self._experiment_id()
+        run = self._client.create_run(experiment_id, tags=tags, run_name=f"sparkrunner-{record.function}")
+        self._run_id = record.mlflow_run_id = run.info.run_id
+        self._pending = []
+        params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
+        params.update({f"version.{name}": version for name, version in library_versions().items()})
+        self._client.log_batch(self._run_id, params=[_param(k, v) for k, v in params.items()])
+
+    def _experiment_id(self) -> str:
+        if self.experiment is None:
+            from mlflow.tracking import fluent
+
+            # MLflow's current experiment: set_experiment(), MLFLOW_EXPERIMENT_*, or the notebook's own
+            return str(fluent._get_experiment_id() or "0")
+        found = self._client.get_experiment_by_name(self.experiment)
+        return str(found.experiment_id if found else self._client.create_experiment(self.experiment))
+
+    def rank_env(self) -> dict[str, str]:
+        return {"MLFLOW_TRACKING_URI": self._uri, "MLFLOW_RUN_ID": self._run_id}
+
+    def on_message(self, rank: int, kind: str, data: Any) -> None:
+        if rank != 0 or kind != PROGRESS or not self.log_progress:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._pending += [Metric(k, v, now, data["step"]) for k, v in data["metrics"].items()]
+        if len(self._pending) >= _FLUSH_EVERY:
+            self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for i in range(0, len(pending), 1000):  # MLflow's per-batch metric limit
+            self._client.log_batch(self._run_id, metrics=pending[i : i + 1000])
+
+    def on_end(self, record: RunRecord) -> None:
+        self._flush()
+        client, run_id = self._client, self._run_id
+        client.log_metric(run_id, "duration_s", record.duration_s or 0.0)
+        if record.timings is not None:
+            _log_timings(client, run_id, record)
+        if record.error is not None:
+            client.set_tag(
+                run_id, "sparkrunner.error", f"{type(record.error).__name__}: {record.error}"[:5000]
+            )
+            client.log_text(
+                run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt"
+            )
+        client.set_terminated(run_id, _status(record.error))
+
+
+def _log_timings(client: Any, run_id: str, record: RunRecord) -> None:
+    assert record.timings is not None
+    client.log_text(run_id, record.timings.to_csv(index=False), f"{_ARTIFACTS}/timings.csv")
+    table = record.rank_throughput()
+    if table is None or table.empty:
+        return
+    client.log_text(run_id, table.to_csv(), f"{_ARTIFACTS}/rank_throughput.csv")
+    for rank, row in table.iterrows():
+        if row["steps_per_s"] == row["steps_per_s"]:  # not NaN
+            client.log_metric(run_id, f"rank{rank}.steps_per_s", float(row["steps_per_s"]))
+    client.set_tag(run_id, "sparkrunner.slowest_rank", str(record.slowest_rank))
+
+
+def _status(error: BaseException | None) -> str:
+    if error is None:
+        return "FINISHED"
+    return "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+
+
+def _param(key: str, value: object) -> Any:
+    from mlflow.entities import Param
+
+    return Param(key, str(value))
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a run depends on (missing ones are left out)."""
+    found = {}
+    for name in _VERSIONED:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """The same store named so that ranks with another working directory find it too."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.abspath(uri[len("sqlite:///") :])
+    if uri.startswith("file:") and not uri.startswith("file:/"):
+        return "file://" + os.path.abspath(uri[len("file:") :])
+    if "://" not in uri and not uri.startswith(("databricks", "file:")):
+        return "file://" + os.path.abspath(uri)
+    return uri
+
+
+def tracking_observer(tracking: Any) -> list[RunObserver]:
+    """The observers for Runner's `tracking` argument (see `Runner`)."""
+    if isinstance(tracking, MlflowTracking):
+        return [tracking]
+    if tracking is None:
+        return [MlflowTracking()] if _mlflow_installed() else []
+    if tracking is False:
+        return []
+    if not _mlflow_installed():
+        raise InvalidArgumentError(
+            f"tracking={tracking!r} needs MLflow, which is not installed here: pip install mlflow, or pass "
+            f"tracking=False"
+        )
+    if tracking is True:
+        return [MlflowTracking()]
+    if isinstance(tracking, str) and tracking:
+        return [MlflowTracking(tracking_uri=tracking)]
+    raise InvalidArgumentError(
+        f"tracking must be None, True, False, an MLflow tracking URI or a sparkrunner.MlflowTracking, not "
+        f"{tracking!r}"
+    )
+
+
+def _mlflow_installed() -> bool:
+    return importlib.util.find_spec("mlflow") is not None

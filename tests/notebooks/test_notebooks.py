@@ -1,0 +1,36 @@
+"""Every notebook in notebooks/ runs top to bottom without an error (one kernel at a time)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tests.notebooks.execute import execute
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def _needs(module: str) -> pytest.MarkDecorator:
+    missing = importlib.util.find_spec(module) is None
+    return pytest.mark.skipif(missing, reason=f"{module} is not installed in this environment")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "01_pytorch_quickstart",
+        pytest.param("02_horovod", marks=_needs("horovod")),
+        "03_tensorflow_mwms",
+        pytest.param("04_end_to_end", marks=pytest.mark.spark),
+    ],
+)
+def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
+    executed = execute(NOTEBOOKS / f"{name}.ipynb", tmp_path)
+    errors = [
+        o for cell in executed.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"
+    ]
+    assert not errors
+    assert all(cell.get("execution_count") for cell in executed.cells if cell.cell_type == "code")
