@@ -72,6 +72,8 @@ class Runner:
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
+        self.received_files: dict[str, str] = {}
+        """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
 
     def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
@@ -92,6 +94,7 @@ class Runner:
             succeeded = True
         finally:
             _shut_down(session, placement, run_id, succeeded)
+            self.received_files = dict(session.report.files)
         return _result(session)
 
     def _placement(self, launcher: Launcher) -> Placement:

@@ -12,6 +12,8 @@ torch and Horovod in a rank takes seconds.
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -106,3 +108,15 @@ def rendezvous(topology: Topology, index: int) -> Iterator[None]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def finish_timeline() -> str | None:
+    """In a rank whose function used Horovod with HOROVOD_TIMELINE set: shut Horovod down so the timeline is
+    complete on disk, and return its path (Horovod writes it on rank 0 only); None otherwise."""
+    path = os.environ.get("HOROVOD_TIMELINE")
+    hvd = sys.modules.get("horovod.torch")
+    if not path or hvd is None or not hvd.is_initialized():
+        return None
+    wrote = hvd.rank() == 0
+    hvd.shutdown()
+    return path if wrote and os.path.exists(path) else None
