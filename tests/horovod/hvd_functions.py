@@ -8,10 +8,9 @@ from typing import Any
 
 def classic_train(checkpoint_dir: str, epochs: int = 2) -> dict[str, Any]:
     """The classic HorovodRunner PyTorch recipe, unchanged from what users run on Databricks."""
+    import horovod.torch as hvd
     import torch
     import torch.nn.functional as F
-
-    import horovod.torch as hvd
 
     hvd.init()
     if torch.cuda.is_available():
@@ -49,9 +48,8 @@ def sum_ranks() -> dict[str, Any]:
     """An allreduce of rank+1, and every rank's pid, host address set and starter (for placement checks)."""
     import socket
 
-    import torch
-
     import horovod.torch as hvd
+    import torch
 
     hvd.init()
     total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum).item()
@@ -74,9 +72,8 @@ def _ipv4_addresses() -> set[str]:
 
 def fail_on_rank_one() -> None:
     """Rank 1 raises after a first allreduce while the other ranks wait in a second one."""
-    import torch
-
     import horovod.torch as hvd
+    import torch
 
     hvd.init()
     hvd.allreduce(torch.ones(1), name="first")

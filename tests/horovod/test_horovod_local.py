@@ -33,7 +33,9 @@ def test_auto_is_mpirun_when_horovod_has_mpi() -> None:
     assert resolve_launcher("auto").name == "mpirun"
 
 
-def test_mpirun_missing_is_a_typed_error_before_anything_starts(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_mpirun_missing_is_a_typed_error_before_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(LauncherUnavailableError, match="mpirun on PATH"):
         Runner(np=-2, launcher="mpirun").run(hvd_functions.sum_ranks)
