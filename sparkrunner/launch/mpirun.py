@@ -123,6 +123,7 @@ class MpirunLauncher(Launcher):
         serves = index in agent_tasks(topology).values()
         agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
         try:
+            BarrierTaskContext.get().barrier()  # every agent listens before mpirun asks for daemons
             outcome = self._run_mpirun(job, topology) if index == 0 else TaskOutcome(0, "")
             BarrierTaskContext.get().barrier()  # every task stays (and serves) until task 0's mpirun ended
         finally:

@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("launcher", ["mpirun", "direct"])
-def test_classic_horovod_training_in_a_barrier_stage(cluster_spark: Any, launcher: str, tmp_path: Path) -> None:
+def test_classic_horovod_training_in_a_barrier_stage(
+    cluster_spark: Any, launcher: str, tmp_path: Path
+) -> None:
     runner = Runner(np=2, spark=cluster_spark, launcher=launcher, timeout=300)
     result = runner.run(hvd_functions.classic_train, str(tmp_path))
     assert_classic_training(result, tmp_path, 2)
