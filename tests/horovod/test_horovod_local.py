@@ -7,16 +7,14 @@ import os
 import re
 from pathlib import Path
 
-import cloudpickle
-import hvd_functions
 import pytest
 
 from sparkrunner import RankFailedError, Runner
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch import resolve_launcher
 from sparkrunner.processes import processes_of_run
+from tests.horovod import hvd_functions
 
-cloudpickle.register_pickle_by_value(hvd_functions)
 LAUNCHERS = ["mpirun", "direct"]
 
 

@@ -7,31 +7,29 @@ import re
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-import hvd_functions
 import pytest
-from test_horovod_local import assert_classic_training
 
 from sparkrunner import RankFailedError, Runner
 from sparkrunner.processes import processes_of_run
+from tests.horovod import hvd_functions
+from tests.horovod.test_horovod_local import assert_classic_training
 
-cloudpickle.register_pickle_by_value(hvd_functions)
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("launcher", ["mpirun", "direct"])
 def test_classic_horovod_training_in_a_barrier_stage(
-    cluster_spark: Any, launcher: str, tmp_path: Path
+    spark_cluster: Any, launcher: str, tmp_path: Path
 ) -> None:
-    runner = Runner(np=2, spark=cluster_spark, launcher=launcher, timeout=300)
+    runner = Runner(np=2, spark=spark_cluster, launcher=launcher, timeout=300)
     result = runner.run(hvd_functions.classic_train, str(tmp_path))
     assert_classic_training(result, tmp_path, 2)
     assert result["controller"] == ("mpi" if launcher == "mpirun" else "gloo")
 
 
-def test_failing_rank_under_mpirun_raises_its_error(cluster_spark: Any) -> None:
+def test_failing_rank_under_mpirun_raises_its_error(spark_cluster: Any) -> None:
     with pytest.raises(RankFailedError) as info:
-        Runner(np=2, spark=cluster_spark, launcher="mpirun", timeout=300).run(hvd_functions.fail_on_rank_one)
+        Runner(np=2, spark=spark_cluster, launcher="mpirun", timeout=300).run(hvd_functions.fail_on_rank_one)
     err = info.value
     assert (err.rank, err.exc_type) == (1, "ValueError")
     assert "fail_on_rank_one" in err.remote_traceback
@@ -39,9 +37,9 @@ def test_failing_rank_under_mpirun_raises_its_error(cluster_spark: Any) -> None:
     assert processes_of_run(run_id) == []  # mpirun, its daemon and every rank are gone
 
 
-def test_timeline_from_a_barrier_task_reaches_the_driver(cluster_spark: Any, tmp_path: Path) -> None:
+def test_timeline_from_a_barrier_task_reaches_the_driver(spark_cluster: Any, tmp_path: Path) -> None:
     timeline = tmp_path / "timeline.json"
-    runner = Runner(np=2, spark=cluster_spark, launcher="mpirun", env={"HOROVOD_TIMELINE": str(timeline)})
+    runner = Runner(np=2, spark=spark_cluster, launcher="mpirun", env={"HOROVOD_TIMELINE": str(timeline)})
     result = runner.run(hvd_functions.sum_ranks)
     assert result["total"] == 3.0
     events = json.loads(Path(runner.received_files["rank 0/timeline.json"]).read_text())

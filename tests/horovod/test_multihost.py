@@ -4,21 +4,18 @@ a Spark standalone master and one worker per host. Remote ranks must start throu
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-import hvd_functions
 import pytest
-from netns_cluster import NetnsCluster, can_create_namespaces
 
 from sparkrunner import Runner
 from sparkrunner.processes import processes_of_run
+from tests.conftest import spark_session
+from tests.horovod import hvd_functions
+from tests.horovod.netns_cluster import NetnsCluster, can_create_namespaces
 
-cloudpickle.register_pickle_by_value(hvd_functions)
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 _why_not = can_create_namespaces()
@@ -26,28 +23,20 @@ if _why_not is not None:
     pytest.skip(f"multi-host test skipped: {_why_not}", allow_module_level=True)
 
 
+# Sorted after the other Horovod modules on purpose: a session bound to the bridge leaves spark.driver.host
+# behind in pyspark's builder, so no other test may create its SparkSession after this module.
 @pytest.fixture(scope="module")
 def two_hosts() -> Iterator[tuple[NetnsCluster, Any]]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     cluster = NetnsCluster(hosts=2, cores_per_host=2)
     spark = None
     try:
         url = cluster.start()
-        spark = (
-            SparkSession.builder.master(url)
-            .appName("sparkrunner-multihost")
-            .config("spark.driver.host", cluster.master_host)
-            .config("spark.driver.bindAddress", cluster.master_host)
-            .config("spark.ui.enabled", "false")
-            .config("spark.executor.memory", "768m")
-            .getOrCreate()
-        )
+        driver = {"spark.driver.host": cluster.master_host, "spark.driver.bindAddress": cluster.master_host}
+        spark = spark_session(url, **driver)
         yield cluster, spark
     finally:
         if spark is not None:
-            spark.stop()
+            spark.stop()  # before the workers go, so no executor is left waiting for its driver
         cluster.close()
 
 
