@@ -7,7 +7,6 @@ bench/launch.py when Horovod is installed, which times them in its one SparkSess
 from __future__ import annotations
 
 import sys
-
 from collections.abc import Callable, Iterator
 from typing import Any
 
