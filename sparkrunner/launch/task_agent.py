@@ -47,7 +47,8 @@ def agents_env(topology: Topology, run_secret: bytes) -> dict[str, str]:
 
 def host_gpus(topology: Topology, host: str) -> str:
     """CUDA_VISIBLE_DEVICES for every rank on `host`: the GPUs Spark gave all of that host's tasks."""
-    return ",".join(gpu for peer in topology.peers if peer.host == host for gpu in peer.gpus)
+    gpus = (gpu for peer in topology.peers if peer.host == host for gpu in peer.gpus)
+    return ",".join(dict.fromkeys(gpus))  # ranks pin by local rank; each GPU is listed once
 
 
 class TaskAgent:
