@@ -141,11 +141,12 @@ class ChannelServer:
         handler: Handler,
         on_disconnect: Callable[[Connection], None],
         bind_host: str = "127.0.0.1",
+        port: int = 0,
     ) -> None:
         self._secret = secret
         self._handler = handler
         self._on_disconnect = on_disconnect
-        self._listener = socket.create_server((bind_host, 0), backlog=128)
+        self._listener = socket.create_server((bind_host, port), backlog=128)
         self._connections: list[Connection] = []
         self._lock = threading.Lock()
         self._closed = False

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +38,8 @@ class RunReport:
     result: bytes | None = None
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    """Files ranks sent with `send_file_to_driver`: "rank N/name" -> where the driver saved it."""
 
     def all_connected(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.connected_at is not None) == self.num_ranks
@@ -62,6 +66,7 @@ class DriverSession:
         self._verbosity = verbosity
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
+        self._files_dir: str | None = None
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
 
     @property
@@ -81,6 +86,8 @@ class DriverSession:
             print(f"[rank {rank}] {data}", flush=True)
         elif kind in ("result", "error"):
             self._on_outcome(conn, rank, kind, data)
+        elif kind == "file":
+            self._save_file(rank, data["name"], data["data"])
         for listener in self._listeners:
             listener(rank, kind, data)
 
@@ -98,6 +105,17 @@ class DriverSession:
             return
         out = sys.stderr if stream == "stderr" else sys.stdout
         print(f"[rank {rank}] {line}", file=out, flush=True)
+
+    def _save_file(self, rank: int, name: str, data: bytes) -> None:
+        """Save a file a rank sent under a per-run folder on the driver and say where it is."""
+        if self._files_dir is None:
+            self._files_dir = tempfile.mkdtemp(prefix="sparkrunner-files-")
+        path = os.path.join(self._files_dir, f"rank{rank}-{os.path.basename(name)}")
+        with open(path, "wb") as f:
+            f.write(data)
+        with self.changed:
+            self.report.files[f"rank {rank}/{name}"] = path
+        print(f"[sparkrunner] rank {rank} sent {name}; saved on the driver as {path}", flush=True)
 
     def _on_outcome(self, conn: Connection, rank: int, kind: str, data: Any) -> None:
         with self.changed:

@@ -17,7 +17,7 @@ RUN_ID_ENV = "SPARKRUNNER_RUN_ID"
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: ask Linux to SIGKILL it when the spawning thread's process dies."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -110,7 +110,7 @@ class RankProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=cwd,
         )
         self._reader = threading.Thread(target=self._drain, daemon=True)

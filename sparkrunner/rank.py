@@ -77,6 +77,19 @@ def send_to_driver(kind: str, data: Any) -> bool:
     return True
 
 
+def send_file_to_driver(path: str) -> bool:
+    """Copy a file this rank wrote (e.g. a Horovod timeline) to the driver, which saves it and reports where.
+
+    Returns False when not inside a run or the file cannot be read.
+    """
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return send_to_driver("file", {"name": os.path.basename(path), "data": data})
+
+
 def log_to_driver(message: str) -> None:
     """Show `message` in the driver's output (the notebook), whatever `driver_log_verbosity` is.
 

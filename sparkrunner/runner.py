@@ -86,6 +86,8 @@ class Runner:
         self._spark = spark
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
+        self.received_files: dict[str, str] = {}
+        """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
 
     def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
@@ -110,6 +112,8 @@ class Runner:
         except BaseException as exc:
             observers.end(record, exc)
             raise
+        finally:
+            self.received_files = dict(session.report.files)
         observers.end(record, None)
         return value
 

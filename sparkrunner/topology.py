@@ -4,6 +4,19 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class PortSlot(IntEnum):
+    """What each of a task's reserved ports is for (an index into `Peer.ports`); one owner per slot."""
+
+    TORCH_MASTER = 0  # torch.distributed MASTER_PORT (task 0's)
+    TF_WORKER = 1  # this task's TensorFlow worker in TF_CONFIG
+    HOROVOD_RENDEZVOUS = 2  # Horovod's Gloo rendezvous server (task 0's)
+    TASK_AGENT = 3  # the mpirun launcher's task agent
+
+
+PORTS_PER_TASK = len(PortSlot)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import cloudpickle
 
 from sparkrunner import channel, processes, rank
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.rank import DRIVER_ENV, ECHO_ENV, SECRET_ENV
 
@@ -149,6 +150,9 @@ def main() -> int:
     forwarder = OutputForwarder(conn, echo=os.environ.get(ECHO_ENV) == "1")
     try:
         kind, data = _outcome(payload, me.rank == 0)
+        timeline = horovod_env.finish_timeline()
+        if timeline is not None:
+            rank.send_file_to_driver(timeline)
     finally:
         forwarder.stop()
     conn.send(kind, data)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sparkrunner.frameworks import tf_env, torch_env
+from contextlib import AbstractContextManager
+
+from sparkrunner.frameworks import horovod_env, tf_env, torch_env
 from sparkrunner.topology import Topology
 
 
@@ -11,4 +13,10 @@ def rank_environment(topology: Topology, index: int) -> dict[str, str]:
     env: dict[str, str] = {}
     env.update(torch_env.environment(topology, index))
     env.update(tf_env.environment(topology, index))
+    env.update(horovod_env.environment(topology, index))
     return env
+
+
+def task_services(topology: Topology, index: int) -> AbstractContextManager[None]:
+    """Servers the process spawning rank `index` hosts while its rank runs (Horovod's Gloo rendezvous)."""
+    return horovod_env.rendezvous(topology, index)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from sparkrunner.topology import Topology
+from sparkrunner.topology import PortSlot, Topology
 
-# ports[0] is torch's MASTER_PORT on peer 0; ports[1] is every peer's own TF gRPC worker port.
-_TF_PORT_INDEX = 1
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:
-    workers = [f"{peer.host}:{peer.ports[_TF_PORT_INDEX]}" for peer in topology.peers]
+    workers = [f"{peer.host}:{peer.ports[PortSlot.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
     env = {"TF_CONFIG": json.dumps(config)}
     if importlib.util.find_spec("tf_keras") is not None:

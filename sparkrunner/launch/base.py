@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sparkrunner import frameworks, processes, rank
-from sparkrunner.topology import Topology
+from sparkrunner.topology import PORTS_PER_TASK, Topology
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Launcher(ABC):
     """Starts ranks. `start_local` runs on the driver (np < 0); `run_in_task` inside barrier task `index`."""
 
     name: ClassVar[str]
-    ports_per_task: ClassVar[int] = 2
+    ports_per_task: ClassVar[int] = PORTS_PER_TASK
 
     def check_available(self) -> None:  # noqa: B027  (optional hook: most launchers run anywhere)
         """Raise `LauncherUnavailableError` before anything starts when this launcher cannot run here."""

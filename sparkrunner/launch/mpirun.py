@@ -1,0 +1,146 @@
+"""The mpirun launcher (the HorovodRunner shape): one mpirun starts every rank, no ssh anywhere.
+
+`np < 0`: mpirun runs on the driver and starts |np| ranks there. `np > 0`: barrier task 0 writes a host file
+(slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
+asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
+Every other task serves (or idles) until task 0's mpirun has ended, then all tasks leave the barrier together.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import ipaddress
+import logging
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from sparkrunner.errors import LauncherUnavailableError
+from sparkrunner.frameworks import horovod_env
+from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
+from sparkrunner.launch.task_agent import TaskAgent, agent_tasks, agents_env, host_gpus
+from sparkrunner.processes import RankProcess
+from sparkrunner.topology import Topology
+
+log = logging.getLogger("sparkrunner")
+
+_ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+
+
+@functools.cache
+def horovod_has_mpi() -> bool:
+    """True when Horovod is installed here and was built with MPI support (asked once: Horovod probes in a
+    subprocess)."""
+    if importlib.util.find_spec("horovod") is None:
+        return False
+    try:
+        from horovod.common.util import mpi_built
+
+        return bool(mpi_built())
+    except Exception:
+        return False
+
+
+def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) -> dict[str, str]:
+    """The rank environment minus what differs per rank (mpirun sets ranks) and Horovod's Gloo wiring."""
+    per_index = [
+        rank_process_environment(job, topology, i, echo_output=in_spark_task, in_spark_task=False)
+        for i in range(topology.size)
+    ]
+    common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}
+    for key in horovod_env.GLOO_VARIABLES:
+        common.pop(key, None)
+    return common
+
+
+def exported_names(env: dict[str, str], job: RankJob) -> list[str]:
+    """Variables passed to remote ranks with -x: whatever sparkrunner or the user set, plus the paths."""
+    names = {k for k, v in env.items() if os.environ.get(k) != v} | set(job.user_env)
+    names |= {k for k in _ALWAYS_EXPORTED if k in env}
+    return sorted(names)
+
+
+def network_of(address: str) -> str | None:
+    """The IPv4 network (CIDR) of the local interface that holds `address`; None when no interface does."""
+    import psutil
+
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.address == address and a.netmask:
+                return str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network)
+    return None
+
+
+def mpirun_command(np: int, placement: list[str], env_names: list[str], network: str | None) -> list[str]:
+    """The mpirun command: explicit env, root allowed, our rsh agent, interfaces from Spark's addresses."""
+    agent = f"{sys.executable} -m sparkrunner.launch.rsh_agent"
+    cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
+    cmd += [*placement, "--mca", "plm_rsh_agent", agent]
+    if network is not None:
+        cmd += ["--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network]
+    for name in env_names:
+        cmd += ["-x", name]
+    return cmd + worker_command()
+
+
+def hostfile_text(topology: Topology) -> str:
+    """One line per host, slots = the barrier tasks on it (mpirun fills the hosts in this order)."""
+    return "".join(f"{h} slots={sum(p.host == h for p in topology.peers)}\n" for h in topology.hosts())
+
+
+class MpirunLauncher(Launcher):
+    """Starts every rank with one `mpirun` (Horovod's MPI controller, mpi4py, any MPI program)."""
+
+    name = "mpirun"
+
+    def check_available(self) -> None:
+        if shutil.which("mpirun") is None:
+            raise LauncherUnavailableError(
+                "launcher='mpirun' needs Open MPI's mpirun on PATH (Debian: apt-get install openmpi-bin). "
+                "Use launcher='direct' to run without MPI (Horovod then uses Gloo)."
+            )
+        if not horovod_has_mpi():
+            raise LauncherUnavailableError(
+                "launcher='mpirun' needs Horovod built with MPI support in this environment (see "
+                "docker/build_horovod.sh). Use launcher='direct' to run without MPI (Horovod then uses Gloo)."
+            )
+
+    def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
+        env = shared_environment(job, topology, in_spark_task=False)
+        placement = ["--host", f"localhost:{topology.size}"]
+        cmd = mpirun_command(topology.size, placement, exported_names(env, job), None)
+        log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
+        return [RankProcess(cmd, env)]
+
+    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
+        from pyspark import BarrierTaskContext
+
+        serves = index in agent_tasks(topology).values()
+        agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
+        try:
+            BarrierTaskContext.get().barrier()  # every agent listens before mpirun asks for daemons
+            outcome = self._run_mpirun(job, topology) if index == 0 else TaskOutcome(0, "")
+            BarrierTaskContext.get().barrier()  # every task stays (and serves) until task 0's mpirun ended
+        finally:
+            if agent is not None:
+                agent.stop()
+        return outcome
+
+    def _run_mpirun(self, job: RankJob, topology: Topology) -> TaskOutcome:
+        env = shared_environment(job, topology, in_spark_task=True)
+        names = exported_names(env, job)
+        env.update(agents_env(topology, job.secret))
+        env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
+        network = network_of(topology.peers[0].host)
+        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp:
+            hostfile = Path(tmp, "hostfile")
+            hostfile.write_text(hostfile_text(topology))
+            cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network)
+            log.debug("task 0 starts mpirun: %s", shlex.join(cmd))
+            proc = RankProcess(cmd, env, echo_to=1)
+            code = proc.wait()
+        return TaskOutcome(code, proc.output_tail())

@@ -1,0 +1,41 @@
+"""mpirun's remote-start agent (`plm_rsh_agent`): `python -m sparkrunner.launch.rsh_agent HOST COMMAND...`.
+
+Called by mpirun the way it would call ssh. Instead of logging in, it asks the task agent of the barrier task
+on HOST (see `task_agent.py`) to run COMMAND, waits for it, and exits with its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from sparkrunner import channel, processes
+from sparkrunner.launch.task_agent import AGENTS_ENV, KEY_ENV
+
+_CONNECTION_LOST = 255  # what ssh returns when the connection breaks
+
+
+def main(argv: list[str]) -> int:
+    agents: dict[str, int] = json.loads(os.environ[AGENTS_ENV])
+    # mpirun passes "HOST COMMAND..." (options, if any, come before the host)
+    position = next((i for i, arg in enumerate(argv) if arg in agents), None)
+    if position is None:
+        print(f"sparkrunner rsh_agent: no barrier task serves any host in {argv[:3]}", file=sys.stderr)
+        return _CONNECTION_LOST
+    host, command = argv[position], argv[position + 1 :]
+    try:
+        conn = channel.connect((host, agents[host]), bytes.fromhex(os.environ[KEY_ENV]))
+        conn.send("exec", {"argv": command})
+        kind, data = conn.recv()
+    except channel.ChannelError as exc:
+        print(f"sparkrunner rsh_agent: the task agent on {host} failed: {exc}", file=sys.stderr)
+        return _CONNECTION_LOST
+    if data["code"] != 0 and data["tail"]:
+        print(data["tail"], file=sys.stderr)
+    return int(data["code"]) if kind == "exit" else _CONNECTION_LOST
+
+
+if __name__ == "__main__":
+    processes.die_with_parent()
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,90 @@
+"""The task agent: serves mpirun's remote-start requests inside a barrier task, so no ssh is needed.
+
+mpirun starts one daemon (orted) per remote host through its `plm_rsh_agent`. Ours (`rsh_agent.py`) connects
+to the agent of the barrier task already running on that host, authenticated with a key derived from the run
+secret, and asks it to run the command. The daemon then lives inside that Spark task: cancelling the task
+kills it (the daemon dies with the task's process), and the task sweeps what is left when the run ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+from typing import Any
+
+from sparkrunner import processes
+from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.topology import PortSlot, Topology
+
+AGENTS_ENV = "SPARKRUNNER_TASK_AGENTS"
+KEY_ENV = "SPARKRUNNER_TASK_AGENT_KEY"
+STARTED_BY_ENV = "SPARKRUNNER_STARTED_BY_TASK"
+
+
+def agent_key(run_secret: bytes) -> bytes:
+    """The task agents' secret: derived from the run secret, so it is useless on the driver channel."""
+    return hmac.new(run_secret, b"sparkrunner task agent", hashlib.sha256).digest()
+
+
+def agent_tasks(topology: Topology) -> dict[str, int]:
+    """For each host but task 0's: the first task on it, whose agent starts that host's daemon."""
+    first: dict[str, int] = {}
+    for index, peer in enumerate(topology.peers):
+        first.setdefault(peer.host, index)
+    first.pop(topology.peers[0].host)
+    return first
+
+
+def agents_env(topology: Topology, run_secret: bytes) -> dict[str, str]:
+    """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens."""
+    where = {host: topology.peers[i].ports[PortSlot.TASK_AGENT] for host, i in agent_tasks(topology).items()}
+    return {AGENTS_ENV: json.dumps(where), KEY_ENV: agent_key(run_secret).hex()}
+
+
+def host_gpus(topology: Topology, host: str) -> str:
+    """CUDA_VISIBLE_DEVICES for every rank on `host`: the GPUs Spark gave all of that host's tasks."""
+    gpus = (gpu for peer in topology.peers if peer.host == host for gpu in peer.gpus)
+    return ",".join(dict.fromkeys(gpus))  # ranks pin by local rank; each GPU is listed once
+
+
+class TaskAgent:
+    """Runs remote-start commands for this task's host; every process it starts carries the run id."""
+
+    def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int) -> None:
+        peer = topology.peers[index]
+        self._env = {
+            **os.environ,
+            processes.RUN_ID_ENV: run_id,
+            STARTED_BY_ENV: str(index),
+            "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
+        }
+        self._started: list[processes.RankProcess] = []
+        self._lock = threading.Lock()
+        self._server = ChannelServer(
+            agent_key(run_secret),
+            self._on_message,
+            lambda _: None,
+            "0.0.0.0",
+            peer.ports[PortSlot.TASK_AGENT],
+        )
+
+    def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
+        """Run one command the way a remote shell would, and answer with its exit code."""
+        if kind != "exec":
+            return
+        command = " ".join(data["argv"])
+        proc = processes.RankProcess(["/bin/sh", "-c", command], self._env, echo_to=2)
+        with self._lock:
+            self._started.append(proc)
+        code = proc.wait()  # this thread started it and must outlive it (the child dies with its thread)
+        conn.send("exit", {"code": code, "tail": proc.output_tail()})
+
+    def stop(self) -> None:
+        """Stop serving and kill whatever this agent started that is still running."""
+        self._server.close()
+        with self._lock:
+            for proc in self._started:
+                proc.kill()
