@@ -52,7 +52,9 @@ def spark_session(master: str, **conf: str) -> Any:
         .config("spark.executor.memory", "768m")
         .config("spark.python.worker.reuse", "true")
     )
-    for name, value in conf.items():
+    # explicit, because a session bound elsewhere (the multi-host test) leaves its driver address in the JVM
+    defaults = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    for name, value in {**defaults, **conf}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -23,8 +23,6 @@ if _why_not is not None:
     pytest.skip(f"multi-host test skipped: {_why_not}", allow_module_level=True)
 
 
-# Sorted after the other Horovod modules on purpose: a session bound to the bridge leaves spark.driver.host
-# behind in pyspark's builder, so no other test may create its SparkSession after this module.
 @pytest.fixture(scope="module")
 def two_hosts() -> Iterator[tuple[NetnsCluster, Any]]:
     cluster = NetnsCluster(hosts=2, cores_per_host=2)
