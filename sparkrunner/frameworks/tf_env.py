@@ -8,7 +8,6 @@ import json
 from sparkrunner.topology import PortSlot, Topology
 
 
-
 def environment(topology: Topology, index: int) -> dict[str, str]:
     workers = [f"{peer.host}:{peer.ports[PortSlot.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
