@@ -5,7 +5,6 @@
 #   ($SPARKRUNNER_CACHE, default ~/.cache/sparkrunner) so reruns and fresh clones take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
 CACHE=${SPARKRUNNER_CACHE:-$HOME/.cache/sparkrunner}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$CACHE"
@@ -26,18 +25,11 @@ command -v java >/dev/null 2>&1 || java_pkg="openjdk-17-jre-headless"
 apt_install_missing $java_pkg openmpi-bin libopenmpi-dev iproute2 procps
 
 # The main environment: rebuilt only when requirements/main.txt or the interpreter changes.
-stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
-MAIN_STAMP=$(stamp_of requirements/main.txt <("$PYTHON" -VV))
+# shellcheck source=lib/venv.sh
+source scripts/lib/venv.sh
 MAIN_VENV="$CACHE/venv-main"
-if [ "$(cat "$MAIN_VENV/.stamp" 2>/dev/null)" != "$MAIN_STAMP" ]; then
-  say "creating the main environment in $MAIN_VENV"
-  rm -rf "$MAIN_VENV"
-  "$PYTHON" -m venv "$MAIN_VENV"
-  "$MAIN_VENV/bin/pip" install -q --upgrade pip
-  "$MAIN_VENV/bin/pip" install -q -r requirements/main.txt
-  echo "$MAIN_STAMP" > "$MAIN_VENV/.stamp"
-fi
-"$MAIN_VENV/bin/pip" install -q --no-deps --no-build-isolation -e "$ROOT"
+say "main environment: $MAIN_VENV"
+PYTHON=$PYTHON ensure_venv "$MAIN_VENV" requirements/main.txt
 ln -sfn "$MAIN_VENV" .venv
 
 for extra in scripts/setup.d/*.sh; do

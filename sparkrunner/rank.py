@@ -12,6 +12,7 @@ from sparkrunner.channel import ChannelError, Connection
 DRIVER_ENV = "SPARKRUNNER_DRIVER"
 SECRET_ENV = "SPARKRUNNER_SECRET"
 ECHO_ENV = "SPARKRUNNER_ECHO_OUTPUT"
+TOPOLOGY_ENV = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
 
 _connection: Connection | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import dataclass
 from enum import IntEnum
@@ -49,6 +50,19 @@ class Topology:
     def local_world_size(self, index: int) -> int:
         host = self.peers[index].host
         return sum(1 for p in self.peers if p.host == host)
+
+    def in_host_order(self) -> Topology:
+        """The peers as mpirun numbers its ranks: host by host (first-seen order), then by task order."""
+        hosts = self.hosts()
+        order = sorted(range(self.size), key=lambda i: (hosts.index(self.peers[i].host), i))
+        return Topology(tuple(self.peers[i] for i in order))
+
+    def to_json(self) -> str:
+        return json.dumps([[p.host, list(p.ports), list(p.gpus)] for p in self.peers])
+
+    @classmethod
+    def from_json(cls, text: str) -> Topology:
+        return cls(tuple(Peer(host, tuple(ports), tuple(gpus)) for host, ports, gpus in json.loads(text)))
 
     def cross_rank(self, index: int) -> int:
         """Index of this peer's host among all hosts (Horovod's cross rank)."""

@@ -17,10 +17,11 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, processes, rank
+from sparkrunner import channel, frameworks, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
-from sparkrunner.rank import DRIVER_ENV, ECHO_ENV, SECRET_ENV
+from sparkrunner.rank import DRIVER_ENV, ECHO_ENV, SECRET_ENV, TOPOLOGY_ENV
+from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
 
@@ -134,9 +135,18 @@ def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
         return "error", RemoteError.capture(note)
 
 
+def _wire_frameworks_under_mpirun() -> None:
+    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, ..."""
+    encoded = os.environ.get(TOPOLOGY_ENV)
+    if encoded:
+        topology = Topology.from_json(encoded)
+        os.environ.update(frameworks.mpi_rank_environment(topology, rank.rank_context().rank))
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: _die(143))
     rank.adopt_mpi_environment()
+    _wire_frameworks_under_mpirun()
     me = rank.rank_context()
     host, port = os.environ[DRIVER_ENV].rsplit(":", 1)
     secret = bytes.fromhex(os.environ.pop(SECRET_ENV))

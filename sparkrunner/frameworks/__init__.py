@@ -10,10 +10,15 @@ from sparkrunner.topology import Topology
 
 def rank_environment(topology: Topology, index: int) -> dict[str, str]:
     """Environment variables every framework needs for the rank at `index`."""
-    env: dict[str, str] = {}
-    env.update(torch_env.environment(topology, index))
-    env.update(tf_env.environment(topology, index))
+    env = mpi_rank_environment(topology, index)
     env.update(horovod_env.environment(topology, index))
+    return env
+
+
+def mpi_rank_environment(topology: Topology, index: int) -> dict[str, str]:
+    """The per-rank variables a rank started by mpirun sets itself (Horovod talks MPI there, not Gloo)."""
+    env = torch_env.environment(topology, index)
+    env.update(tf_env.environment(topology, index))
     return env
 
 

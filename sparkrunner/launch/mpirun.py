@@ -24,6 +24,7 @@ from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
 from sparkrunner.launch.task_agent import TaskAgent, agent_tasks, agents_env, host_gpus
 from sparkrunner.processes import RankProcess
+from sparkrunner.rank import TOPOLOGY_ENV
 from sparkrunner.topology import Topology
 
 log = logging.getLogger("sparkrunner")
@@ -46,7 +47,8 @@ def horovod_has_mpi() -> bool:
 
 
 def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) -> dict[str, str]:
-    """The rank environment minus what differs per rank (mpirun sets ranks) and Horovod's Gloo wiring."""
+    """The rank environment minus what differs per rank (each rank derives that from the topology it gets)."""
+    topology = topology.in_host_order()
     per_index = [
         rank_process_environment(job, topology, i, echo_output=in_spark_task, in_spark_task=False)
         for i in range(topology.size)
@@ -54,6 +56,7 @@ def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) ->
     common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}
     for key in horovod_env.GLOO_VARIABLES:
         common.pop(key, None)
+    common[TOPOLOGY_ENV] = topology.to_json()
     return common
 
 

@@ -45,7 +45,7 @@ def read_back(store: str, run_id: str) -> Any:
 
 
 def test_a_run_is_recorded_with_params_metrics_and_timings(store: str) -> None:
-    runner = Runner(np=-2, tracking=store)
+    runner = Runner(np=-2, launcher="direct", tracking=store)
     rank_run_id = runner.run(logs_from_rank_zero, 5)
     record = runner.last_run
     assert record is not None and record.mlflow_run_id == rank_run_id
