@@ -101,7 +101,10 @@ def rendezvous(topology: Topology, index: int) -> Iterator[None]:
         ("0.0.0.0", topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
     )
     server.init(host_plan(topology))
-    thread = threading.Thread(target=server.serve_forever, name="horovod-rendezvous", daemon=True)
+    # a short poll interval: shutdown() waits for the serving loop to notice, which ends the task
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="horovod-rendezvous", daemon=True
+    )
     thread.start()
     try:
         yield
