@@ -57,9 +57,10 @@ def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
             os.kill(pid, sig)
 
 
-def processes_of_run(run_id: str) -> list[int]:
-    """Pids of live processes on this machine whose environment carries this run's id."""
-    needle = f"{RUN_ID_ENV}={run_id}".encode()
+def processes_of_run(run_id: str | None) -> list[int]:
+    """Pids of live processes on this machine whose environment carries this run's id (any run's for None)."""
+    prefix = f"{RUN_ID_ENV}=".encode()
+    wanted = None if run_id is None else prefix + run_id.encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -71,7 +72,8 @@ def processes_of_run(run_id: str) -> list[int]:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if needle in env and state != b"Z":
+        ours = any(e.startswith(prefix) for e in env) if wanted is None else wanted in env
+        if ours and state != b"Z":
             found.append(int(entry))
     return found
 

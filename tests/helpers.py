@@ -9,28 +9,19 @@ import textwrap
 import time
 from pathlib import Path
 
-from sparkrunner.processes import RUN_ID_ENV
+from sparkrunner.processes import processes_of_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _rank_processes() -> dict[int, str]:
     found: dict[int, str] = {}
-    needle = f"{RUN_ID_ENV}=".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
+    for pid in processes_of_run(None):
         try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
-            continue
-        if needle in env and state != b"Z":
-            found[int(entry)] = cmd
+            continue  # it ended meanwhile
     return found
 
 
