@@ -6,19 +6,23 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes
+
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# Tag every process this session starts, so process-table checks ignore other sessions on this machine.
+os.environ.setdefault(TEST_SESSION_ENV, uuid.uuid4().hex)
 
 import cloudpickle
 
 import tests
-from tests.helpers import leftover_rank_processes
 
 # Ranks on executors cannot import this test package: ship its functions by value, as a notebook's would be.
 cloudpickle.register_pickle_by_value(tests)

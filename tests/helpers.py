@@ -9,29 +9,57 @@ import textwrap
 import time
 from pathlib import Path
 
-from sparkrunner.processes import processes_of_run
-
 ROOT = Path(__file__).resolve().parents[1]
 
+# Every process this pytest starts (drivers, executors, ranks) inherits this tag, so the process-table checks
+# below see this session's ranks only, never those of another test session on the same machine.
+TEST_SESSION_ENV = "SPARKRUNNER_TEST_SESSION"
+_RUN_ID_PREFIX = b"SPARKRUNNER_RUN_ID="
 
-def _rank_processes() -> dict[int, str]:
+
+def _environ_of(pid: str) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                return None
+    except OSError:
+        return None  # it ended meanwhile, or is not ours to read
+    return env
+
+
+def rank_processes(run_id: str | None = None) -> dict[int, str]:
+    """This test session's live processes that carry a sparkrunner run id (`run_id`'s only, when given).
+
+    Scans /proc itself: the tests' oracle is independent of the library's own clean-up code.
+    """
+    session = f"{TEST_SESSION_ENV}={os.environ[TEST_SESSION_ENV]}".encode()
+    wanted = None if run_id is None else _RUN_ID_PREFIX + run_id.encode()
     found: dict[int, str] = {}
-    for pid in processes_of_run(None):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        env = _environ_of(pid)
+        if env is None or session not in env:
+            continue
+        if not (any(e.startswith(_RUN_ID_PREFIX) for e in env) if wanted is None else wanted in env):
+            continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                found[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
+                found[int(pid)] = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
-            continue  # it ended meanwhile
+            continue
     return found
 
 
 def leftover_rank_processes(grace_s: float = 0.0) -> dict[int, str]:
     """Live processes that carry a sparkrunner run id, after waiting up to `grace_s` for them to go."""
     deadline = time.monotonic() + grace_s
-    found = _rank_processes()
+    found = rank_processes()
     while found and time.monotonic() < deadline:
         time.sleep(0.1)
-        found = _rank_processes()
+        found = rank_processes()
     return found
 
 

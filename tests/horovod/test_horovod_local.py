@@ -12,7 +12,7 @@ import pytest
 from sparkrunner import RankFailedError, Runner
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch import resolve_launcher
-from sparkrunner.processes import processes_of_run
+from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
 
 LAUNCHERS = ["mpirun", "direct"]
@@ -54,7 +54,7 @@ def test_failing_rank_raises_its_own_error_and_leaves_nothing(launcher: str) -> 
     assert (err.rank, err.exc_type) == (1, "ValueError")
     assert "fail_on_rank_one" in err.remote_traceback
     run_id = re.search(r"run (\w+)", err.exc_message).group(1)  # type: ignore[union-attr]
-    assert processes_of_run(run_id) == []
+    assert rank_processes(run_id) == {}
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import RankFailedError, Runner
-from sparkrunner.processes import processes_of_run
+from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
 from tests.horovod.test_horovod_local import assert_classic_training
 
@@ -34,7 +34,7 @@ def test_failing_rank_under_mpirun_raises_its_error(spark_cluster: Any) -> None:
     assert (err.rank, err.exc_type) == (1, "ValueError")
     assert "fail_on_rank_one" in err.remote_traceback
     run_id = re.search(r"run (\w+)", err.exc_message).group(1)  # type: ignore[union-attr]
-    assert processes_of_run(run_id) == []  # mpirun, its daemon and every rank are gone
+    assert rank_processes(run_id) == {}  # mpirun, its daemon and every rank are gone
 
 
 def test_timeline_from_a_barrier_task_reaches_the_driver(spark_cluster: Any, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.processes import processes_of_run
+from tests.helpers import rank_processes
 from tests.conftest import spark_session
 from tests.horovod import hvd_functions
 from tests.horovod.netns_cluster import NetnsCluster, can_create_namespaces
@@ -62,7 +62,7 @@ def test_mpirun_across_two_namespace_hosts(two_hosts: tuple[NetnsCluster, Any]) 
     assert local == [None, None]
     assert remote[0] is not None and remote[0].isdigit() and remote[0] == remote[1]
 
-    assert processes_of_run(result["ranks"][0]["run_id"]) == []
+    assert rank_processes(result["ranks"][0]["run_id"]) == {}
     for ns in cluster.namespaces:
         ours = ("orted", "mpirun", "sparkrunner.worker", "rsh_agent")
         leftovers = [c for c in _command_lines(cluster.pids_in(ns)) if any(word in c for word in ours)]
