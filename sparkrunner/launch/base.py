@@ -8,7 +8,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, processes, rank
+from sparkrunner import frameworks, processes
+from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
 
 
@@ -39,10 +40,10 @@ def rank_process_environment(
     env.update(frameworks.rank_environment(topology, index))
     env.update(
         {
-            processes.RUN_ID_ENV: job.run_id,
-            rank.DRIVER_ENV: f"{job.driver[0]}:{job.driver[1]}",
-            rank.SECRET_ENV: job.secret.hex(),
-            rank.ECHO_ENV: "1" if echo_output else "0",
+            Env.RUN_ID: job.run_id,
+            Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
+            Env.SECRET: job.secret.hex(),
+            Env.ECHO_OUTPUT: "1" if echo_output else "0",
             "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),

@@ -24,7 +24,7 @@ from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
 from sparkrunner.launch.task_agent import TaskAgent, agent_tasks, agents_env, host_gpus
 from sparkrunner.processes import RankProcess
-from sparkrunner.rank import TOPOLOGY_ENV
+from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
 
 log = logging.getLogger("sparkrunner")
@@ -56,7 +56,7 @@ def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) ->
     common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}
     for key in horovod_env.GLOO_VARIABLES:
         common.pop(key, None)
-    common[TOPOLOGY_ENV] = topology.to_json()
+    common[Env.TOPOLOGY] = topology.to_json()
     return common
 
 

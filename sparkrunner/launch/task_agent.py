@@ -17,11 +17,8 @@ from typing import Any
 
 from sparkrunner import processes
 from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import PortSlot, Topology
-
-AGENTS_ENV = "SPARKRUNNER_TASK_AGENTS"
-KEY_ENV = "SPARKRUNNER_TASK_AGENT_KEY"
-STARTED_BY_ENV = "SPARKRUNNER_STARTED_BY_TASK"
 
 
 def agent_key(run_secret: bytes) -> bytes:
@@ -41,7 +38,7 @@ def agent_tasks(topology: Topology) -> dict[str, int]:
 def agents_env(topology: Topology, run_secret: bytes) -> dict[str, str]:
     """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens."""
     where = {host: topology.peers[i].ports[PortSlot.TASK_AGENT] for host, i in agent_tasks(topology).items()}
-    return {AGENTS_ENV: json.dumps(where), KEY_ENV: agent_key(run_secret).hex()}
+    return {Env.TASK_AGENTS: json.dumps(where), Env.TASK_AGENT_KEY: agent_key(run_secret).hex()}
 
 
 def host_gpus(topology: Topology, host: str) -> str:
@@ -57,8 +54,8 @@ class TaskAgent:
         peer = topology.peers[index]
         self._env = {
             **os.environ,
-            processes.RUN_ID_ENV: run_id,
-            STARTED_BY_ENV: str(index),
+            Env.RUN_ID: run_id,
+            Env.STARTED_BY_TASK: str(index),
             "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []
@@ -73,14 +70,14 @@ class TaskAgent:
 
     def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
         """Run one command the way a remote shell would, and answer with its exit code."""
-        if kind != "exec":
+        if kind != Message.EXEC:
             return
         command = " ".join(data["argv"])
         proc = processes.RankProcess(["/bin/sh", "-c", command], self._env, echo_to=2)
         with self._lock:
             self._started.append(proc)
         code = proc.wait()  # this thread started it and must outlive it (the child dies with its thread)
-        conn.send("exit", {"code": code, "tail": proc.output_tail()})
+        conn.send(Message.EXIT, {"code": code, "tail": proc.output_tail()})
 
     def stop(self) -> None:
         """Stop serving and kill whatever this agent started that is still running."""
