@@ -28,6 +28,7 @@ class RankState:
     connected_at: float | None = None
     host: str = ""
     done: bool = False
+    gone: bool = False
 
 
 @dataclass
@@ -44,6 +45,10 @@ class RunReport:
 
     def all_connected(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.connected_at is not None) == self.num_ranks
+
+    def all_gone(self) -> bool:
+        """True when every rank that connected has disconnected again."""
+        return all(s.gone for s in self.ranks.values())
 
     def all_done(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks
@@ -134,6 +139,7 @@ class DriverSession:
         if rank is None:
             return
         with self.changed:
+            self.report.ranks[rank].gone = True
             if not self.report.ranks[rank].done:
                 self.report.vanished.append(rank)
             self.changed.notify_all()
@@ -144,6 +150,17 @@ class DriverSession:
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""
         self._server.broadcast(Message.ABORT)
+
+    def stop_ranks(self, grace_s: float) -> None:
+        """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
+        them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
+        self._server.broadcast(Message.STOP)
+        try:
+            with self.changed:
+                self.changed.wait_for(self.report.all_gone, grace_s)
+        except KeyboardInterrupt:
+            pass
+        self.abort_ranks()
 
     def close(self) -> None:
         self._server.close()

@@ -72,6 +72,37 @@ class RankFailedError(SparkRunnerError):
         return (type(self), (self.rank, self.exc_type, self.exc_message, self.remote_traceback, None))
 
 
+class DoNotRetry(SparkRunnerError):
+    """Raise it (or wrap an exception in it) inside `main` to fail the run at once, whatever `max_failures`.
+
+    ``raise DoNotRetry(ValueError("bad learning rate"))`` or ``raise DoNotRetry("bad learning rate")``.
+    """
+
+    def __init__(self, error: BaseException | str) -> None:
+        self.error = error
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.error,))
+
+
+class AttemptsFailedError(SparkRunnerError):
+    """Every attempt of a run failed (or one failed with an error that is not retried); carries them all.
+
+    Attributes:
+        errors: each attempt's error, first attempt first.
+    """
+
+    def __init__(self, message: str, errors: list[BaseException]) -> None:
+        self.errors = errors
+        super().__init__(message)
+
+
+class CheckpointDirError(InvalidArgumentError):
+    """`checkpoint_dir` is missing, not writable, or not shared by the driver and every rank."""
+
+
 class UnsupportedColumnError(SparkRunnerError, TypeError):
     """A column cannot be fed to a framework: its type, its nulls, or arrays of varying length."""
 

@@ -6,6 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner import processes
@@ -24,6 +25,11 @@ from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.spark import SparkPlacement, active_spark_session
 from sparkrunner.progress import ProgressObserver
+from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
+from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
+from sparkrunner.recovery.checkpoints import list_checkpoints
+from sparkrunner.recovery.options import RecoveryOptions
+from sparkrunner.recovery.slots import wait_for_slots
 from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
@@ -51,8 +57,17 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        max_failures: failed attempts to retry: each retry starts every rank again (a new barrier stage) and
+            `main` resumes from `sparkrunner.load_checkpoint()`. 0 (default): the first failure ends the run.
+        checkpoint_dir: where `sparkrunner.save_checkpoint` writes. ``np < 0``: default, a folder made for the
+            run (removed at its end). ``np > 0``: a path the driver and every executor can read; required when
+            ``max_failures > 0``.
+        stop_grace_s: seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.
+        retry_if: ``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes,
+            except argument errors and `sparkrunner.errors.DoNotRetry`).
 
-    After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
+    After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
+    MLflow id).
     """
 
     def __init__(
@@ -68,8 +83,13 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        max_failures: int = 0,
+        checkpoint_dir: str | None = None,
+        stop_grace_s: float = 10.0,
+        retry_if: RetryPredicate | None = None,
     ) -> None:
         _check_np(np)
+        self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
         if driver_log_verbosity not in VERBOSITIES:
             raise InvalidArgumentError(
                 f"driver_log_verbosity={driver_log_verbosity!r} is not one of {', '.join(map(repr, VERBOSITIES))}"
@@ -97,25 +117,61 @@ class Runner:
             )
         payload = dumps_call(main, args, kwargs)
         launcher = resolve_launcher(self.launcher)
-        placement = self._placement(launcher)
-        placement.check()
+        self._placement(launcher).check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
-        session = DriverSession(
-            payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
-        )
-        env = {**observers.start(record), **self.env}
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        self.received_files = {}
+        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id)
+        env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+
+        def attempt(number: int) -> Any:
+            job_env = {**env, **self.recovery.rank_env(number)}
+            run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
+            return self._attempt(payload, launcher, observers, RankJobSpec(run_id, job_env), deadline)
+
         try:
-            _run_ranks(session, placement, job, self.start_timeout, self.timeout)
-            value = _result(session)
+            value = run_attempts(
+                self.recovery.policy,
+                record.attempts,
+                attempt,
+                lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
+                lambda: self._before_retry(launcher),
+            )
         except BaseException as exc:
             observers.end(record, exc)
             raise
         finally:
-            self.received_files = dict(session.report.files)
+            checkpoints.close()
         observers.end(record, None)
         return value
+
+    def _attempt(
+        self,
+        payload: bytes,
+        launcher: Launcher,
+        observers: Observers,
+        spec: RankJobSpec,
+        deadline: float | None,
+    ) -> Any:
+        """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
+        placement = self._placement(launcher)
+        session = DriverSession(
+            payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
+        )
+        job = RankJob(spec.run_id, (placement.driver_host, session.port), session.secret, spec.env)
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        try:
+            _run_ranks(session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s)
+            return _result(session)
+        finally:
+            self.received_files.update(session.report.files)
+
+    def _before_retry(self, launcher: Launcher) -> None:
+        """Wait for the cluster to offer np slots again (executors lost with the failed attempt come back)."""
+        if self.np > 0:
+            wait_for_slots(self._spark or active_spark_session(), self.np, self.start_timeout)
+        self._placement(launcher).check()
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
@@ -153,8 +209,21 @@ def _check_seconds(name: str, value: Any) -> None:
         raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
+@dataclass(frozen=True)
+class RankJobSpec:
+    """What differs between the attempts of one run: the processes' run id and the ranks' environment."""
+
+    run_id: str
+    env: dict[str, str]
+
+
 def _run_ranks(
-    session: DriverSession, placement: Placement, job: RankJob, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    job: RankJob,
+    start_timeout: float,
+    timeout: float | None,
+    stop_grace_s: float,
 ) -> None:
     """Start the ranks, wait for them, and always shut everything down."""
     succeeded = False
@@ -163,7 +232,7 @@ def _run_ranks(
         _supervise(session, placement, start_timeout, timeout)
         succeeded = True
     finally:
-        _shut_down(session, placement, job.run_id, succeeded)
+        _shut_down(session, placement, job.run_id, succeeded, stop_grace_s)
 
 
 def _supervise(
@@ -226,14 +295,17 @@ def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
     )
 
 
-def _shut_down(session: DriverSession, placement: Placement, run_id: str, succeeded: bool) -> None:
-    """Leave nothing behind: on success let the ranks exit on their own first, otherwise kill them now."""
+def _shut_down(
+    session: DriverSession, placement: Placement, run_id: str, succeeded: bool, stop_grace_s: float
+) -> None:
+    """Leave nothing behind: on success let the ranks exit on their own first, otherwise stop them (SIGTERM,
+    up to `stop_grace_s` to save a checkpoint) and kill what is left."""
     if succeeded:
         deadline = time.monotonic() + _FINISH_GRACE_S * 6
         while not placement.finished() and time.monotonic() < deadline:
             time.sleep(_POLL_S / 2)
     else:
-        session.abort_ranks()
+        session.stop_ranks(stop_grace_s)
     placement.stop()
     session.close()
     leftover = processes.sweep_run(run_id, grace_s=2.0)

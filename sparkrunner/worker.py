@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import signal
 import socket
 import sys
 import threading
@@ -18,9 +17,12 @@ from typing import Any
 import cloudpickle
 
 from sparkrunner import channel, frameworks, processes, rank
+from sparkrunner.errors import CheckpointDirError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
+from sparkrunner.recovery import graceful_stop
+from sparkrunner.recovery.checkpoint_dir import verify_on_rank
 from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
@@ -101,6 +103,8 @@ class DriverWatch:
                     return
                 if kind == Message.ABORT:
                     _die(1)
+                if kind == Message.STOP:
+                    graceful_stop.request_stop()
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)
@@ -119,8 +123,9 @@ def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
 
 def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
     try:
+        verify_on_rank()
         main, args, kwargs = _load_call(payload)
-    except RuntimeError as exc:
+    except (RuntimeError, CheckpointDirError) as exc:
         return Message.ERROR, RemoteError.capture(exc)
     try:
         value = main(*args, **kwargs)
@@ -144,7 +149,7 @@ def _wire_frameworks_under_mpirun() -> None:
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: _die(143))
+    graceful_stop.install(_die)
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
     me = rank.rank_context()
