@@ -89,16 +89,28 @@ def host_plan(topology: Topology) -> list[object]:
     ]
 
 
+def wants_rendezvous(payload: bytes, horovod: bool | None) -> bool:
+    """Whether a run hosts the rendezvous server: `horovod` when the user said (``Runner(horovod=...)``), else
+    whether the pickled function mentions Horovod at all (an ``import horovod...`` in it or in a function it
+    calls by value, or a reference to a ``horovod`` module). A function that reaches Horovod only through a
+    module of its own (pickled by reference) needs ``horovod=True``; without it ``hvd.init()`` fails to reach
+    the rendezvous server rather than running unconnected."""
+    if horovod is not None:
+        return horovod and horovod_installed()
+    return horovod_installed() and b"horovod" in payload
+
+
 @contextmanager
-def rendezvous(topology: Topology, index: int) -> Iterator[None]:
-    """Host Horovod's Gloo rendezvous server while the block runs, if this task is task 0 (else no-op)."""
-    if index != 0 or not horovod_installed():
+def rendezvous(topology: Topology, index: int, wanted: bool) -> Iterator[None]:
+    """Host Horovod's Gloo rendezvous server while the block runs, if the run wants it and this task is task 0
+    (else no-op). It listens on task 0's address only: it is unauthenticated HTTP, as in Horovod itself."""
+    if index != 0 or not wanted:
         yield
         return
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
     server = RendezvousHTTPServer(
-        ("0.0.0.0", topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
+        (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
     )
     server.init(host_plan(topology))
     # a short poll interval: shutdown() waits for the serving loop to notice, which ends the task
