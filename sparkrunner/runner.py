@@ -53,8 +53,8 @@ class Runner:
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
         horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
-            server. ``None`` (default): detected (the pickled function mentions ``horovod``); say ``True`` when
-            your function reaches Horovod only through a module of your own.
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -111,7 +111,7 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         env = {**observers.start(record), **self.env}
-        uses_horovod = horovod_env.wants_rendezvous(payload, self.horovod)
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
         job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env, uses_horovod)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)

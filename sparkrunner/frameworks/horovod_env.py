@@ -11,12 +11,15 @@ torch and Horovod in a rank takes seconds.
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import CodeType, ModuleType
+from typing import Any
 
 from sparkrunner.topology import PortSlot, Topology
 
@@ -89,15 +92,42 @@ def host_plan(topology: Topology) -> list[object]:
     ]
 
 
-def wants_rendezvous(payload: bytes, horovod: bool | None) -> bool:
+def _is_horovod(module_name: str) -> bool:
+    return module_name.split(".")[0] == "horovod"
+
+
+def _code_objects(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _code_objects(const)
+
+
+def mentions_horovod(main: Callable[..., Any]) -> bool:
+    """True when `main` imports Horovod (in its body or a nested function) or uses a global Horovod module."""
+    code = getattr(main, "__code__", None)
+    if code is None:
+        return False
+    module_globals = getattr(main, "__globals__", {})
+    for part in _code_objects(code):
+        for instruction in dis.get_instructions(part):
+            if instruction.opname == "IMPORT_NAME" and _is_horovod(str(instruction.argval)):
+                return True
+        for name in part.co_names:
+            value = module_globals.get(name)
+            if isinstance(value, ModuleType) and _is_horovod(value.__name__):
+                return True
+    return False
+
+
+def wants_rendezvous(main: Callable[..., Any], horovod: bool | None) -> bool:
     """Whether a run hosts the rendezvous server: `horovod` when the user said (``Runner(horovod=...)``), else
-    whether the pickled function mentions Horovod at all (an ``import horovod...`` in it or in a function it
-    calls by value, or a reference to a ``horovod`` module). A function that reaches Horovod only through a
-    module of its own (pickled by reference) needs ``horovod=True``; without it ``hvd.init()`` fails to reach
-    the rendezvous server rather than running unconnected."""
-    if horovod is not None:
-        return horovod and horovod_installed()
-    return horovod_installed() and b"horovod" in payload
+    whether `main` mentions Horovod (`mentions_horovod`). A function that reaches Horovod only through another
+    function or module of its own needs ``horovod=True``; without it ``hvd.init()`` fails to reach the
+    rendezvous server (an error, not a silent single-process run)."""
+    if not horovod_installed():
+        return False
+    return mentions_horovod(main) if horovod is None else horovod
 
 
 @contextmanager
