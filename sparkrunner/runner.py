@@ -18,6 +18,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     StartTimeoutError,
 )
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
@@ -65,6 +66,9 @@ class Runner:
         stop_grace_s: seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.
         retry_if: ``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes,
             except argument errors and `sparkrunner.errors.DoNotRetry`).
+        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
     MLflow id).
@@ -87,6 +91,7 @@ class Runner:
         checkpoint_dir: str | None = None,
         stop_grace_s: float = 10.0,
         retry_if: RetryPredicate | None = None,
+        horovod: bool | None = None,
     ) -> None:
         _check_np(np)
         self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
@@ -104,6 +109,7 @@ class Runner:
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
+        self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -123,12 +129,14 @@ class Runner:
         self.received_files = {}
         checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id)
         env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
 
         def attempt(number: int) -> Any:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
-            return self._attempt(payload, launcher, observers, RankJobSpec(run_id, job_env), deadline)
+            spec = RankJobSpec(run_id, job_env, uses_horovod)
+            return self._attempt(payload, launcher, observers, spec, deadline)
 
         try:
             value = run_attempts(
@@ -159,7 +167,8 @@ class Runner:
         session = DriverSession(
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
-        job = RankJob(spec.run_id, (placement.driver_host, session.port), session.secret, spec.env)
+        driver = (placement.driver_host, session.port)
+        job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod)
         timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
             _run_ranks(session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s)
@@ -215,6 +224,7 @@ class RankJobSpec:
 
     run_id: str
     env: dict[str, str]
+    uses_horovod: bool
 
 
 def _run_ranks(
