@@ -127,7 +127,7 @@ class Runner:
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
         self.received_files = {}
-        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id)
+        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, self.np < 0)
         env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
         uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout

@@ -43,14 +43,13 @@ class RunCheckpoints:
     """True when sparkrunner made the folder (np < 0 default) and removes it when the run ends."""
 
     @classmethod
-    def open(cls, checkpoint_dir: str | None, run_id: str) -> RunCheckpoints:
+    def open(cls, checkpoint_dir: str | None, run_id: str, on_driver_only: bool) -> RunCheckpoints:
+        """The run's folder with the probe written; ``np > 0`` runs without `checkpoint_dir` get none."""
+        if checkpoint_dir is None and not on_driver_only:
+            return cls("", "", owned=False)
         owned = checkpoint_dir is None
-        folder = (
-            tempfile.mkdtemp(prefix=f"sparkrunner-checkpoints-{run_id[:12]}-")
-            if owned
-            else str(checkpoint_dir)
-        )
-        folder = os.path.abspath(folder)
+        prefix = f"sparkrunner-checkpoints-{run_id[:12]}-"
+        folder = os.path.abspath(tempfile.mkdtemp(prefix=prefix) if owned else str(checkpoint_dir))
         try:
             os.makedirs(folder, exist_ok=True)
             probe = os.path.join(folder, f"{_PROBE_PREFIX}{run_id}")
@@ -63,10 +62,12 @@ class RunCheckpoints:
         return cls(folder, probe, owned)
 
     def rank_env(self) -> dict[str, str]:
-        return {Env.CHECKPOINT_DIR: self.folder, Env.CHECKPOINT_PROBE: self.probe}
+        return {Env.CHECKPOINT_DIR: self.folder, Env.CHECKPOINT_PROBE: self.probe} if self.folder else {}
 
     def close(self) -> None:
         """Remove the probe; remove the whole folder when sparkrunner made it."""
+        if not self.folder:
+            return
         if self.owned:
             shutil.rmtree(self.folder, ignore_errors=True)
         else:
