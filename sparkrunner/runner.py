@@ -136,7 +136,8 @@ class Runner:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
             spec = RankJobSpec(run_id, job_env, uses_horovod)
-            return self._attempt(payload, launcher, observers, spec, deadline)
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            return self._attempt(payload, launcher, observers, spec, self.timeout if number == 0 else left)
 
         try:
             value = run_attempts(
@@ -160,7 +161,7 @@ class Runner:
         launcher: Launcher,
         observers: Observers,
         spec: RankJobSpec,
-        deadline: float | None,
+        timeout: float | None,
     ) -> Any:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
         placement = self._placement(launcher)
@@ -169,7 +170,6 @@ class Runner:
         )
         driver = (placement.driver_host, session.port)
         job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod)
-        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.001)
         try:
             _run_ranks(session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s)
             return _result(session)

@@ -4,6 +4,8 @@ On cancel, timeout, Ctrl-C or a peer's failure the driver sends the ranks a stop
 SIGTERM to itself, so `main` sees the same thing whoever stops it (Spark, a scheduler, a person). The first
 SIGTERM sets `stopping()`, runs the `on_stop` callbacks in the main thread, and arms a timer that kills the
 rank after ``stop_grace_s``. Executor decommissioning (SIGPWR, when it reaches the rank) takes the same path.
+A rank whose `main` never called `stopping()` or `on_stop()` cannot use a grace period: it dies at once, as
+before, so a failure is reported without waiting.
 """
 
 from __future__ import annotations
@@ -23,16 +25,22 @@ DEFAULT_GRACE_S = 10.0
 _STOP_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGPWR", None)) if s is not None)
 
 _stopping = threading.Event()
+_wants_grace = threading.Event()
 _callbacks: list[Callable[[], None]] = []
 
 
 def stopping() -> bool:
-    """True once this rank was asked to stop: save a checkpoint now and return (or raise) from `main`."""
+    """True once this rank was asked to stop: save a checkpoint now and return (or raise) from `main`.
+
+    Calling it tells sparkrunner that `main` handles stops: from then on a stop gives it ``stop_grace_s``.
+    """
+    _wants_grace.set()
     return _stopping.is_set()
 
 
 def on_stop(callback: Callable[[], None]) -> None:
     """Call `callback()` (in the main thread) when this rank is asked to stop, e.g. to save a checkpoint."""
+    _wants_grace.set()
     _callbacks.append(callback)
 
 
@@ -75,6 +83,8 @@ def _begin_stop() -> bool:
         if _stopping.is_set():
             return False
         _stopping.set()
+    if _die is not None and not _wants_grace.is_set():
+        _die(128 + signal.SIGTERM)  # nothing in `main` listens for a stop: end now, as without a grace period
     if _die is not None:
         timer = threading.Timer(grace_seconds(), _die, args=(128 + signal.SIGTERM,))
         timer.daemon = True
