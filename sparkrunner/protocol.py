@@ -36,4 +36,5 @@ class Env:
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
     TASK_AGENT_KEY = "SPARKRUNNER_TASK_AGENT_KEY"  # the task agents' key (hex)
-    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task whose agent started it
+    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started it (its clean-up
+    # ends it): the task's own rank, its mpirun and what that starts locally, or what its task agent started

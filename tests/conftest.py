@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes
+from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -90,3 +91,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if "spark" in _session:
         _session["spark"].stop()
     shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)
+
+
+@pytest.fixture(params=LAUNCHERS)
+def launcher(request: pytest.FixtureRequest) -> str:
+    """Each launcher in turn ("direct", "mpirun"; mpirun skipped where it cannot run)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module", params=PLACEMENTS)
+def placement(request: pytest.FixtureRequest) -> Placement:
+    """Each placement in turn: np < 0 (the driver), then np > 0 on `local-cluster[2,1,1024]`."""
+    if request.param == "spark":
+        return Placement("spark", spark_session(CLUSTER_MASTER))
+    return Placement("np<0")

@@ -137,6 +137,7 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=True)
         names = exported_names(env, job)
         env.update(agents_env(topology, job.secret))
+        env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
         network = network_of(topology.peers[0].host)
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp:

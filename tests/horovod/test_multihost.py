@@ -57,10 +57,10 @@ def test_mpirun_across_two_namespace_hosts(two_hosts: tuple[NetnsCluster, Any]) 
         (host,) = set(rank["addresses"]) & set(cluster.worker_hosts)
         starters[host].append(rank["started_by_task"])
     assert sorted(len(s) for s in starters.values()) == [2, 2]  # two ranks on each of two distinct hosts
-    # task 0's host: mpirun started its ranks itself; the other host: the task agent of one barrier task did
-    local, remote = sorted(starters.values(), key=lambda s: s[0] is not None)
-    assert local == [None, None]
-    assert remote[0] is not None and remote[0].isdigit() and remote[0] == remote[1]
+    # task 0's host: task 0's mpirun started its ranks; the other host: the task agent of another task did
+    local, remote = sorted(starters.values(), key=lambda s: s[0] != "0")
+    assert local == ["0", "0"]
+    assert remote[0] is not None and remote[0].isdigit() and remote[0] != "0" and remote[0] == remote[1]
 
     assert rank_processes(result["ranks"][0]["run_id"]) == {}
     for ns in cluster.namespaces:
