@@ -34,6 +34,8 @@ os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db
 
 _session: dict[str, Any] = {}
 
+pytest_plugins = ["tests.cluster.fixtures"]
+
 LOCAL_MASTER = "local[2]"
 CLUSTER_MASTER = "local-cluster[2,1,1024]"
 
@@ -67,6 +69,14 @@ def spark_session(master: str, **conf: str) -> Any:
     return spark
 
 
+def stop_spark_session(master: str | None = None) -> None:
+    """Stop the shared SparkSession (only if it runs on `master`, when given)."""
+    current = _session.get("spark")
+    if current is not None and (master is None or _session["key"][0] == master):
+        current.stop()
+        _session.clear()
+
+
 @pytest.fixture(scope="module")
 def spark_local() -> Any:
     """A real `local[2]` SparkSession (2 task slots), shared with every module that asks for it."""
@@ -88,8 +98,7 @@ def no_rank_left_behind() -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if "spark" in _session:
-        _session["spark"].stop()
+    stop_spark_session()
     shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)
 
 
