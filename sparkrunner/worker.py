@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, processes, rank
+from sparkrunner import channel, frameworks, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -149,7 +149,7 @@ def main() -> int:
     _wire_frameworks_under_mpirun()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
-    secret = bytes.fromhex(os.environ.pop(Env.SECRET))
+    secret = handover.take_run_secret(me.local_rank)
     conn = channel.connect((host, int(port)), secret)
     conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
     kind, payload = conn.recv()
