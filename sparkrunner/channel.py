@@ -16,6 +16,7 @@ import pickle
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -205,3 +206,15 @@ class ChannelServer:
         self._listener.close()
         for conn in connections:
             conn.close()
+
+
+def connect_when_listening(address: tuple[str, int], secret: bytes, wait_s: float) -> Connection:
+    """`connect`, retrying for up to `wait_s` seconds while the server is not listening yet."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect(address, secret)
+        except ChannelError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

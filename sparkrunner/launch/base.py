@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, processes
+from sparkrunner import frameworks, gpus, processes
 from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
 
@@ -21,6 +21,7 @@ class RankJob:
     driver: tuple[str, int]
     secret: bytes
     user_env: dict[str, str] = field(default_factory=dict)
+    use_gpu: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ def rank_process_environment(
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.SECRET: job.secret.hex(),
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
+            Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
             "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
@@ -51,7 +53,7 @@ def rank_process_environment(
     )
     if in_spark_task:
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(topology.peers[index].gpus)
+        env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env
 
 
