@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, gpus, processes, rank
+from sparkrunner import channel, frameworks, gpus, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -153,7 +153,7 @@ def main() -> int:
     gpu_warning = gpus.pin_rank_gpus(os.environ)
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
-    secret = bytes.fromhex(os.environ.pop(Env.SECRET))
+    secret = handover.take_run_secret(me.local_rank)
     conn = channel.connect((host, int(port)), secret)
     conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
     if gpu_warning:

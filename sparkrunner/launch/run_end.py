@@ -32,8 +32,10 @@ class RunEndServer:
         self._outcome: TaskOutcome | None = None
         self._ended = threading.Event()
         self._told = threading.Semaphore(0)
+        task_zero = topology.peers[0]
+        # bound to the address the other tasks use, never every interface
         self._server = ChannelServer(
-            key, self._on_message, lambda _: None, "0.0.0.0", topology.peers[0].ports[PortSlot.RUN_END]
+            key, self._on_message, lambda _: None, task_zero.host, task_zero.ports[PortSlot.RUN_END]
         )
 
     def _on_message(self, conn: Connection, kind: str, _: Any) -> None:
