@@ -69,6 +69,9 @@ class Runner:
         horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
             server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
             ``True`` when it reaches Horovod only through another function or module of your own.
+        use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
+            that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
+            (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
     MLflow id).
@@ -92,6 +95,7 @@ class Runner:
         stop_grace_s: float = 10.0,
         retry_if: RetryPredicate | None = None,
         horovod: bool | None = None,
+        use_gpu: bool | None = None,
     ) -> None:
         _check_np(np)
         self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
@@ -108,6 +112,9 @@ class Runner:
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        if use_gpu not in (None, True, False):
+            raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
+        self.use_gpu = use_gpu
         self._spark = spark
         self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
@@ -169,7 +176,7 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         driver = (placement.driver_host, session.port)
-        job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod)
+        job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod, use_gpu=self.use_gpu)
         try:
             _run_ranks(session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s)
             return _result(session)
@@ -184,9 +191,10 @@ class Runner:
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
-            return LocalPlacement(-self.np, launcher)
+            return LocalPlacement(-self.np, launcher, self.use_gpu)
         spark = self._spark if self._spark is not None else active_spark_session()
-        return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
+        slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
+        return SparkPlacement(spark, self.np, launcher, slot_wait_s, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -318,7 +326,7 @@ def _shut_down(
         session.stop_ranks(stop_grace_s)
     placement.stop()
     session.close()
-    leftover = processes.sweep_run(run_id, grace_s=2.0)
+    leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended
     if leftover:
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 
