@@ -19,6 +19,7 @@ from sparkrunner.errors import (
     AttemptsFailedError,
     CheckpointDirError,
     DoNotRetry,
+    InvalidArgumentError,
     RankFailedError,
     RunTimeoutError,
     SparkRunnerError,
@@ -186,3 +187,12 @@ def test_a_kill_during_save_never_leaves_a_corrupt_latest_checkpoint(tmp_path: P
         int(p.name[11:23]) for p in folder.iterdir() if p.name.startswith("checkpoint-")
     )
     assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max_failures", -1), ("max_failures", 1.5), ("stop_grace_s", -1), ("retry_if", "yes")],
+)
+def test_bad_recovery_options_are_refused_before_anything_starts(option: str, value: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match=option):
+        Runner(np=-2, launcher="direct", **{option: value})
