@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -13,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
+from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import RankFailedError
+from sparkrunner.output import RankOutput
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Message
 
@@ -21,6 +22,7 @@ log = logging.getLogger("sparkrunner")
 
 VERBOSITIES = ("all", "log_callback_only")
 MessageListener = Callable[[int, str, Any], None]
+_ACTIVITY = (Message.OUTPUT, Message.OUTPUT_UPDATE, Message.LOG, Message.PROGRESS)
 
 
 @dataclass
@@ -28,6 +30,7 @@ class RankState:
     connected_at: float | None = None
     host: str = ""
     done: bool = False
+    pid: int = 0
 
 
 @dataclass
@@ -68,6 +71,10 @@ class DriverSession:
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
         self._files_dir: str | None = None
+        self.output = RankOutput(show=verbosity == "all")
+        self.last_activity = time.monotonic()
+        """When a rank last printed or reported progress (the stall watchdog reads it)."""
+        self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
 
     @property
@@ -81,8 +88,14 @@ class DriverSession:
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return
+        if kind in _ACTIVITY:
+            self.last_activity = time.monotonic()
         if kind == Message.OUTPUT:
-            self._show_output(rank, *data)
+            self.output.lines(rank, *data)
+        elif kind == Message.OUTPUT_UPDATE:
+            self.output.update(rank, *data)
+        elif kind == Message.STACKS:
+            self._stacks.on_reply(rank, data)
         elif kind == Message.LOG:
             print(f"[rank {rank}] {data}", flush=True)
         elif kind in (Message.RESULT, Message.ERROR):
@@ -96,16 +109,10 @@ class DriverSession:
         rank = int(data["rank"])
         self._conn_rank[id(conn)] = rank
         with self.changed:
-            self.report.ranks[rank] = RankState(connected_at=time.monotonic(), host=str(data["host"]))
+            self.report.ranks[rank] = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]))
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
-
-    def _show_output(self, rank: int, stream: str, line: str) -> None:
-        if self._verbosity != "all":
-            return
-        out = sys.stderr if stream == "stderr" else sys.stdout
-        print(f"[rank {rank}] {line}", file=out, flush=True)
 
     def _save_file(self, rank: int, name: str, data: bytes) -> None:
         """Save a file a rank sent under a per-run folder on the driver and say where it is."""
@@ -140,6 +147,14 @@ class DriverSession:
 
     def result_value(self) -> Any:
         return loads(self.report.result) if self.report.result is not None else None
+
+    def collect_stacks(self) -> StackReport:
+        """Every live rank's stacks now (bounded wait); ranks that never connected are listed as such."""
+        with self.changed:
+            states = dict(self.report.ranks)
+        live = [LiveRank(r, s.host, s.pid) for r, s in states.items() if not s.done]
+        missing = [r for r in range(self.report.num_ranks) if r not in states]
+        return self._stacks.collect(live, missing, self.output.tail)
 
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""

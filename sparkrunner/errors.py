@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparkrunner.diagnostics import StackReport
+
 
 class SparkRunnerError(Exception):
-    """Base class of every error sparkrunner raises on purpose."""
+    """Base class of every error sparkrunner raises on purpose.
+
+    Attributes:
+        artifacts: long diagnostics kept out of the message (file name -> text: every rank's stacks, full
+            output tails); MLflow tracking saves each as an artifact of the run.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.artifacts: dict[str, str] = {}
 
 
 class InvalidArgumentError(SparkRunnerError, ValueError):
@@ -27,12 +41,23 @@ class LauncherUnavailableError(SparkRunnerError):
     """The requested launcher cannot run here (for example `mpirun` or Horovod is missing)."""
 
 
-class StartTimeoutError(SparkRunnerError, TimeoutError):
+class HangError(SparkRunnerError, TimeoutError):
+    """Ranks did not get on in time. `stack_report` (a `sparkrunner.diagnostics.StackReport`) holds every live
+    rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
+
+    stack_report: StackReport | None = None
+
+
+class StartTimeoutError(HangError):
     """Not every rank started within `start_timeout` seconds."""
 
 
-class RunTimeoutError(SparkRunnerError, TimeoutError):
+class RunTimeoutError(HangError):
     """The run did not finish within `timeout` seconds."""
+
+
+class StallError(HangError):
+    """No rank printed or reported progress for `stall_timeout` seconds (with ``on_stall="fail"``)."""
 
 
 class ChannelError(SparkRunnerError, ConnectionError):

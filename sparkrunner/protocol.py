@@ -11,7 +11,9 @@ class Message:
 
     # rank -> driver
     HELLO = "hello"  # {"rank", "host", "pid"}: the first message of every rank
-    OUTPUT = "output"  # (stream name, line): a line the rank printed
+    OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
+    OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
+    STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS
     LOG = "log"  # str: `log_to_driver`
     PROGRESS = "progress"  # dict: `report_progress`
     FILE = "file"  # {"name", "data"}: `send_file_to_driver`
@@ -21,6 +23,9 @@ class Message:
     PAYLOAD = "payload"  # the pickled (fn, args, kwargs)
     ACK = "ack"  # the driver has the rank's outcome: the rank may exit
     ABORT = "abort"  # the run is over: the rank kills itself and its children now
+    DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
+    # a barrier task -> driver (its own connection, no HELLO)
+    TASK_REPORT = "task_report"  # {"task", "host", "exit_code", "tail", "traceback"}: how a task ended
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended

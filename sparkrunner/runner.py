@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sparkrunner import processes
+from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
 from sparkrunner.driver import VERBOSITIES, DriverSession
 from sparkrunner.errors import (
     InvalidArgumentError,
@@ -51,6 +52,10 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        stall_timeout: seconds without any rank printing or reporting progress after which every rank's
+            Python stack is shown (default None: off). Use it for long runs that may hang in a collective
+            (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
+        on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -68,6 +73,8 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        stall_timeout: float | None = None,
+        on_stall: str = "warn",
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -77,11 +84,18 @@ class Runner:
         _check_seconds("start_timeout", start_timeout)
         if timeout is not None:
             _check_seconds("timeout", timeout)
+        if stall_timeout is not None:
+            _check_seconds("stall_timeout", stall_timeout)
+        if on_stall not in ("warn", "fail"):
+            raise InvalidArgumentError(f"on_stall={on_stall!r} is not one of 'warn', 'fail'")
         self.np = np
         self.launcher = launcher
         self.driver_log_verbosity = driver_log_verbosity
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self._session: DriverSession | None = None
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
@@ -106,16 +120,32 @@ class Runner:
         )
         env = {**observers.start(record), **self.env}
         job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        stall = StallWatch(self.stall_timeout, self.on_stall)
+        self._session = session
         try:
-            _run_ranks(session, placement, job, self.start_timeout, self.timeout)
+            _run_ranks(session, placement, job, self.start_timeout, self.timeout, stall)
             value = _result(session)
         except BaseException as exc:
             observers.end(record, exc)
             raise
         finally:
+            self._session = None
             self.received_files = dict(session.report.files)
         observers.end(record, None)
         return value
+
+    def dump_stacks(self) -> StackReport:
+        """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
+
+        Call it from another thread or notebook cell; ``print(report)`` shows the full dumps,
+        ``report.summary()`` one line per rank.
+        """
+        session = self._session
+        if session is None:
+            raise SparkRunnerError(
+                "dump_stacks() needs a run in flight: no run of this Runner is running now"
+            )
+        return session.collect_stacks()
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
@@ -154,20 +184,29 @@ def _check_seconds(name: str, value: Any) -> None:
 
 
 def _run_ranks(
-    session: DriverSession, placement: Placement, job: RankJob, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    job: RankJob,
+    start_timeout: float,
+    timeout: float | None,
+    stall: StallWatch,
 ) -> None:
     """Start the ranks, wait for them, and always shut everything down."""
     succeeded = False
     try:
         placement.start(job)
-        _supervise(session, placement, start_timeout, timeout)
+        _supervise(session, placement, start_timeout, timeout, stall)
         succeeded = True
     finally:
         _shut_down(session, placement, job.run_id, succeeded)
 
 
 def _supervise(
-    session: DriverSession, placement: Placement, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    start_timeout: float,
+    timeout: float | None,
+    stall: StallWatch,
 ) -> None:
     """Wait until every rank reported, or raise the first failure / timeout."""
     started = time.monotonic()
@@ -187,11 +226,13 @@ def _supervise(
                 raise _ended_without_result(placement, report.num_ranks - _done_count(session))
             elapsed = time.monotonic() - started
             if not report.all_connected() and elapsed > start_timeout:
-                raise StartTimeoutError(_start_timeout_message(session, start_timeout))
+                message = _start_timeout_message(session, start_timeout)
+                raise hang_error(StartTimeoutError, message, session.collect_stacks())
             if timeout is not None and elapsed > timeout:
-                raise RunTimeoutError(
-                    f"the run did not finish within timeout={timeout} s; every rank was stopped"
-                )
+                message = f"the run did not finish within timeout={timeout} s; every rank was stopped"
+                raise hang_error(RunTimeoutError, message, session.collect_stacks())
+            if report.all_connected():
+                stall.check(session.last_activity, session.collect_stacks)
             session.changed.wait(_POLL_S)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, processes, rank
+from sparkrunner import channel, diagnostics, frameworks, output, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -47,7 +47,12 @@ class OutputForwarder:
             read_end, write_end = os.pipe()
             os.dup2(write_end, fd)
             os.close(write_end)
-            thread = threading.Thread(target=self._pump, args=(read_end, name, self._saved[fd]), daemon=True)
+            thread = threading.Thread(
+                target=self._pump,
+                args=(read_end, name, self._saved[fd]),
+                name=f"sparkrunner-{name}",
+                daemon=True,
+            )
             thread.start()
             self._threads.append(thread)
         for stream in (sys.stdout, sys.stderr):
@@ -55,22 +60,19 @@ class OutputForwarder:
                 stream.reconfigure(line_buffering=True)
 
     def _pump(self, read_end: int, name: str, echo_fd: int) -> None:
-        pending = b""
-        with os.fdopen(read_end, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(65536):
-                if self._echo:
-                    with contextlib.suppress(OSError):
-                        os.write(echo_fd, chunk)
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._send(name, line)
-        if pending:
-            self._send(name, pending)
+        try:
+            output.pump(
+                read_end,
+                lambda lines: self._send(Message.OUTPUT, (name, lines)),
+                lambda update: self._send(Message.OUTPUT_UPDATE, (name, update)),
+                echo_fd if self._echo else None,
+            )
+        finally:
+            os.close(read_end)
 
-    def _send(self, name: str, line: bytes) -> None:
+    def _send(self, kind: str, data: Any) -> None:
         with contextlib.suppress(channel.ChannelError):
-            self._conn.send(Message.OUTPUT, (name, line.decode("utf-8", "replace")))
+            self._conn.send(kind, data)
 
     def stop(self) -> None:
         """Restore fds 1 and 2 and wait until every captured line has been sent."""
@@ -95,12 +97,14 @@ class DriverWatch:
     def _watch(self) -> None:
         try:
             while True:
-                kind, _ = self._conn.recv()
+                kind, data = self._conn.recv()
                 if kind == Message.ACK:
                     self.acknowledged.set()
                     return
                 if kind == Message.ABORT:
                     _die(1)
+                if kind == Message.DUMP_STACKS:
+                    self._conn.send(Message.STACKS, {**data, **diagnostics.thread_dump()})
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)
