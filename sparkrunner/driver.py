@@ -31,6 +31,9 @@ class RankState:
     host: str = ""
     done: bool = False
     pid: int = 0
+    task: int | None = None
+    """The barrier task that started this rank (None on the driver, np < 0)."""
+    failed_at: float | None = None
 
 
 @dataclass
@@ -42,6 +45,8 @@ class RunReport:
     result: bytes | None = None
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
+    task_reports: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Barrier task index -> `Message.TASK_REPORT` of a task that failed or whose ranks failed."""
     files: dict[str, str] = field(default_factory=dict)
     """Files ranks sent with `send_file_to_driver`: "rank N/name" -> where the driver saved it."""
 
@@ -85,6 +90,11 @@ class DriverSession:
         if kind == Message.HELLO:
             self._on_hello(conn, data)
             return
+        if kind == Message.TASK_REPORT:
+            with self.changed:
+                self.report.task_reports[int(data["task"])] = data
+                self.changed.notify_all()
+            return
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return
@@ -109,7 +119,9 @@ class DriverSession:
         rank = int(data["rank"])
         self._conn_rank[id(conn)] = rank
         with self.changed:
-            self.report.ranks[rank] = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]))
+            task = data.get("task")
+            state = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]), task=task)
+            self.report.ranks[rank] = state
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
@@ -130,6 +142,7 @@ class DriverSession:
             if kind == Message.ERROR:
                 assert isinstance(data, RemoteError)
                 self.report.errors.append(data.to_error(rank))
+                self.report.ranks[rank].failed_at = time.monotonic()
             elif rank == 0:
                 self.report.result = data
             self.report.ranks[rank].done = True
@@ -143,6 +156,7 @@ class DriverSession:
         with self.changed:
             if not self.report.ranks[rank].done:
                 self.report.vanished.append(rank)
+                self.report.ranks[rank].failed_at = time.monotonic()
             self.changed.notify_all()
 
     def result_value(self) -> Any:

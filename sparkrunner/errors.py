@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sparkrunner.diagnostics import StackReport
+from typing import Any
 
 
 class SparkRunnerError(Exception):
@@ -45,7 +42,7 @@ class HangError(SparkRunnerError, TimeoutError):
     """Ranks did not get on in time. `stack_report` (a `sparkrunner.diagnostics.StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
 
-    stack_report: StackReport | None = None
+    stack_report: Any = None
 
 
 class StartTimeoutError(HangError):
@@ -73,6 +70,9 @@ class RankFailedError(SparkRunnerError):
         exc_message: the original exception's message.
         remote_traceback: the traceback as printed on the rank, or ``""`` if the process died without one.
         original: the original exception object when it could be unpickled on the driver, else ``None``.
+        location: where the rank ran: barrier task, host and pid (``""`` when unknown).
+        output_tail: the last lines the rank printed (shown in the message whatever the log verbosity).
+        other_failures: failures of other ranks seen at the same time, usually consequences of this one.
     """
 
     def __init__(
@@ -82,19 +82,29 @@ class RankFailedError(SparkRunnerError):
         exc_message: str,
         remote_traceback: str = "",
         original: BaseException | None = None,
+        location: str = "",
+        output_tail: tuple[str, ...] = (),
     ) -> None:
         self.rank = rank
         self.exc_type = exc_type
         self.exc_message = exc_message
         self.remote_traceback = remote_traceback
         self.original = original
+        self.location = location
+        self.output_tail = tuple(output_tail)
+        self.other_failures: list[RankFailedError] = []
         text = f"rank {rank} failed with {exc_type}: {exc_message}"
+        if location:
+            text += f"\n(rank {rank} ran in {location})"
         if remote_traceback:
             text += f"\n\n--- traceback on rank {rank} ---\n{remote_traceback.rstrip()}"
+        if output_tail:
+            text += f"\n\n--- last output of rank {rank} ---\n" + "\n".join(output_tail)
         super().__init__(text)
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return (type(self), (self.rank, self.exc_type, self.exc_message, self.remote_traceback, None))
+        args = (self.exc_type, self.exc_message, self.remote_traceback, None, self.location, self.output_tail)
+        return (type(self), (self.rank, *args))
 
 
 class UnsupportedColumnError(SparkRunnerError, TypeError):

@@ -10,7 +10,7 @@ class Message:
     """Kinds of the messages framed by `sparkrunner.channel` (``conn.send(kind, data)``)."""
 
     # rank -> driver
-    HELLO = "hello"  # {"rank", "host", "pid"}: the first message of every rank
+    HELLO = "hello"  # {"rank", "host", "pid", "task"}: the first message of every rank
     OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
     OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
     STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS
@@ -25,7 +25,7 @@ class Message:
     ABORT = "abort"  # the run is over: the rank kills itself and its children now
     DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
     # a barrier task -> driver (its own connection, no HELLO)
-    TASK_REPORT = "task_report"  # {"task", "host", "exit_code", "tail", "traceback"}: how a task ended
+    TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended
@@ -41,4 +41,4 @@ class Env:
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
     TASK_AGENT_KEY = "SPARKRUNNER_TASK_AGENT_KEY"  # the task agents' key (hex)
-    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task whose agent started it
+    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started this process

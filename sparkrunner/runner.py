@@ -8,12 +8,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sparkrunner import processes
+from sparkrunner import causes, processes
 from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
 from sparkrunner.driver import VERBOSITIES, DriverSession
 from sparkrunner.errors import (
     InvalidArgumentError,
-    RankFailedError,
     RunTimeoutError,
     SparkRunnerError,
     StartTimeoutError,
@@ -30,7 +29,6 @@ from sparkrunner.tracking import tracking_observer
 log = logging.getLogger("sparkrunner")
 
 _POLL_S = 0.1
-_DETAIL_WAIT_S = 3.0
 _FINISH_GRACE_S = 5.0
 _SLOT_WAIT_MAX_S = 60.0
 
@@ -192,13 +190,13 @@ def _run_ranks(
     stall: StallWatch,
 ) -> None:
     """Start the ranks, wait for them, and always shut everything down."""
-    succeeded = False
     try:
         placement.start(job)
         _supervise(session, placement, start_timeout, timeout, stall)
-        succeeded = True
-    finally:
-        _shut_down(session, placement, job.run_id, succeeded)
+    except BaseException as exc:
+        causes.shut_down_after_failure(lambda: _shut_down(session, placement, job.run_id, False), exc)
+        raise
+    _shut_down(session, placement, job.run_id, True)
 
 
 def _supervise(
@@ -213,17 +211,16 @@ def _supervise(
     report = session.report
     with session.changed:
         while True:
-            if report.errors:
-                first = report.errors[0]
-                raise first from first.original
+            if report.errors or report.vanished:
+                failure = causes.run_failure(session, placement)
+                raise failure from failure.original
             if report.all_done():
                 return
-            if report.vanished:
-                raise _vanished_error(report.vanished[0], placement, session)
-            if (placement.finished() or placement.failure() is not None) and not _wait_for(
+            if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
                 session, lambda: report.all_done() or bool(report.errors), _FINISH_GRACE_S
             ):
-                raise _ended_without_result(placement, report.num_ranks - _done_count(session))
+                missing = report.num_ranks - _done_count(session)
+                raise causes.ended_without_result(session, placement, missing)
             elapsed = time.monotonic() - started
             if not report.all_connected() and elapsed > start_timeout:
                 message = _start_timeout_message(session, start_timeout)
@@ -236,25 +233,8 @@ def _supervise(
             session.changed.wait(_POLL_S)
 
 
-def _wait_for(session: DriverSession, predicate: Callable[[], bool], seconds: float) -> bool:
-    return session.changed.wait_for(predicate, seconds)
-
-
 def _done_count(session: DriverSession) -> int:
     return sum(1 for s in session.report.ranks.values() if s.done)
-
-
-def _vanished_error(rank: int, placement: Placement, session: DriverSession) -> RankFailedError:
-    _wait_for(session, lambda: placement.failure() is not None, _DETAIL_WAIT_S)
-    detail = placement.failure() or "no exit code is known yet"
-    return RankFailedError(
-        rank, "RankProcessDied", f"rank {rank}'s process ended without reporting a result ({detail})"
-    )
-
-
-def _ended_without_result(placement: Placement, missing: int) -> SparkRunnerError:
-    detail = placement.failure() or "the ranks ended without reporting to the driver"
-    return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")
 
 
 def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:

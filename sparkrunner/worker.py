@@ -155,7 +155,9 @@ def main() -> int:
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = bytes.fromhex(os.environ.pop(Env.SECRET))
     conn = channel.connect((host, int(port)), secret)
-    conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
+    task = os.environ.get(Env.STARTED_BY_TASK)
+    hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
+    conn.send(Message.HELLO, hello)
     kind, payload = conn.recv()
     if kind != Message.PAYLOAD:
         return 1

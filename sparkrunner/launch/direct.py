@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from sparkrunner import frameworks
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
 from sparkrunner.processes import RankProcess
+from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
 
 
@@ -28,6 +29,7 @@ class DirectLauncher(Launcher):
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
         env = rank_process_environment(job, topology, index, echo_output=True, in_spark_task=True)
+        env[Env.STARTED_BY_TASK] = str(index)
         with frameworks.task_services(topology, index):
             proc = RankProcess(worker_command(), env, echo_to=1)  # copy to the executor log
             code = proc.wait()

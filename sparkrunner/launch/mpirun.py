@@ -138,6 +138,7 @@ class MpirunLauncher(Launcher):
         names = exported_names(env, job)
         env.update(agents_env(topology, job.secret))
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
+        env[Env.STARTED_BY_TASK] = "0"  # the ranks mpirun starts on this host belong to task 0
         network = network_of(topology.peers[0].host)
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp:
             hostfile = Path(tmp, "hostfile")

@@ -6,9 +6,10 @@ Kept free of driver-side imports: it is unpickled and run by executor Python wor
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import processes
+from sparkrunner import processes, task_report
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.topology import Peer, Topology, free_ports
 
@@ -35,10 +36,17 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
 
     ctx = BarrierTaskContext.get()
     topology, index = exchange_topology(ctx, launcher.ports_per_task)
+    about = {"task": index, "host": topology.peers[index].host, "launcher": launcher.name}
     try:
         outcome = launcher.run_in_task(job, topology, index)
+    except BaseException:
+        task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
+        raise
     finally:
         leftover = processes.sweep_run(job.run_id)
+    if outcome.exit_code != 0:
+        report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+        task_report.send(job.driver, job.secret, report)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 
