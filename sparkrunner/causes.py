@@ -20,6 +20,8 @@ SETTLE_S = 1.0
 """When the first failure looks like a consequence (a peer hung up), wait this long for its cause."""
 DETAIL_WAIT_S = 3.0
 """How long to wait for the exit code of a rank whose connection ended without a result."""
+OUTPUT_WAIT_S = 2.0
+"""How long to wait for the rest of a failed rank's output."""
 _POLL_S = 0.02
 _CONSEQUENTIAL = re.compile(
     r"connection (closed|reset) by peer|broken pipe|communicator was aborted|has been shut ?down|"
@@ -75,6 +77,8 @@ def _is_cause(session: DriverSession, rank: int) -> bool:
 
 def _describe(session: DriverSession, placement: Placement, rank: int, wait: bool) -> RankFailedError:
     state = session.report.ranks.get(rank)
+    if wait:  # the relay may still be sending what the rank printed last
+        wait_until(session, lambda: rank in session.report.output_ended, OUTPUT_WAIT_S)
     full_tail = session.output.tail(rank)
     tail = tuple(full_tail[-ERROR_TAIL_LINES:])
     raised = _raised(session, rank)

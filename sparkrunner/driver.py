@@ -45,6 +45,8 @@ class RunReport:
     result: bytes | None = None
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
+    output_ended: set[int] = field(default_factory=set)
+    """Ranks whose output relay has sent everything and hung up."""
     task_reports: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Barrier task index -> `Message.TASK_REPORT` of a task that failed or whose ranks failed."""
     files: dict[str, str] = field(default_factory=dict)
@@ -75,6 +77,7 @@ class DriverSession:
         self._verbosity = verbosity
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
+        self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank
         self._files_dir: str | None = None
         self.output = RankOutput(show=verbosity == "all")
         self.last_activity = time.monotonic()
@@ -90,12 +93,15 @@ class DriverSession:
         if kind == Message.HELLO:
             self._on_hello(conn, data)
             return
+        if kind == Message.OUTPUT_STREAM:
+            self._relays[id(conn)] = int(data["rank"])
+            return
         if kind == Message.TASK_REPORT:
             with self.changed:
                 self.report.task_reports[int(data["task"])] = data
                 self.changed.notify_all()
             return
-        rank = self._conn_rank.get(id(conn))
+        rank = self._conn_rank.get(id(conn), self._relays.get(id(conn)))
         if rank is None:
             return
         if kind in _ACTIVITY:
@@ -150,6 +156,11 @@ class DriverSession:
         conn.send(Message.ACK)
 
     def _on_disconnect(self, conn: Connection) -> None:
+        if id(conn) in self._relays:
+            with self.changed:
+                self.report.output_ended.add(self._relays[id(conn)])
+                self.changed.notify_all()
+            return
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return

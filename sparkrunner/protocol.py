@@ -11,6 +11,7 @@ class Message:
 
     # rank -> driver
     HELLO = "hello"  # {"rank", "host", "pid", "task"}: the first message of every rank
+    OUTPUT_STREAM = "output_stream"  # {"rank"}: first message of a rank's output relay (its own connection)
     OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
     OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
     STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS

@@ -6,8 +6,6 @@ driver line by line, and kills itself and its children when the driver says abor
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import signal
 import socket
@@ -17,8 +15,9 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, frameworks, output, processes, rank
+from sparkrunner import channel, diagnostics, frameworks, processes, rank
 from sparkrunner.frameworks import horovod_env
+from sparkrunner.output_relay import OutputRelay
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import Topology
@@ -30,60 +29,6 @@ def _die(code: int) -> None:
     """Take this rank and everything it started down at once."""
     processes.kill_all(processes.descendants(os.getpid()))
     os._exit(code)
-
-
-class OutputForwarder:
-    """Redirects fds 1 and 2 into pipes and forwards each line to the driver (and optionally the old fd)."""
-
-    def __init__(self, conn: channel.Connection, echo: bool) -> None:
-        self._conn = conn
-        self._echo = echo
-        self._saved: dict[int, int] = {}
-        self._threads: list[threading.Thread] = []
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            self._saved[fd] = os.dup(fd)
-            read_end, write_end = os.pipe()
-            os.dup2(write_end, fd)
-            os.close(write_end)
-            thread = threading.Thread(
-                target=self._pump,
-                args=(read_end, name, self._saved[fd]),
-                name=f"sparkrunner-{name}",
-                daemon=True,
-            )
-            thread.start()
-            self._threads.append(thread)
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(line_buffering=True)
-
-    def _pump(self, read_end: int, name: str, echo_fd: int) -> None:
-        try:
-            output.pump(
-                read_end,
-                lambda lines: self._send(Message.OUTPUT, (name, lines)),
-                lambda update: self._send(Message.OUTPUT_UPDATE, (name, update)),
-                echo_fd if self._echo else None,
-            )
-        finally:
-            os.close(read_end)
-
-    def _send(self, kind: str, data: Any) -> None:
-        with contextlib.suppress(channel.ChannelError):
-            self._conn.send(kind, data)
-
-    def stop(self) -> None:
-        """Restore fds 1 and 2 and wait until every captured line has been sent."""
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        for fd, saved in self._saved.items():
-            os.dup2(saved, fd)
-        for thread in self._threads:
-            # a child that inherited the pipe may keep it open; do not wait for it forever
-            thread.join(timeout=2.0)
 
 
 class DriverWatch:
@@ -154,6 +99,7 @@ def main() -> int:
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = bytes.fromhex(os.environ.pop(Env.SECRET))
+    relay = OutputRelay((host, int(port)), secret, me.rank, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     conn = channel.connect((host, int(port)), secret)
     task = os.environ.get(Env.STARTED_BY_TASK)
     hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
@@ -163,14 +109,13 @@ def main() -> int:
         return 1
     watch = DriverWatch(conn)
     rank.attach(conn)
-    forwarder = OutputForwarder(conn, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     try:
         kind, data = _outcome(payload, me.rank == 0)
         timeline = horovod_env.finish_timeline()
         if timeline is not None:
             rank.send_file_to_driver(timeline)
     finally:
-        forwarder.stop()
+        relay.stop()
     conn.send(kind, data)
     watch.acknowledged.wait(_ACK_TIMEOUT_S)
     rank.attach(None)
