@@ -37,9 +37,8 @@ class Env:
 
     RUN_ID = "SPARKRUNNER_RUN_ID"  # on every process of a run: how leftovers are found
     DRIVER = "SPARKRUNNER_DRIVER"  # "host:port" of the driver channel
-    SECRET = "SPARKRUNNER_SECRET"  # the run secret (hex); the rank removes it from its environment
+    SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # folder of one-shot secret files (`handover.py`); holds no secret
     ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
-    TASK_AGENT_KEY = "SPARKRUNNER_TASK_AGENT_KEY"  # the task agents' key (hex)
     STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started this process

@@ -17,6 +17,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     StartTimeoutError,
 )
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
@@ -54,6 +55,9 @@ class Runner:
             Python stack is shown (default None: off). Use it for long runs that may hang in a collective
             (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
         on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
+        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -73,6 +77,7 @@ class Runner:
         observers: Sequence[RunObserver] = (),
         stall_timeout: float | None = None,
         on_stall: str = "warn",
+        horovod: bool | None = None,
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -96,6 +101,7 @@ class Runner:
         self._session: DriverSession | None = None
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
+        self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -117,7 +123,8 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         env = {**observers.start(record), **self.env}
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env, uses_horovod)
         stall = StallWatch(self.stall_timeout, self.on_stall)
         self._session = session
         try:

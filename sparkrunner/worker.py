@@ -15,7 +15,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, frameworks, processes, rank
+from sparkrunner import channel, diagnostics, frameworks, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.output_relay import OutputRelay
 from sparkrunner.payload import RemoteError, loads
@@ -98,7 +98,7 @@ def main() -> int:
     _wire_frameworks_under_mpirun()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
-    secret = bytes.fromhex(os.environ.pop(Env.SECRET))
+    secret = handover.take_run_secret(me.local_rank)
     relay = OutputRelay((host, int(port)), secret, me.rank, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     conn = channel.connect((host, int(port)), secret)
     task = os.environ.get(Env.STARTED_BY_TASK)

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from sparkrunner import channel, processes
+from sparkrunner import channel, handover, processes
 from sparkrunner.protocol import Env, Message
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
         return _CONNECTION_LOST
     host, command = argv[position], argv[position + 1 :]
     try:
-        conn = channel.connect((host, agents[host]), bytes.fromhex(os.environ[Env.TASK_AGENT_KEY]))
+        conn = channel.connect((host, agents[host]), handover.take_agent_key(host))
         conn.send(Message.EXEC, {"argv": command})
         kind, data = conn.recv()
     except channel.ChannelError as exc:
