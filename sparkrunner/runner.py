@@ -224,7 +224,7 @@ def _supervise(
             if report.all_done():
                 return
             if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-                session, lambda: report.all_done() or bool(report.errors), _FINISH_GRACE_S
+                session, lambda: report.all_done() or bool(report.errors or report.vanished), _FINISH_GRACE_S
             ):
                 missing = report.num_ranks - _done_count(session)
                 raise causes.ended_without_result(session, placement, missing)

@@ -79,3 +79,10 @@ def prints_then_raises(lines: int) -> None:
     for i in range(lines):
         print(f"line {i}")
     raise ValueError("after many lines")
+
+
+def prints_a_huge_line_and_dies() -> None:
+    if os.environ["RANK"] == "1":
+        print("y" * 5_000_000, flush=True)
+        os._exit(2)
+    time.sleep(600)

@@ -7,7 +7,8 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
 from sparkrunner.output import ERROR_TAIL_LINES, MAX_LINE_CHARS, TAIL_LINES, LineSplitter
-from tests.diagnostics.functions import prints_a_storm, prints_then_raises
+from tests.diagnostics.conftest import LAUNCHERS
+from tests.diagnostics.functions import prints_a_huge_line_and_dies, prints_a_storm, prints_then_raises
 
 
 def feed_all(splitter: LineSplitter, data: bytes, chunk: int) -> tuple[list[str], list[str]]:
@@ -74,3 +75,12 @@ def test_an_error_message_holds_a_bounded_tail_and_the_rest_is_an_artifact() -> 
     rank = info.value.rank
     kept = info.value.artifacts[f"output_rank{rank}.txt"].splitlines()
     assert len(kept) == TAIL_LINES and kept[-1] == "line 4999"
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_rank_that_printed_a_huge_line_and_died_gives_a_short_message(np2: int, launcher: str) -> None:
+    with pytest.raises(RankFailedError) as info:
+        Runner(np=np2, launcher=launcher, tracking=False).run(prints_a_huge_line_and_dies)
+    assert info.value.rank == 1
+    assert "more characters of this line cut by sparkrunner" in str(info.value)
+    assert len(str(info.value)) < 200_000  # the probe saw 5.2 million characters under mpirun
