@@ -10,7 +10,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.placement.local import LocalPlacement
-from tests.diagnostics.conftest import LAUNCHERS
+from tests.diagnostics.conftest import LAUNCHERS, wait_for_both_executors
 from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
 
 
@@ -27,6 +27,7 @@ def test_log_callback_only_still_shows_a_crashed_ranks_last_lines(np2: int, laun
 
 
 def test_spark_direct_names_rank_task_and_host_in_one_numbering(spark_cluster: Any) -> None:
+    wait_for_both_executors(spark_cluster)
     with pytest.raises(RankFailedError) as info:
         Runner(np=2, launcher="direct", tracking=False).run(killed_on_rank_one)
     text = str(info.value)
@@ -43,7 +44,7 @@ def test_the_rank_that_died_is_the_cause_not_its_peer_that_lost_the_connection(
 ) -> None:
     np = -2 if placement == "np-2-on-driver" else 2
     if np > 0:
-        request.getfixturevalue("spark_cluster")
+        wait_for_both_executors(request.getfixturevalue("spark_cluster"))
     with pytest.raises(RankFailedError) as info:
         Runner(np=np, launcher="direct", tracking=False).run(rank_one_hangs_up_then_dies)
     error = info.value
@@ -56,6 +57,7 @@ def test_the_rank_that_died_is_the_cause_not_its_peer_that_lost_the_connection(
 
 
 def test_a_failing_barrier_task_brings_its_python_traceback(spark_cluster: Any) -> None:
+    wait_for_both_executors(spark_cluster)
     missing = f"/nonexistent-{os.getpid()}"
     runner = Runner(np=2, launcher="mpirun", env={"PATH": missing}, tracking=False)
     with pytest.raises(SparkRunnerError) as info:

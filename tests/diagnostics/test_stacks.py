@@ -59,8 +59,11 @@ def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, capfd: pytest.Ca
 
 
 def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(np2: int, tmp_path: Path) -> None:
+    from pyspark.sql import SparkSession
+
     release = tmp_path / "release"
-    runner = Runner(np=np2, launcher="direct", timeout=180, tracking=False)
+    spark = SparkSession.getActiveSession() if np2 > 0 else None  # the session is thread-local: pass it on
+    runner = Runner(np=np2, spark=spark, launcher="direct", timeout=180, tracking=False)
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(runner.run(rank_one_stuck_here, str(release))))
     thread.start()
