@@ -74,7 +74,6 @@ class DriverSession:
         self.report = RunReport(num_ranks)
         self.changed = threading.Condition()
         self._payload = payload
-        self._verbosity = verbosity
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
         self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank

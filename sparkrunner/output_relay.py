@@ -18,7 +18,7 @@ from sparkrunner import channel, output
 from sparkrunner.protocol import Message
 
 _STREAMS = ((1, "stdout"), (2, "stderr"))
-_STOP_WAIT_S = 5.0
+_STOP_WAIT_S = 2.0
 
 
 class OutputRelay:
