@@ -70,7 +70,8 @@ def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(np2: int, tm
     try:
         deadline = time.monotonic() + 120
         summary = ""
-        while "rank 1: in stuck_here" not in summary and time.monotonic() < deadline:
+        expected = ("rank 1: in stuck_here", "rank 0: in rank_one_stuck_here")
+        while not all(e in summary for e in expected) and time.monotonic() < deadline:
             time.sleep(0.5)
             if runner._session is not None:
                 summary = runner.dump_stacks().summary()
