@@ -58,11 +58,12 @@ def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, capfd: pytest.Ca
     assert "rank 1: in stuck_here" in err
 
 
-def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(np2: int, tmp_path: Path) -> None:
-    from pyspark.sql import SparkSession
-
+def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
+    np2: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     release = tmp_path / "release"
-    spark = SparkSession.getActiveSession() if np2 > 0 else None  # the session is thread-local: pass it on
+    # the active session is thread-local: a run started in another thread is given it
+    spark = request.getfixturevalue("spark_cluster") if np2 > 0 else None
     runner = Runner(np=np2, spark=spark, launcher="direct", timeout=180, tracking=False)
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(runner.run(rank_one_stuck_here, str(release))))
