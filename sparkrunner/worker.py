@@ -105,6 +105,8 @@ def main() -> int:
     hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
     conn.send(Message.HELLO, hello)
     kind, payload = conn.recv()
+    while kind == Message.DUMP_STACKS:  # asked before the payload came: nothing of the user's runs yet
+        kind, payload = conn.recv()
     if kind != Message.PAYLOAD:
         return 1
     watch = DriverWatch(conn)
