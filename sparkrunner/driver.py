@@ -7,13 +7,14 @@ import os
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
-from sparkrunner.errors import RankFailedError
+from sparkrunner.errors import RankFailedError, SparkRunnerWarning
 from sparkrunner.output import RankOutput
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Message
@@ -82,6 +83,7 @@ class DriverSession:
         self.last_activity = time.monotonic()
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
         self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
+        self._warned: set[str] = set()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
 
     @property
@@ -113,6 +115,8 @@ class DriverSession:
             self._stacks.on_reply(rank, data)
         elif kind == Message.LOG:
             print(f"[rank {rank}] {data}", flush=True)
+        elif kind == Message.WARNING:
+            self._warn_once(str(data))
         elif kind in (Message.RESULT, Message.ERROR):
             self._on_outcome(conn, rank, kind, data)
         elif kind == Message.FILE:
@@ -130,6 +134,12 @@ class DriverSession:
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
+
+    def _warn_once(self, text: str) -> None:
+        """Ranks on one host send the same warning: show each text once per run."""
+        if text not in self._warned:
+            self._warned.add(text)
+            warnings.warn(text, SparkRunnerWarning, stacklevel=1)
 
     def _save_file(self, rank: int, name: str, data: bytes) -> None:
         """Save a file a rank sent under a per-run folder on the driver and say where it is."""

@@ -38,6 +38,15 @@ class LauncherUnavailableError(SparkRunnerError):
     """The requested launcher cannot run here (for example `mpirun` or Horovod is missing)."""
 
 
+class GpuUnavailableError(SparkRunnerError):
+    """GPUs were asked for (`use_gpu=True`) but the ranks would get none, or Spark's GPU addresses do not fit
+    the executor's CUDA_VISIBLE_DEVICES."""
+
+
+class SparkRunnerWarning(UserWarning):
+    """Something in a run the person should know, that does not stop it (e.g. a host's GPUs left unused)."""
+
+
 class HangError(SparkRunnerError, TimeoutError):
     """Ranks did not get on in time. `stack_report` (a `sparkrunner.diagnostics.StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""

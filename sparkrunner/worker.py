@@ -15,7 +15,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, frameworks, handover, processes, rank
+from sparkrunner import channel, diagnostics, frameworks, gpus, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.output_relay import OutputRelay
 from sparkrunner.payload import RemoteError, loads
@@ -85,17 +85,21 @@ def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
 
 
 def _wire_frameworks_under_mpirun() -> None:
-    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, ..."""
+    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, GPUs..."""
     encoded = os.environ.get(Env.TOPOLOGY)
     if encoded:
         topology = Topology.from_json(encoded)
-        os.environ.update(frameworks.mpi_rank_environment(topology, rank.rank_context().rank))
+        index = rank.rank_context().rank
+        os.environ.update(frameworks.mpi_rank_environment(topology, index))
+        if Env.TASK_GPUS in os.environ:  # a Spark run: this rank's own task's GPUs, not its host's
+            os.environ[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
 
 
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: _die(143))
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
+    gpu_warning = gpus.pin_rank_gpus(os.environ)
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
@@ -104,6 +108,8 @@ def main() -> int:
     task = os.environ.get(Env.STARTED_BY_TASK)
     hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
     conn.send(Message.HELLO, hello)
+    if gpu_warning:
+        conn.send(Message.WARNING, gpu_warning)
     kind, payload = conn.recv()
     while kind == Message.DUMP_STACKS:  # asked before the payload came: nothing of the user's runs yet
         kind, payload = conn.recv()
