@@ -10,8 +10,11 @@ class Message:
     """Kinds of the messages framed by `sparkrunner.channel` (``conn.send(kind, data)``)."""
 
     # rank -> driver
-    HELLO = "hello"  # {"rank", "host", "pid"}: the first message of every rank
-    OUTPUT = "output"  # (stream name, line): a line the rank printed
+    HELLO = "hello"  # {"rank", "host", "pid", "task"}: the first message of every rank
+    OUTPUT_STREAM = "output_stream"  # {"rank"}: first message of a rank's output relay (its own connection)
+    OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
+    OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
+    STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS
     LOG = "log"  # str: `log_to_driver`
     WARNING = "warning"  # str: something the person should know (e.g. a host's GPUs left unused)
     PROGRESS = "progress"  # dict: `report_progress`
@@ -25,6 +28,9 @@ class Message:
     STOP = (
         "stop"  # the attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period
     )
+    DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
+    # a barrier task -> driver (its own connection, no HELLO)
+    TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended

@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner import processes
+from sparkrunner import causes, processes
+from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
 from sparkrunner.driver import VERBOSITIES, DriverSession
 from sparkrunner.errors import (
     InvalidArgumentError,
-    RankFailedError,
     RunTimeoutError,
     SparkRunnerError,
     StartTimeoutError,
@@ -36,7 +36,6 @@ from sparkrunner.tracking import tracking_observer
 log = logging.getLogger("sparkrunner")
 
 _POLL_S = 0.1
-_DETAIL_WAIT_S = 3.0
 _FINISH_GRACE_S = 5.0
 _SLOT_WAIT_MAX_S = 60.0
 
@@ -66,6 +65,10 @@ class Runner:
         stop_grace_s: seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.
         retry_if: ``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes,
             except argument errors and `sparkrunner.errors.DoNotRetry`).
+        stall_timeout: seconds without any rank printing or reporting progress after which every rank's
+            Python stack is shown (default None: off). Use it for long runs that may hang in a collective
+            (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
+        on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
         horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
             server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
             ``True`` when it reaches Horovod only through another function or module of your own.
@@ -94,6 +97,8 @@ class Runner:
         checkpoint_dir: str | None = None,
         stop_grace_s: float = 10.0,
         retry_if: RetryPredicate | None = None,
+        stall_timeout: float | None = None,
+        on_stall: str = "warn",
         horovod: bool | None = None,
         use_gpu: bool | None = None,
     ) -> None:
@@ -106,11 +111,18 @@ class Runner:
         _check_seconds("start_timeout", start_timeout)
         if timeout is not None:
             _check_seconds("timeout", timeout)
+        if stall_timeout is not None:
+            _check_seconds("stall_timeout", stall_timeout)
+        if on_stall not in ("warn", "fail"):
+            raise InvalidArgumentError(f"on_stall={on_stall!r} is not one of 'warn', 'fail'")
         self.np = np
         self.launcher = launcher
         self.driver_log_verbosity = driver_log_verbosity
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self._session: DriverSession | None = None
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         if use_gpu not in (None, True, False):
             raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
@@ -177,10 +189,15 @@ class Runner:
         )
         driver = (placement.driver_host, session.port)
         job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod, use_gpu=self.use_gpu)
+        stall = StallWatch(self.stall_timeout, self.on_stall)
+        self._session = session
         try:
-            _run_ranks(session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s)
+            _run_ranks(
+                session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s, stall
+            )
             return _result(session)
         finally:
+            self._session = None
             self.received_files.update(session.report.files)
 
     def _before_retry(self, launcher: Launcher) -> None:
@@ -188,6 +205,19 @@ class Runner:
         if self.np > 0:
             wait_for_slots(self._spark or active_spark_session(), self.np, self.start_timeout)
         self._placement(launcher).check()
+
+    def dump_stacks(self) -> StackReport:
+        """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
+
+        Call it from another thread or notebook cell; ``print(report)`` shows the full dumps,
+        ``report.summary()`` one line per rank.
+        """
+        session = self._session
+        if session is None:
+            raise SparkRunnerError(
+                "dump_stacks() needs a run in flight: no run of this Runner is running now"
+            )
+        return session.collect_stacks()
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
@@ -242,65 +272,56 @@ def _run_ranks(
     start_timeout: float,
     timeout: float | None,
     stop_grace_s: float,
+    stall: StallWatch,
 ) -> None:
     """Start the ranks, wait for them, and always shut everything down."""
-    succeeded = False
     try:
         placement.start(job)
-        _supervise(session, placement, start_timeout, timeout)
-        succeeded = True
-    finally:
-        _shut_down(session, placement, job.run_id, succeeded, stop_grace_s)
+        _supervise(session, placement, start_timeout, timeout, stall)
+    except BaseException as exc:
+        causes.shut_down_after_failure(
+            lambda: _shut_down(session, placement, job.run_id, False, stop_grace_s), exc
+        )
+        raise
+    _shut_down(session, placement, job.run_id, True, stop_grace_s)
 
 
 def _supervise(
-    session: DriverSession, placement: Placement, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    start_timeout: float,
+    timeout: float | None,
+    stall: StallWatch,
 ) -> None:
     """Wait until every rank reported, or raise the first failure / timeout."""
     started = time.monotonic()
     report = session.report
     with session.changed:
         while True:
-            if report.errors:
-                first = report.errors[0]
-                raise first from first.original
+            if report.errors or report.vanished:
+                failure = causes.run_failure(session, placement)
+                raise failure from failure.original
             if report.all_done():
                 return
-            if report.vanished:
-                raise _vanished_error(report.vanished[0], placement, session)
-            if (placement.finished() or placement.failure() is not None) and not _wait_for(
-                session, lambda: report.all_done() or bool(report.errors), _FINISH_GRACE_S
+            if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
+                session, lambda: report.all_done() or bool(report.errors or report.vanished), _FINISH_GRACE_S
             ):
-                raise _ended_without_result(placement, report.num_ranks - _done_count(session))
+                missing = report.num_ranks - _done_count(session)
+                raise causes.ended_without_result(session, placement, missing)
             elapsed = time.monotonic() - started
             if not report.all_connected() and elapsed > start_timeout:
-                raise StartTimeoutError(_start_timeout_message(session, start_timeout))
+                message = _start_timeout_message(session, start_timeout)
+                raise hang_error(StartTimeoutError, message, session.collect_stacks())
             if timeout is not None and elapsed > timeout:
-                raise RunTimeoutError(
-                    f"the run did not finish within timeout={timeout} s; every rank was stopped"
-                )
+                message = f"the run did not finish within timeout={timeout} s; every rank was stopped"
+                raise hang_error(RunTimeoutError, message, session.collect_stacks())
+            if report.all_connected():
+                stall.check(session.last_activity, session.collect_stacks)
             session.changed.wait(_POLL_S)
-
-
-def _wait_for(session: DriverSession, predicate: Callable[[], bool], seconds: float) -> bool:
-    return session.changed.wait_for(predicate, seconds)
 
 
 def _done_count(session: DriverSession) -> int:
     return sum(1 for s in session.report.ranks.values() if s.done)
-
-
-def _vanished_error(rank: int, placement: Placement, session: DriverSession) -> RankFailedError:
-    _wait_for(session, lambda: placement.failure() is not None, _DETAIL_WAIT_S)
-    detail = placement.failure() or "no exit code is known yet"
-    return RankFailedError(
-        rank, "RankProcessDied", f"rank {rank}'s process ended without reporting a result ({detail})"
-    )
-
-
-def _ended_without_result(placement: Placement, missing: int) -> SparkRunnerError:
-    detail = placement.failure() or "the ranks ended without reporting to the driver"
-    return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")
 
 
 def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:

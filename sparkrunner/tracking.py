@@ -110,6 +110,8 @@ class MlflowTracking(RunObserver):
             client.log_text(
                 run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt"
             )
+            for name, text in getattr(record.error, "artifacts", {}).items():
+                client.log_text(run_id, text, f"{_ARTIFACTS}/{name}")
         client.set_terminated(run_id, _status(record.error))
 
 
