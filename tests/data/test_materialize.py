@@ -95,3 +95,73 @@ def test_an_existing_parquet_path_is_used_as_it_is(spark_local: Any, tmp_path: P
     assert data.path == str(tmp_path / "given") and data.num_rows == 200
     with pytest.raises(InvalidArgumentError, match="DataFrame or a Parquet path"):
         materialize(42)
+
+
+def _column(data: Any, name: str) -> np.ndarray:
+    loader = NumpyLoader(data, data.num_rows, rank=0, world_size=1, shuffle=False, columns=[name])
+    return np.concatenate([batch[name] for batch in loader])
+
+
+def test_wide_frames_that_differ_past_the_printed_columns_are_not_confused(
+    spark_local: Any, tmp_path: Path
+) -> None:
+    """Spark prints 25 fields of a plan; a change in the 30th column must still be another cache entry."""
+    from pyspark.sql import functions as F
+
+    def wide(last: Any) -> Any:
+        columns = [(F.col("id") + i).alias(f"c{i}") for i in range(29)]
+        return spark_local.range(6).select(*columns, last.alias("c29"))
+
+    plain = materialize(wide(F.col("id") + 29), tmp_path)
+    doubled = materialize(wide(F.col("id") * 2), tmp_path)
+    assert plain.path != doubled.path
+    np.testing.assert_array_equal(np.sort(_column(plain, "c29")), np.arange(6) + 29)
+    np.testing.assert_array_equal(np.sort(_column(doubled, "c29")), np.arange(6) * 2)
+
+
+def test_a_changed_udf_body_is_another_cache_entry(spark_local: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    def scaled(factor: int) -> Any:
+        def transform(value):  # type: ignore[no-untyped-def]  # the same name each time, another body
+            return value * factor
+
+        return spark_local.range(5).select(F.udf(transform, "long")("id").alias("v"))
+
+    tens = materialize(scaled(10), tmp_path)
+    hundreds = materialize(scaled(100), tmp_path)
+    assert tens.path != hundreds.path
+    np.testing.assert_array_equal(np.sort(_column(hundreds, "v")), np.arange(5) * 100)
+
+
+def test_a_rewritten_input_file_is_another_cache_entry(spark_local: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "source"
+    source.mkdir()
+    pq.write_table(pa.table({"v": np.arange(8)}), source / "part-0.parquet")
+    before = materialize(spark_local.read.parquet(str(source)), tmp_path / "cache")
+    pq.write_table(pa.table({"v": np.arange(8) + 50}), source / "part-0.parquet")  # same name, same size
+    after = materialize(spark_local.read.parquet(str(source)), tmp_path / "cache")
+    assert before.path != after.path
+    np.testing.assert_array_equal(np.sort(_column(after, "v")), np.arange(8) + 50)
+
+
+def test_only_identifiable_plans_are_shared_across_sessions(spark_local: Any, tmp_path: Path) -> None:
+    """Files and ranges can be named in a new session; UDFs, local data and random numbers cannot."""
+    from pyspark.sql import functions as F
+
+    from sparkrunner.data.materialize import cache_description
+
+    frame(spark_local).write.parquet(str(tmp_path / "given"))
+    shared = [frame(spark_local), spark_local.read.parquet(str(tmp_path / "given")).select("id")]
+    session_only = [
+        spark_local.range(3).select(F.udf(lambda v: v, "long")("id")),
+        spark_local.createDataFrame([(1,)], ["k"]),
+        spark_local.range(3).select(F.rand(seed=1).alias("r")),
+    ]
+    for query in shared:
+        assert "session" not in cache_description(query, {}), query
+    for query in session_only:
+        assert "session" in cache_description(query, {}), query
