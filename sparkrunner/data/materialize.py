@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
-import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
 
 from sparkrunner.data import columns
+from sparkrunner.data.cache_key import cache_key
 from sparkrunner.data.dataset import ParquetData, scan
 from sparkrunner.errors import InvalidArgumentError
 
 CACHE_ENV = "SPARKRUNNER_DATA_CACHE"
-_FORMAT_VERSION = 1
-# Plan leaves whose printed form (plus the input files) says what data they hold; any other leaf (local
-# data, an RDD) prints only its schema, so its cache entry is valid only inside the same SparkContext.
-_SELF_DESCRIBING_LEAVES = {"Range", "Relation", "LogicalRelation", "OneRowRelation", "HiveTableRelation"}
-_EXPRESSION_ID = re.compile(r"#\d+L?")
 
 
 def default_cache_dir() -> str:
@@ -85,36 +78,6 @@ def _converted(frame: Any, float32: bool) -> Any:
             column = column.cast("array<float>")
         selected.append(column.alias(field.name))
     return frame.select(*selected)
-
-
-def cache_key(frame: Any, options: dict[str, int]) -> str:
-    """A name for this DataFrame's data and write options, stable across sessions where the plan allows."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        raise InvalidArgumentError(
-            "materialize needs a classic SparkSession DataFrame (Spark Connect is not supported)"
-        )
-    plan = jdf.queryExecution().analyzed()
-    leaves = plan.collectLeaves()
-    leaf_names = {leaves.apply(i).nodeName() for i in range(leaves.length())}
-    described = {
-        "version": _FORMAT_VERSION,
-        "plan": _EXPRESSION_ID.sub("", plan.toString()),
-        "files": [_file_identity(uri) for uri in sorted(frame.inputFiles())],
-        "options": options,
-    }
-    if not leaf_names <= _SELF_DESCRIBING_LEAVES:
-        described["session"] = [frame.sparkSession.sparkContext.applicationId, plan.toString()]
-    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def _file_identity(uri: str) -> list[Any]:
-    """A file's URI plus its size and modification time when it is local (so rewritten inputs miss the cache)."""
-    path = uri[len("file:") :] if uri.startswith("file:") else None
-    if path is None or not os.path.exists(path):
-        return [uri]
-    stat = os.stat(path)
-    return [uri, stat.st_size, stat.st_mtime_ns]
 
 
 def _write(frame: Any, root: str, options: dict[str, int]) -> None:

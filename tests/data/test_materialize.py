@@ -152,7 +152,7 @@ def test_only_identifiable_plans_are_shared_across_sessions(spark_local: Any, tm
     """Files and ranges can be named in a new session; UDFs, local data and random numbers cannot."""
     from pyspark.sql import functions as F
 
-    from sparkrunner.data.materialize import cache_description
+    from sparkrunner.data.cache_key import cache_description
 
     frame(spark_local).write.parquet(str(tmp_path / "given"))
     shared = [frame(spark_local), spark_local.read.parquet(str(tmp_path / "given")).select("id")]
