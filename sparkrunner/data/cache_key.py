@@ -24,7 +24,9 @@ _EXPRESSION_ID = re.compile(r"#(\d+)")
 _FILE_RELATIONS = {"HadoopFsRelation"}
 _SELF_DESCRIBING_LEAVES = {"Range", "OneRowRelation", "HiveTableRelation"}
 # Expressions whose behaviour lives in code outside the plan (a pickled Python function, a JVM class).
-_OPAQUE_EXPRESSION = re.compile(r'"class":"[\w.$]*\.(Python\w*|Scala(UDF|UDAF|Aggregator)|\w*UserDefined\w*)"')
+_OPAQUE_EXPRESSION = re.compile(
+    r'"class":"[\w.$]*\.(Python\w*|Scala(UDF|UDAF|Aggregator)|\w*UserDefined\w*)"'
+)
 
 
 def cache_key(frame: Any, options: dict[str, int]) -> str:

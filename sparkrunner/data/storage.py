@@ -117,7 +117,9 @@ def _azure(text: str, parts: Any, options: dict[str, Any]) -> Location:
     import pyarrow.fs as pafs
 
     if hasattr(pafs, "AzureFileSystem"):
-        return Location(text, path, _pyarrow_fs("AzureFileSystem", {"account_name": account, **options}, text))
+        return Location(
+            text, path, _pyarrow_fs("AzureFileSystem", {"account_name": account, **options}, text)
+        )
     return Location(text, path, _fsspec_filesystem("abfs", {"account_name": account, **options}, text))
 
 
@@ -176,7 +178,9 @@ def file_identities(uris: list[str]) -> list[list[Any]] | None:
             if info.type != pafs.FileType.File or info.mtime_ns is None:
                 return None
             identity = [uri, info.size, info.mtime_ns]
-            if not location.is_local:  # object stores keep mtimes to the second: the ETag tells rewrites apart
+            if (
+                not location.is_local
+            ):  # object stores keep mtimes to the second: the ETag tells rewrites apart
                 with location.filesystem.open_input_file(location.path) as opened:
                     identity.append(dict(opened.metadata() or {}).get(b"ETag", b"").decode())
         except (OSError, ValueError, ImportError, pa.ArrowException):
