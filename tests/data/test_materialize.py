@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sparkrunner.data import NumpyLoader, materialize
+from sparkrunner.data.dataset import MANIFEST
 from sparkrunner.errors import InvalidArgumentError, UnsupportedColumnError
 
 pytestmark = pytest.mark.spark
@@ -23,22 +24,22 @@ def frame(spark: Any, rows: int = 200) -> Any:
 
 def test_writes_once_and_reuses_across_runs(spark_local: Any, tmp_path: Path) -> None:
     first = materialize(frame(spark_local), tmp_path)
-    stamp = os.stat(Path(first.path) / "_SUCCESS").st_mtime_ns
+    stamp = os.stat(Path(first.uri) / MANIFEST).st_mtime_ns
     again = materialize(frame(spark_local), tmp_path)  # a new DataFrame object, the same query
-    assert again.path == first.path and os.stat(Path(again.path) / "_SUCCESS").st_mtime_ns == stamp
+    assert again.uri == first.uri and os.stat(Path(again.uri) / MANIFEST).st_mtime_ns == stamp
     assert first.num_rows == 200 and first.column_names == ("id", "w", "label")
     other_rows = materialize(frame(spark_local, rows=201), tmp_path)
     other_options = materialize(frame(spark_local), tmp_path, float32=False)
-    assert len({first.path, other_rows.path, other_options.path}) == 3
+    assert len({first.uri, other_rows.uri, other_options.uri}) == 3
     first.delete()
-    assert not os.path.exists(first.path)
+    assert not os.path.exists(first.uri)
     assert materialize(frame(spark_local), tmp_path).num_rows == 200  # written again after delete
 
 
 def test_local_data_with_the_same_schema_is_not_confused(spark_local: Any, tmp_path: Path) -> None:
     a = materialize(spark_local.createDataFrame([(1, 2.0), (3, 4.0)], ["k", "v"]), tmp_path)
     b = materialize(spark_local.createDataFrame([(5, 6.0), (7, 8.0)], ["k", "v"]), tmp_path)
-    assert a.path != b.path
+    assert a.uri != b.uri
     assert sorted(np.concatenate([batch["k"] for batch in NumpyLoader(b, 1, world_size=1, rank=0)])) == [5, 7]
 
 
@@ -92,7 +93,7 @@ def test_small_files_give_row_groups_for_every_rank(spark_local: Any, tmp_path: 
 def test_an_existing_parquet_path_is_used_as_it_is(spark_local: Any, tmp_path: Path) -> None:
     frame(spark_local).write.parquet(str(tmp_path / "given"))
     data = materialize(tmp_path / "given")
-    assert data.path == str(tmp_path / "given") and data.num_rows == 200
+    assert data.uri == str(tmp_path / "given") and data.num_rows == 200
     with pytest.raises(InvalidArgumentError, match="DataFrame or a Parquet path"):
         materialize(42)
 
@@ -114,7 +115,7 @@ def test_wide_frames_that_differ_past_the_printed_columns_are_not_confused(
 
     plain = materialize(wide(F.col("id") + 29), tmp_path)
     doubled = materialize(wide(F.col("id") * 2), tmp_path)
-    assert plain.path != doubled.path
+    assert plain.uri != doubled.uri
     np.testing.assert_array_equal(np.sort(_column(plain, "c29")), np.arange(6) + 29)
     np.testing.assert_array_equal(np.sort(_column(doubled, "c29")), np.arange(6) * 2)
 
@@ -130,7 +131,7 @@ def test_a_changed_udf_body_is_another_cache_entry(spark_local: Any, tmp_path: P
 
     tens = materialize(scaled(10), tmp_path)
     hundreds = materialize(scaled(100), tmp_path)
-    assert tens.path != hundreds.path
+    assert tens.uri != hundreds.uri
     np.testing.assert_array_equal(np.sort(_column(hundreds, "v")), np.arange(5) * 100)
 
 
@@ -144,7 +145,7 @@ def test_a_rewritten_input_file_is_another_cache_entry(spark_local: Any, tmp_pat
     before = materialize(spark_local.read.parquet(str(source)), tmp_path / "cache")
     pq.write_table(pa.table({"v": np.arange(8) + 50}), source / "part-0.parquet")  # same name, same size
     after = materialize(spark_local.read.parquet(str(source)), tmp_path / "cache")
-    assert before.path != after.path
+    assert before.uri != after.uri
     np.testing.assert_array_equal(np.sort(_column(after, "v")), np.arange(8) + 50)
 
 
