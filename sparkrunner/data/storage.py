@@ -181,9 +181,19 @@ def file_identities(uris: list[str]) -> list[list[Any]] | None:
             if (
                 not location.is_local
             ):  # object stores keep mtimes to the second: the ETag tells rewrites apart
-                with location.filesystem.open_input_file(location.path) as opened:
-                    identity.append(dict(opened.metadata() or {}).get(b"ETag", b"").decode())
+                identity.append(_etag(location))
         except (OSError, ValueError, ImportError, pa.ArrowException):
             return None
         identities.append(identity)
     return identities
+
+
+def _etag(location: Location) -> str:
+    """The object's ETag (pyarrow gives it among the metadata of an opened S3/GCS file), or ""."""
+    with location.filesystem.open_input_file(location.path) as opened:
+        metadata = {_text(key): value for key, value in dict(opened.metadata() or {}).items()}
+    return _text(metadata.get("ETag", ""))
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
