@@ -13,7 +13,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-RUN_ID_ENV = "SPARKRUNNER_RUN_ID"
+from sparkrunner.protocol import Env
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -59,7 +60,7 @@ def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
 
 def processes_of_run(run_id: str | None) -> list[int]:
     """Pids of live processes on this machine whose environment carries this run's id (any run's for None)."""
-    prefix = f"{RUN_ID_ENV}=".encode()
+    prefix = f"{Env.RUN_ID}=".encode()
     wanted = None if run_id is None else prefix + run_id.encode()
     found = []
     for entry in os.listdir("/proc"):

@@ -17,6 +17,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     StartTimeoutError,
 )
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
@@ -51,6 +52,9 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -68,6 +72,7 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        horovod: bool | None = None,
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -84,6 +89,7 @@ class Runner:
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
+        self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -105,7 +111,8 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         env = {**observers.start(record), **self.env}
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env, uses_horovod)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
             value = _result(session)

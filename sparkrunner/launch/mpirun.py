@@ -21,10 +21,18 @@ from pathlib import Path
 
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks import horovod_env
-from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
-from sparkrunner.launch.task_agent import TaskAgent, agent_tasks, agents_env, host_gpus
+from sparkrunner.handover import SecretDrop
+from sparkrunner.launch.base import (
+    Launcher,
+    RankJob,
+    TaskOutcome,
+    close_after,
+    rank_process_environment,
+    worker_command,
+)
+from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
 from sparkrunner.processes import RankProcess
-from sparkrunner.rank import TOPOLOGY_ENV
+from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
 
 log = logging.getLogger("sparkrunner")
@@ -56,7 +64,7 @@ def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) ->
     common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}
     for key in horovod_env.GLOO_VARIABLES:
         common.pop(key, None)
-    common[TOPOLOGY_ENV] = topology.to_json()
+    common[Env.TOPOLOGY] = topology.to_json()
     return common
 
 
@@ -116,8 +124,12 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=False)
         placement = ["--host", f"localhost:{topology.size}"]
         cmd = mpirun_command(topology.size, placement, exported_names(env, job), None)
+        drop = SecretDrop()
+        drop.put_run_secret(job.secret, range(topology.size))
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
-        return [RankProcess(cmd, env)]
+        ranks = [RankProcess(cmd, {**env, **drop.env()})]
+        close_after(ranks, drop.close)
+        return ranks
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
         from pyspark import BarrierTaskContext
@@ -135,11 +147,14 @@ class MpirunLauncher(Launcher):
 
     def _run_mpirun(self, job: RankJob, topology: Topology) -> TaskOutcome:
         env = shared_environment(job, topology, in_spark_task=True)
-        names = exported_names(env, job)
-        env.update(agents_env(topology, job.secret))
+        names = exported_names(env, job)  # the secret folder is not among them: each host has its own
+        env.update(agents_env(topology))
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
         network = network_of(topology.peers[0].host)
-        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:
+            drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
+            drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
+            env.update(drop.env())
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text(hostfile_text(topology))
             cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network)

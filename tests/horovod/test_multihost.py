@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from tests.helpers import rank_processes
 from tests.conftest import spark_session
+from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
 from tests.horovod.netns_cluster import NetnsCluster, can_create_namespaces
 
