@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkrunner.data import columns, storage
+from sparkrunner.data import columns, shared, storage
 from sparkrunner.data.cache_key import cache_key
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.progress_report import WriteProgress
@@ -62,7 +62,9 @@ def materialize(
     if read_manifest(root) is None:
         report = WriteProgress(frame.sparkSession.sparkContext, root.uri, progress)
         write(frame, root, storage_options or {}, options, report)
-    return scan(root.uri, storage_options)
+    data = scan(root.uri, storage_options)
+    shared.check_hosts_see(frame.sparkSession, data)
+    return data
 
 
 def _converted(frame: Any, float32: bool) -> Any:

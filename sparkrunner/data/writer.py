@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner.data import storage
-from sparkrunner.data.dataset import MANIFEST, DataFile
+from sparkrunner.data import shared, storage
+from sparkrunner.data.dataset import MANIFEST, DataFile, path_in
 from sparkrunner.data.progress_report import WriteProgress
 
 _REPORT_SCHEMA = "name string, size long, num_rows long, host string"
@@ -36,16 +36,23 @@ def write(
     progress: WriteProgress,
 ) -> list[DataFile]:
     """Write `frame` under `root` and then its manifest; returns the files, sorted by name."""
+    import pyarrow.fs as pafs
+
     write_id = uuid.uuid4().hex[:8]
     root.filesystem.create_dir(root.path, recursive=True)
     task = _partition_writer(root.uri, dict(storage_options), options, write_id, progress.accumulator)
     with progress:
         reports = frame.mapInArrow(task, _REPORT_SCHEMA).collect()
     files = sorted((DataFile(r.name, r.size, r.num_rows) for r in reports), key=lambda f: f.name)
+    hosts = sorted({r.host for r in reports})
+    if root.is_local:
+        infos = root.filesystem.get_file_info([path_in(root, f.name) for f in files])
+        missing = [f.name for f, info in zip(files, infos, strict=True) if info.type != pafs.FileType.File]
+        shared.check_writers_shared(root.uri, hosts, missing)
     if not files:  # every partition was empty: one empty file still carries the schema
         files = [_write_empty(frame, root, write_id)]
     _remove_strays(root, write_id, {file.name for file in files})
-    write_manifest(root, files, sorted({r.host for r in reports}))
+    write_manifest(root, files, hosts)
     return files
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from sparkrunner.data import materialize, storage
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.data import NumpyLoader, materialize, storage
+from sparkrunner.errors import DataNotSharedError, InvalidArgumentError
 from tests.data.readers import write_dataset
 from tests.data.s3_server import S3Server
 
@@ -69,3 +69,13 @@ def test_a_dataset_on_the_s3_server_reads_like_a_local_one(s3: S3Server, tmp_pat
     remote.delete()
     assert s3.filesystem().get_file_info(uri.removeprefix("s3://")).type == pafs.FileType.NotFound
     assert np.array_equal([g.num_rows for g in local.row_groups], [10, 10, 10, 10, 10])
+
+
+def test_a_rank_that_cannot_see_the_files_is_refused_with_the_uri_to_use(tmp_path: Path) -> None:
+    """What a rank on another host meets when the dataset is on the driver's own disk: files not there."""
+    data = materialize(write_dataset(tmp_path / "ds", [30, 20], row_group_rows=10))
+    assert len(NumpyLoader(data, 5, rank=0, world_size=2)) == 5
+    (tmp_path / "ds" / "part-00001.parquet").unlink()
+    with pytest.raises(DataNotSharedError, match=r"rank 1 on .* cannot read 1 of the 2 files") as caught:
+        NumpyLoader(data, 5, rank=1, world_size=2)
+    assert "s3://bucket/prefix" in str(caught.value)
