@@ -68,7 +68,9 @@ def _partition_writer(
         context = TaskContext.get()
         partition, attempt = (context.partitionId(), context.attemptNumber()) if context else (0, 0)
         prefix = f"part-{partition:05d}-{write_id}-a{attempt}"
-        written = _write_batches(storage.resolve(uri, storage_options), prefix, batches, options)
+        root = storage.resolve(uri, storage_options)
+        root.filesystem.create_dir(root.path, recursive=True)  # a host that does not share the driver's disk
+        written = _write_batches(root, prefix, batches, options)
         accumulator.add((1, len(written), sum(f.num_rows for f in written), sum(f.size for f in written)))
         host = socket.gethostname()
         yield pa.RecordBatch.from_pylist(
