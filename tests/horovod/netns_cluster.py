@@ -31,7 +31,7 @@ def _ip(*args: str) -> None:
 class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace, each with its own address."""
 
-    def __init__(self, hosts: int, cores_per_host: int) -> None:
+    def __init__(self, hosts: int, cores_per_host: int, private_tmp: bool = False) -> None:
         tag = os.getpid() % 10000
         self.master_host = f"10.213.{tag % 250}.1"
         self._prefix = f"10.213.{tag % 250}"
@@ -41,6 +41,7 @@ class NetnsCluster:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._links: list[str] = []
         self._cores = cores_per_host
+        self._private_tmp = private_tmp  # each host's own empty /tmp, as on machines that share no disk
         self.logs = Path(f"/tmp/sparkrunner-netns-{tag}")
 
     def start(self) -> str:
@@ -77,6 +78,9 @@ class NetnsCluster:
         for i, (ns, host) in enumerate(zip(self.namespaces, self.worker_hosts, strict=True)):
             # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
             hostname = f"srhost{i}"
+            # with private_tmp, a mount namespace of its own too (mounts private) with a fresh tmpfs on /tmp
+            own_tmp = ["--mount", "--propagation", "private"] if self._private_tmp else []
+            mount_tmp = 'mount -t tmpfs tmpfs /tmp && mkdir -p "$SPARK_WORKER_DIR" && ' if own_tmp else ""
             in_host = [
                 "ip",
                 "netns",
@@ -84,9 +88,10 @@ class NetnsCluster:
                 ns,
                 "unshare",
                 "--uts",
+                *own_tmp,
                 "sh",
                 "-c",
-                f'hostname {hostname} && exec "$@"',
+                f'hostname {hostname} && {mount_tmp}exec "$@"',
                 "-",
             ]
             self._spawn(
