@@ -19,7 +19,7 @@ from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, RankFailedError
 from tests.conftest import spark_session
 from tests.data.s3_server import S3Server, s3_server
-from tests.horovod.netns_cluster import NetnsCluster, can_create_namespaces
+from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ EXECUTOR_TIMEOUT_S = 120
 @pytest.fixture(scope="module")
 def private_tmp_hosts() -> Iterator[tuple[Any, S3Server]]:
     """Two hosts with private /tmp, a session on them, and an S3 server on the cluster's bridge address."""
-    cluster = NetnsCluster(hosts=2, cores_per_host=1, private_tmp=True)
+    cluster = NetnsCluster(hosts=2, slots_per_host=1, variant=3, private_tmp=True)
     spark = None
     try:
         url = cluster.start()
@@ -90,7 +90,7 @@ def test_an_object_store_cache_is_shared_and_a_local_copy_is_refused(
     (tmp_path / key).mkdir()
     pafs.copy_files(data.uri.removeprefix("s3://"), str(tmp_path / key), source_filesystem=s3.filesystem())
     with pytest.raises(
-        DataNotSharedError, match=rf"holds {ROWS} rows as the driver sees it, but srhost\d sees 0 rows"
+        DataNotSharedError, match=rf"holds {ROWS} rows as the driver sees it, but srhost\S+ sees 0 rows"
     ):
         materialize(frame(spark), tmp_path, progress=False)
 
@@ -116,6 +116,6 @@ def test_ranks_refuse_a_dataset_their_host_cannot_see(
     )
     on_driver_only = materialize(tmp_path / "copy")  # a path: read here, never checked by a Spark job
     with pytest.raises(
-        RankFailedError, match=r"DataNotSharedError: rank \d on srhost\d cannot read 4 of the 4"
+        RankFailedError, match=r"DataNotSharedError: rank \d on srhost\S+ cannot read 4 of the 4"
     ):
         runner.run(count_rows, on_driver_only)
