@@ -17,9 +17,9 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, RankFailedError
-from tests.conftest import spark_session
-from tests.data.s3_server import S3Server, s3_server
 from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
+from tests.conftest import spark_session, stop_spark_session
+from tests.data.s3_server import S3Server, s3_server
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -35,7 +35,6 @@ EXECUTOR_TIMEOUT_S = 120
 def private_tmp_hosts() -> Iterator[tuple[Any, S3Server]]:
     """Two hosts with private /tmp, a session on them, and an S3 server on the cluster's bridge address."""
     cluster = NetnsCluster(hosts=2, slots_per_host=1, variant=3, private_tmp=True)
-    spark = None
     try:
         url = cluster.start()
         with s3_server(cluster.master_host) as s3:
@@ -47,8 +46,9 @@ def private_tmp_hosts() -> Iterator[tuple[Any, S3Server]]:
             _wait_for_executors(spark, 2, cluster)
             yield spark, s3
     finally:
-        if spark is not None:
-            spark.stop()  # before the workers go, so no executor is left waiting for its driver
+        stop_spark_session(
+            cluster.url
+        )  # before the workers go, so no executor is left waiting for its driver
         cluster.close()
 
 
