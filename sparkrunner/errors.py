@@ -157,3 +157,7 @@ class NotEnoughDataError(SparkRunnerError, ValueError):
 
 class ReaderUnavailableError(SparkRunnerError, ImportError):
     """The requested data reader cannot run in this environment (for example Petastorm with pyarrow >= 15)."""
+
+
+class DataNotSharedError(SparkRunnerError):
+    """A dataset's files are on one machine's own disk, so other hosts of the run cannot read them."""

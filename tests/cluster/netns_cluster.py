@@ -101,8 +101,9 @@ class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace ("host"), each with its own address,
     hostname, `slots` task slots and a decoy interface."""
 
-    def __init__(self, hosts: int, slots_per_host: int, variant: int = 0) -> None:
-        """`variant` (0-9) tells apart clusters one test process runs at the same time."""
+    def __init__(self, hosts: int, slots_per_host: int, variant: int = 0, private_tmp: bool = False) -> None:
+        """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
+        host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk."""
         self._owner = os.getpid()
         name = f"{self._owner}{variant}"
         net = f"10.{213 + 2 * variant}.{self._owner % 250}"
@@ -113,6 +114,7 @@ class NetnsCluster:
         self.worker_addresses = [f"{net}.{11 + i}" for i in range(hosts)]
         self.hostnames = [f"srhost{name}-{i}" for i in range(hosts)]
         self.slots_per_host = slots_per_host
+        self._private_tmp = private_tmp
         self.logs = Path(f"/tmp/sparkrunner-netns-{self._owner}")
         self._procs: list[subprocess.Popen[bytes]] = []
 
@@ -156,8 +158,10 @@ class NetnsCluster:
         """Start host i's Spark worker, reported (with its executors) by the host's name."""
         hostname = self.hostnames[i]
         # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
-        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", "sh", "-c",
-                   f'hostname {hostname} && exec "$@"', "-"]  # fmt: skip
+        own_tmp = ["--mount", "--propagation", "private"] if self._private_tmp else []
+        mount_tmp = 'mount -t tmpfs tmpfs /tmp && mkdir -p "$SPARK_WORKER_DIR" && ' if own_tmp else ""
+        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", *own_tmp, "sh", "-c",
+                   f'hostname {hostname} && {mount_tmp}exec "$@"', "-"]  # fmt: skip
         self._spawn(in_host, f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url,
                     "--host", hostname, "--cores", str(self.slots_per_host), "--memory", "1g",
                     "--webui-port", "0", local_ip=self.worker_addresses[i], hostname=hostname)  # fmt: skip
