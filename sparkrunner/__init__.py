@@ -4,11 +4,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from sparkrunner.errors import (
+    GpuUnavailableError,
     InvalidArgumentError,
     NotEnoughSlotsError,
     NotPicklableError,
     RankFailedError,
     SparkRunnerError,
+    SparkRunnerWarning,
     StartTimeoutError,
 )
 from sparkrunner.rank import RankContext, log_to_driver, rank_context
@@ -44,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "GpuUnavailableError",
     "HorovodRunner",
     "InvalidArgumentError",
     "MlflowTracking",
@@ -55,6 +58,7 @@ __all__ = [
     "RunRecord",
     "Runner",
     "SparkRunnerError",
+    "SparkRunnerWarning",
     "StartTimeoutError",
     "TorchProgress",
     "keras_callback",

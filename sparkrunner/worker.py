@@ -6,7 +6,6 @@ driver line by line, and kills itself and its children when the driver says abor
 
 from __future__ import annotations
 
-
 import contextlib
 import io
 import os
