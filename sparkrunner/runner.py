@@ -252,7 +252,7 @@ def _shut_down(session: DriverSession, placement: Placement, run_id: str, succee
         session.abort_ranks()
     placement.stop()
     session.close()
-    leftover = processes.sweep_run(run_id, grace_s=2.0)
+    leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended
     if leftover:
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 

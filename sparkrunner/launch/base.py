@@ -58,6 +58,7 @@ def rank_process_environment(
         }
     )
     if in_spark_task:
+        env[Env.STARTED_BY_TASK] = str(index)
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env

@@ -155,6 +155,7 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=True)
         names = exported_names(env, job)  # the secret folder is not among them: each host has its own
         env.update(agents_env(topology))
+        env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
         network = network_of(topology.peers[0].host)

@@ -41,7 +41,8 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     try:
         outcome = launcher.run_in_task(job, topology, index)
     finally:
-        leftover = processes.sweep_run(job.run_id)
+        # only this task's processes: another task's ranks on this machine may still be running
+        leftover = processes.sweep_run(job.run_id, task=index)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 
