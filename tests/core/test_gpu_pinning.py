@@ -20,7 +20,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import GpuUnavailableError
 from sparkrunner.gpus import device_ids
 from tests.conftest import CLUSTER_MASTER, spark_session
-from tests.core.launchers import LAUNCHERS
+from tests.matrix import LAUNCHERS
 
 EXECUTOR_VISIBLE = "7,6"  # the executors' own CUDA_VISIBLE_DEVICES
 MAPPED = {"0": "7", "1": "6"}  # Spark address -> the device a rank must see

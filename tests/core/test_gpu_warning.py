@@ -15,7 +15,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import GpuUnavailableError, SparkRunnerWarning
-from tests.core.launchers import LAUNCHERS
+from tests.matrix import LAUNCHERS
 
 _FAKE_NVIDIA_SMI = """#!/bin/sh
 # STAND-IN for nvidia-smi on a machine without GPUs: `nvidia-smi -L` lists two made-up GPUs.
