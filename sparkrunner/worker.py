@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 import cloudpickle
@@ -24,6 +25,7 @@ from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
+_OUTPUT_DRAIN_S = 0.5  # what is already in the pipes is read in milliseconds
 
 
 def _die(code: int) -> None:
@@ -79,9 +81,10 @@ class OutputForwarder:
             sys.stderr.flush()
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
+        # a daemon the rank left behind may hold the pipes open for good: one short wait for both, not 2 s each
+        deadline = time.monotonic() + _OUTPUT_DRAIN_S
         for thread in self._threads:
-            # a child that inherited the pipe may keep it open; do not wait for it forever
-            thread.join(timeout=2.0)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class DriverWatch:
