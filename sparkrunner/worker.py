@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, frameworks, gpus, handover, processes, rank
+from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, processes, rank
 from sparkrunner.errors import CheckpointDirError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.output_relay import OutputRelay
@@ -137,4 +136,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    fast_exit.exit_now(main())  # reported already: skip the seconds of module teardown mpirun would wait for

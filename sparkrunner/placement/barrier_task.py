@@ -14,6 +14,8 @@ from sparkrunner import gpus, processes, task_report
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.topology import Peer, Topology, free_ports
 
+_LEFTOVER_GRACE_S = 0.5
+
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:
     """This task's GPUs as CUDA device ids (Spark's addresses mapped through the executor's own list)."""
@@ -47,7 +49,8 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
         raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
-        leftover = processes.sweep_run(job.run_id, task=index)
+        # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
+        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
         report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
         task_report.send(job.driver, job.secret, report)

@@ -14,7 +14,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
-from tests.core.launchers import LAUNCHERS
+from tests.matrix import LAUNCHERS
 
 
 def executor_ids(spark: Any) -> list[str]:
