@@ -16,12 +16,21 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
 
 SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 START_TIMEOUT_S = 90.0
+# Spark's environment for one daemon -> the command that runs spark-class with it (the host's pyspark by default;
+# tests/image runs the daemons from the sparkrunner image instead).
+SparkClassCommand = Callable[[dict[str, str]], list[str]]
+
+
+def host_spark_class(env: dict[str, str]) -> list[str]:
+    """spark-class of this interpreter's pyspark (the environment reaches it through the process's own)."""
+    return [SPARK_CLASS]
 
 
 def _ip(*args: str) -> None:
@@ -31,7 +40,9 @@ def _ip(*args: str) -> None:
 class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace, each with its own address."""
 
-    def __init__(self, hosts: int, cores_per_host: int) -> None:
+    def __init__(
+        self, hosts: int, cores_per_host: int, spark_class: SparkClassCommand = host_spark_class
+    ) -> None:
         tag = os.getpid() % 10000
         self.master_host = f"10.213.{tag % 250}.1"
         self._prefix = f"10.213.{tag % 250}"
@@ -41,6 +52,7 @@ class NetnsCluster:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._links: list[str] = []
         self._cores = cores_per_host
+        self._spark_class = spark_class
         self.logs = Path(f"/tmp/sparkrunner-netns-{tag}")
 
     def start(self) -> str:
@@ -107,13 +119,14 @@ class NetnsCluster:
         return url
 
     def _spawn(self, prefix: list[str], name: str, *spark_args: str, local_ip: str | None = None) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
-        env["SPARK_LOCAL_IP"] = local_ip or self.master_host
-        env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+        spark_env = {"PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
+        spark_env["SPARK_LOCAL_IP"] = local_ip or self.master_host
+        spark_env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+        command = [*prefix, *self._spark_class(spark_env), *spark_args]
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
         self._procs.append(
             subprocess.Popen(
-                [*prefix, SPARK_CLASS, *spark_args], env=env, stdout=log, stderr=log, start_new_session=True
+                command, env={**os.environ, **spark_env}, stdout=log, stderr=log, start_new_session=True
             )
         )
 
