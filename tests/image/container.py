@@ -44,11 +44,16 @@ class ImageContainer:
     def _exists(self) -> bool:
         return subprocess.run([*BUILDAH, "inspect", self.name], capture_output=True).returncode == 0
 
-    def run_command(self, *command: str, env: dict[str, str] | None = None) -> list[str]:
-        """The host command line that runs `command` in the container (tests/image mounted at /checks)."""
-        env_args = [f"--env={name}={value}" for name, value in (env or {}).items()]
-        mount = f"--volume={ROOT / 'tests' / 'image'}:{CHECKS_DIR}:ro"
-        return [*BUILDAH, "run", "--isolation", "chroot", mount, *env_args, self.name, "--", *command]
+    def run_command(self, *command: str, env: dict[str, str] | None = None, hostname: str = "") -> list[str]:
+        """The host command line that runs `command` in the container (tests/image mounted at /checks).
+
+        buildah's chroot isolation gives each run a UTS namespace named after the container: `hostname` sets
+        another name, as every host of a cluster needs (MPI tells nodes apart by name)."""
+        options = [f"--env={name}={value}" for name, value in (env or {}).items()]
+        options.append(f"--volume={ROOT / 'tests' / 'image'}:{CHECKS_DIR}:ro")
+        if hostname:
+            options.append(f"--hostname={hostname}")
+        return [*BUILDAH, "run", "--isolation", "chroot", *options, self.name, "--", *command]
 
     def check(self, name: str, *args: str, env: dict[str, str] | None = None, timeout: float = 500) -> dict:
         """Runs in_image.py's check `name` in the container and returns its result (fails with its output)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import TEST_SESSION_ENV, rank_processes
-from tests.horovod.netns_cluster import NetnsCluster, can_create_namespaces
+from tests.horovod.netns_cluster import NetnsCluster, SparkClassCommand, can_create_namespaces
 from tests.image.container import ROOT, ImageContainer, why_no_image
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -83,10 +83,15 @@ def test_direct_launcher_on_local_cluster(container: ImageContainer) -> None:
     _assert_trained_together(result, size=2)
 
 
-def _image_spark_class(container: ImageContainer):  # type: ignore[no-untyped-def]
+def _image_spark_class(container: ImageContainer) -> SparkClassCommand:
+    """spark-class from the image, each daemon with a hostname of its own address (work dirs stay inside)."""
+
     def command(spark_env: dict[str, str]) -> list[str]:
         env = {name: spark_env[name] for name in ("SPARK_NO_DAEMONIZE", "SPARK_LOCAL_IP")}
-        return container.run_command("/opt/spark/bin/spark-class", env={**env, **_session_env()})
+        hostname = "node-" + spark_env["SPARK_LOCAL_IP"].replace(".", "-")
+        return container.run_command(
+            "/opt/spark/bin/spark-class", env={**env, **_session_env()}, hostname=hostname
+        )
 
     return command
 
