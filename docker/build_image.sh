@@ -71,9 +71,8 @@ else
 fi
 say "building $IMAGE from $BASE"
 log="$CACHE/image/build.log"
-if ! buildah bud --layers --isolation chroot -f docker/Dockerfile --build-arg BASE="$BASE" -t "$IMAGE" . > "$log" 2>&1; then
+if ! buildah bud --layers --force-rm --isolation chroot -f docker/Dockerfile --build-arg BASE="$BASE" -t "$IMAGE" . > "$log" 2>&1; then
   tail -30 "$log" >&2
-  buildah rm --all >/dev/null
   echo "build_image: the build failed (full log: $log)" >&2
   exit 1
 fi
