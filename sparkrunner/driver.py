@@ -8,13 +8,15 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.errors import RankFailedError
+from sparkrunner.errors import RankFailedError, SparkRunnerWarning
 from sparkrunner.payload import RemoteError, loads
+from sparkrunner.protocol import Message
 
 log = logging.getLogger("sparkrunner")
 
@@ -67,6 +69,7 @@ class DriverSession:
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
         self._files_dir: str | None = None
+        self._warned: set[str] = set()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
 
     @property
@@ -74,19 +77,21 @@ class DriverSession:
         return self._server.port
 
     def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
-        if kind == "hello":
+        if kind == Message.HELLO:
             self._on_hello(conn, data)
             return
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return
-        if kind == "output":
+        if kind == Message.OUTPUT:
             self._show_output(rank, *data)
-        elif kind == "log":
+        elif kind == Message.LOG:
             print(f"[rank {rank}] {data}", flush=True)
-        elif kind in ("result", "error"):
+        elif kind == Message.WARNING:
+            self._warn_once(str(data))
+        elif kind in (Message.RESULT, Message.ERROR):
             self._on_outcome(conn, rank, kind, data)
-        elif kind == "file":
+        elif kind == Message.FILE:
             self._save_file(rank, data["name"], data["data"])
         for listener in self._listeners:
             listener(rank, kind, data)
@@ -98,7 +103,13 @@ class DriverSession:
             self.report.ranks[rank] = RankState(connected_at=time.monotonic(), host=str(data["host"]))
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
-        conn.send("payload", self._payload)
+        conn.send(Message.PAYLOAD, self._payload)
+
+    def _warn_once(self, text: str) -> None:
+        """Ranks on one host send the same warning: show each text once per run."""
+        if text not in self._warned:
+            self._warned.add(text)
+            warnings.warn(text, SparkRunnerWarning, stacklevel=1)
 
     def _show_output(self, rank: int, stream: str, line: str) -> None:
         if self._verbosity != "all":
@@ -119,14 +130,14 @@ class DriverSession:
 
     def _on_outcome(self, conn: Connection, rank: int, kind: str, data: Any) -> None:
         with self.changed:
-            if kind == "error":
+            if kind == Message.ERROR:
                 assert isinstance(data, RemoteError)
                 self.report.errors.append(data.to_error(rank))
             elif rank == 0:
                 self.report.result = data
             self.report.ranks[rank].done = True
             self.changed.notify_all()
-        conn.send("ack")
+        conn.send(Message.ACK)
 
     def _on_disconnect(self, conn: Connection) -> None:
         rank = self._conn_rank.get(id(conn))
@@ -142,7 +153,7 @@ class DriverSession:
 
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""
-        self._server.broadcast("abort")
+        self._server.broadcast(Message.ABORT)
 
     def close(self) -> None:
         self._server.close()

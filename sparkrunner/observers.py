@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sparkrunner.timings import rank_throughput
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -46,8 +48,6 @@ class RunRecord:
 
     def rank_throughput(self) -> pd.DataFrame | None:
         """Per-rank steps, seconds per step and steps (and samples) per second; slowest rank first."""
-        from sparkrunner.progress import rank_throughput
-
         return None if self.timings is None else rank_throughput(self.timings)
 
     @property

@@ -12,12 +12,12 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any
 
 from sparkrunner.observers import RunObserver, RunRecord
+from sparkrunner.protocol import Message
 from sparkrunner.rank import send_to_driver
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
-KIND = "progress"
 _last_step: dict[str, int] = {}
 
 
@@ -50,7 +50,7 @@ def report_progress(
         "t": time.monotonic(),
         "metrics": {str(k): float(v) for k, v in metrics.items()},
     }
-    return send_to_driver(KIND, data)
+    return send_to_driver(Message.PROGRESS, data)
 
 
 def keras_callback(log_every: int = 1) -> Any:
@@ -125,25 +125,6 @@ def _batch_size(batch: Any) -> int | None:
     return len(first) if hasattr(first, "__len__") else None
 
 
-def rank_throughput(timings: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: steps reported, median and mean seconds per step, steps/s, samples/s; slowest rank first."""
-    import pandas as pd
-
-    timed = timings.dropna(subset=["step_s"])
-    grouped = timed.groupby("rank")
-    table = pd.DataFrame(
-        {
-            "steps": timings.groupby("rank")["step"].count(),
-            "median_step_s": grouped["step_s"].median(),
-            "mean_step_s": grouped["step_s"].mean(),
-        }
-    )
-    table["steps_per_s"] = 1.0 / table["mean_step_s"]
-    if timed["samples"].notna().any():
-        table["samples_per_s"] = grouped["samples"].sum() / grouped["step_s"].sum()
-    return table.sort_values("median_step_s", ascending=False)
-
-
 class ProgressObserver(RunObserver):
     """Keeps every progress report with its step duration and shows a live bar (tqdm) while ranks report."""
 
@@ -159,7 +140,7 @@ class ProgressObserver(RunObserver):
         self._started = time.monotonic()
 
     def on_message(self, rank: int, kind: str, data: Any) -> None:
-        if kind != KIND:
+        if kind != Message.PROGRESS:
             return
         with self._lock:
             previous = self._last.get(rank)

@@ -8,11 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel import ChannelError, Connection
-
-DRIVER_ENV = "SPARKRUNNER_DRIVER"
-SECRET_ENV = "SPARKRUNNER_SECRET"
-ECHO_ENV = "SPARKRUNNER_ECHO_OUTPUT"
-TOPOLOGY_ENV = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
+from sparkrunner.protocol import Message
 
 _connection: Connection | None = None
 
@@ -88,7 +84,7 @@ def send_file_to_driver(path: str) -> bool:
             data = f.read()
     except OSError:
         return False
-    return send_to_driver("file", {"name": os.path.basename(path), "data": data})
+    return send_to_driver(Message.FILE, {"name": os.path.basename(path), "data": data})
 
 
 def log_to_driver(message: str) -> None:
@@ -96,5 +92,5 @@ def log_to_driver(message: str) -> None:
 
     Outside a run (e.g. when testing `main` directly) the message is printed locally.
     """
-    if not send_to_driver("log", str(message)):
+    if not send_to_driver(Message.LOG, str(message)):
         print(message, file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     StartTimeoutError,
 )
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
@@ -51,6 +52,12 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
+        use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
+            that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
+            (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -68,6 +75,8 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        horovod: bool | None = None,
+        use_gpu: bool | None = None,
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -83,7 +92,11 @@ class Runner:
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        if use_gpu not in (None, True, False):
+            raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
+        self.use_gpu = use_gpu
         self._spark = spark
+        self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -105,7 +118,9 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         env = {**observers.start(record), **self.env}
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        address = (placement.driver_host, session.port)
+        job = RankJob(record.run_id, address, session.secret, env, uses_horovod, use_gpu=self.use_gpu)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
             value = _result(session)
@@ -119,9 +134,10 @@ class Runner:
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
-            return LocalPlacement(-self.np, launcher)
+            return LocalPlacement(-self.np, launcher, self.use_gpu)
         spark = self._spark if self._spark is not None else active_spark_session()
-        return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
+        slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
+        return SparkPlacement(spark, self.np, launcher, slot_wait_s, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -236,7 +252,7 @@ def _shut_down(session: DriverSession, placement: Placement, run_id: str, succee
         session.abort_ranks()
     placement.stop()
     session.close()
-    leftover = processes.sweep_run(run_id, grace_s=2.0)
+    leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended
     if leftover:
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.observers import RunObserver, RunRecord
-from sparkrunner.progress import KIND as PROGRESS
+from sparkrunner.protocol import Message
 
 _VERSIONED = ("sparkrunner", "pyspark", "torch", "tensorflow", "tf-keras", "horovod", "mlflow", "numpy")
 _FLUSH_EVERY = 100
@@ -82,7 +82,7 @@ class MlflowTracking(RunObserver):
         return {"MLFLOW_TRACKING_URI": self._uri, "MLFLOW_RUN_ID": self._run_id}
 
     def on_message(self, rank: int, kind: str, data: Any) -> None:
-        if rank != 0 or kind != PROGRESS or not self.log_progress:
+        if rank != 0 or kind != Message.PROGRESS or not self.log_progress:
             return
         from mlflow.entities import Metric
 

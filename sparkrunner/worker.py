@@ -17,10 +17,10 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, processes, rank
+from sparkrunner import channel, frameworks, gpus, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
-from sparkrunner.rank import DRIVER_ENV, ECHO_ENV, SECRET_ENV, TOPOLOGY_ENV
+from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
@@ -70,7 +70,7 @@ class OutputForwarder:
 
     def _send(self, name: str, line: bytes) -> None:
         with contextlib.suppress(channel.ChannelError):
-            self._conn.send("output", (name, line.decode("utf-8", "replace")))
+            self._conn.send(Message.OUTPUT, (name, line.decode("utf-8", "replace")))
 
     def stop(self) -> None:
         """Restore fds 1 and 2 and wait until every captured line has been sent."""
@@ -96,10 +96,10 @@ class DriverWatch:
         try:
             while True:
                 kind, _ = self._conn.recv()
-                if kind == "ack":
+                if kind == Message.ACK:
                     self.acknowledged.set()
                     return
-                if kind == "abort":
+                if kind == Message.ABORT:
                     _die(1)
         except channel.ChannelError:
             if not self.acknowledged.is_set():
@@ -121,43 +121,49 @@ def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
     try:
         main, args, kwargs = _load_call(payload)
     except RuntimeError as exc:
-        return "error", RemoteError.capture(exc)
+        return Message.ERROR, RemoteError.capture(exc)
     try:
         value = main(*args, **kwargs)
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
-        return "error", RemoteError.capture_user_error(exc)
+        return Message.ERROR, RemoteError.capture_user_error(exc)
     if not is_rank_zero:
-        return "result", None
+        return Message.RESULT, None
     try:
-        return "result", cloudpickle.dumps(value)
+        return Message.RESULT, cloudpickle.dumps(value)
     except Exception as exc:
         note = TypeError(f"rank 0's return value (a {type(value).__name__}) cannot be pickled: {exc}")
-        return "error", RemoteError.capture(note)
+        return Message.ERROR, RemoteError.capture(note)
 
 
 def _wire_frameworks_under_mpirun() -> None:
-    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, ..."""
-    encoded = os.environ.get(TOPOLOGY_ENV)
+    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, GPUs..."""
+    encoded = os.environ.get(Env.TOPOLOGY)
     if encoded:
         topology = Topology.from_json(encoded)
-        os.environ.update(frameworks.mpi_rank_environment(topology, rank.rank_context().rank))
+        index = rank.rank_context().rank
+        os.environ.update(frameworks.mpi_rank_environment(topology, index))
+        if Env.TASK_GPUS in os.environ:  # a Spark run: this rank's own task's GPUs, not its host's
+            os.environ[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
 
 
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: _die(143))
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
+    gpu_warning = gpus.pin_rank_gpus(os.environ)
     me = rank.rank_context()
-    host, port = os.environ[DRIVER_ENV].rsplit(":", 1)
-    secret = bytes.fromhex(os.environ.pop(SECRET_ENV))
+    host, port = os.environ[Env.DRIVER].rsplit(":", 1)
+    secret = handover.take_run_secret(me.local_rank)
     conn = channel.connect((host, int(port)), secret)
-    conn.send("hello", {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
+    conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
+    if gpu_warning:
+        conn.send(Message.WARNING, gpu_warning)
     kind, payload = conn.recv()
-    if kind != "payload":
+    if kind != Message.PAYLOAD:
         return 1
     watch = DriverWatch(conn)
     rank.attach(conn)
-    forwarder = OutputForwarder(conn, echo=os.environ.get(ECHO_ENV) == "1")
+    forwarder = OutputForwarder(conn, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     try:
         kind, data = _outcome(payload, me.rank == 0)
         timeline = horovod_env.finish_timeline()
@@ -169,7 +175,7 @@ def main() -> int:
     watch.acknowledged.wait(_ACK_TIMEOUT_S)
     rank.attach(None)
     conn.close()
-    return 0 if kind == "result" else 1
+    return 0 if kind == Message.RESULT else 1
 
 
 if __name__ == "__main__":

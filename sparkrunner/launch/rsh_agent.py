@@ -10,14 +10,15 @@ import json
 import os
 import sys
 
-from sparkrunner import channel, processes
-from sparkrunner.launch.task_agent import AGENTS_ENV, KEY_ENV
+from sparkrunner import channel, handover, processes
+from sparkrunner.protocol import Env, Message
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
+_AGENT_START_WAIT_S = 60.0
 
 
 def main(argv: list[str]) -> int:
-    agents: dict[str, int] = json.loads(os.environ[AGENTS_ENV])
+    agents: dict[str, int] = json.loads(os.environ[Env.TASK_AGENTS])
     # mpirun passes "HOST COMMAND..." (options, if any, come before the host)
     position = next((i for i, arg in enumerate(argv) if arg in agents), None)
     if position is None:
@@ -25,15 +26,17 @@ def main(argv: list[str]) -> int:
         return _CONNECTION_LOST
     host, command = argv[position], argv[position + 1 :]
     try:
-        conn = channel.connect((host, agents[host]), bytes.fromhex(os.environ[KEY_ENV]))
-        conn.send("exec", {"argv": command})
+        key = handover.take_agent_key(host)
+        # tasks start their agents while mpirun starts: wait for the agent to listen
+        conn = channel.connect_when_listening((host, agents[host]), key, _AGENT_START_WAIT_S)
+        conn.send(Message.EXEC, {"argv": command})
         kind, data = conn.recv()
     except channel.ChannelError as exc:
         print(f"sparkrunner rsh_agent: the task agent on {host} failed: {exc}", file=sys.stderr)
         return _CONNECTION_LOST
     if data["code"] != 0 and data["tail"]:
         print(data["tail"], file=sys.stderr)
-    return int(data["code"]) if kind == "exit" else _CONNECTION_LOST
+    return int(data["code"]) if kind == Message.EXIT else _CONNECTION_LOST
 
 
 if __name__ == "__main__":

@@ -17,11 +17,9 @@ from typing import Any
 
 from sparkrunner import processes
 from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.handover import SecretDrop
+from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import PortSlot, Topology
-
-AGENTS_ENV = "SPARKRUNNER_TASK_AGENTS"
-KEY_ENV = "SPARKRUNNER_TASK_AGENT_KEY"
-STARTED_BY_ENV = "SPARKRUNNER_STARTED_BY_TASK"
 
 
 def agent_key(run_secret: bytes) -> bytes:
@@ -38,10 +36,11 @@ def agent_tasks(topology: Topology) -> dict[str, int]:
     return first
 
 
-def agents_env(topology: Topology, run_secret: bytes) -> dict[str, str]:
-    """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens."""
+def agents_env(topology: Topology) -> dict[str, str]:
+    """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens (its key comes
+    through `handover`)."""
     where = {host: topology.peers[i].ports[PortSlot.TASK_AGENT] for host, i in agent_tasks(topology).items()}
-    return {AGENTS_ENV: json.dumps(where), KEY_ENV: agent_key(run_secret).hex()}
+    return {Env.TASK_AGENTS: json.dumps(where)}
 
 
 def host_gpus(topology: Topology, host: str) -> str:
@@ -55,10 +54,14 @@ class TaskAgent:
 
     def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int) -> None:
         peer = topology.peers[index]
+        # the ranks mpirun's daemon starts here inherit the daemon's environment: they find their secret here
+        self._secrets = SecretDrop()
+        self._secrets.put_run_secret(run_secret, range(topology.local_world_size(index)))
         self._env = {
             **os.environ,
-            processes.RUN_ID_ENV: run_id,
-            STARTED_BY_ENV: str(index),
+            **self._secrets.env(),
+            Env.RUN_ID: run_id,
+            Env.STARTED_BY_TASK: str(index),
             "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []
@@ -67,20 +70,20 @@ class TaskAgent:
             agent_key(run_secret),
             self._on_message,
             lambda _: None,
-            "0.0.0.0",
+            peer.host,  # the address mpirun's rsh agent uses, never every interface
             peer.ports[PortSlot.TASK_AGENT],
         )
 
     def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
         """Run one command the way a remote shell would, and answer with its exit code."""
-        if kind != "exec":
+        if kind != Message.EXEC:
             return
         command = " ".join(data["argv"])
         proc = processes.RankProcess(["/bin/sh", "-c", command], self._env, echo_to=2)
         with self._lock:
             self._started.append(proc)
         code = proc.wait()  # this thread started it and must outlive it (the child dies with its thread)
-        conn.send("exit", {"code": code, "tail": proc.output_tail()})
+        conn.send(Message.EXIT, {"code": code, "tail": proc.output_tail()})
 
     def stop(self) -> None:
         """Stop serving and kill whatever this agent started that is still running."""
@@ -88,3 +91,4 @@ class TaskAgent:
         with self._lock:
             for proc in self._started:
                 proc.kill()
+        self._secrets.close()

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from sparkrunner import gpus
 from sparkrunner.errors import BarrierModeUnsupportedError, InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
@@ -50,8 +51,11 @@ def task_slots(sc: Any) -> int:
 class SparkPlacement:
     bind_host = "0.0.0.0"
 
-    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float) -> None:
+    def __init__(
+        self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
+    ) -> None:
         self._sc = spark_context(spark)
+        self._use_gpu = use_gpu
         self._num_ranks = num_ranks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
@@ -69,6 +73,8 @@ class SparkPlacement:
                 "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
             )
         self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
         self._wait_for_slots()
 
     def _wait_for_slots(self) -> None:

@@ -51,6 +51,7 @@ class ImageContainer:
         another name, as every host of a cluster needs (MPI tells nodes apart by name)."""
         options = [f"--env={name}={value}" for name, value in (env or {}).items()]
         options.append(f"--volume={ROOT / 'tests' / 'image'}:{CHECKS_DIR}:ro")
+        options.append("--volume=/etc/hosts:/etc/hosts:ro")  # the names multi-host fixtures give their hosts
         if hostname:
             options.append(f"--hostname={hostname}")
         return [*BUILDAH, "run", "--isolation", "chroot", *options, self.name, "--", *command]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.netns_cluster import NetnsCluster, SparkClassCommand, can_create_namespaces
 from tests.helpers import TEST_SESSION_ENV, rank_processes
-from tests.horovod.netns_cluster import NetnsCluster, SparkClassCommand, can_create_namespaces
 from tests.image.container import ROOT, ImageContainer, why_no_image
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -84,13 +84,14 @@ def test_direct_launcher_on_local_cluster(container: ImageContainer) -> None:
 
 
 def _image_spark_class(container: ImageContainer) -> SparkClassCommand:
-    """spark-class from the image, each daemon with a hostname of its own address (work dirs stay inside)."""
+    """spark-class from the image, with the host's name and the host's /etc/hosts (where the fixture names
+    every host); work dirs stay inside the container."""
 
-    def command(spark_env: dict[str, str]) -> list[str]:
-        env = {name: spark_env[name] for name in ("SPARK_NO_DAEMONIZE", "SPARK_LOCAL_IP")}
-        hostname = "node-" + spark_env["SPARK_LOCAL_IP"].replace(".", "-")
+    def command(spark_env: dict[str, str], hostname: str | None) -> list[str]:
+        names = ("SPARK_NO_DAEMONIZE", "SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME")
+        env = {name: spark_env[name] for name in names if name in spark_env}
         return container.run_command(
-            "/opt/spark/bin/spark-class", env={**env, **_session_env()}, hostname=hostname
+            "/opt/spark/bin/spark-class", env={**env, **_session_env()}, hostname=hostname or ""
         )
 
     return command
@@ -101,7 +102,7 @@ def image_cluster(container: ImageContainer) -> Iterator[NetnsCluster]:
     why_not = can_create_namespaces()
     if why_not is not None:
         pytest.skip(f"multi-host image test skipped: {why_not}")
-    cluster = NetnsCluster(hosts=2, cores_per_host=1, spark_class=_image_spark_class(container))
+    cluster = NetnsCluster(hosts=2, slots_per_host=1, variant=7, spark_class=_image_spark_class(container))
     try:
         cluster.start()
         yield cluster
@@ -118,8 +119,8 @@ def test_driver_trains_across_two_hosts_of_image_workers(
     result = container.check("across-hosts", url, image_cluster.master_host, env=_session_env())
     _assert_trained_together(result, size=2)
     assert result["controller"] == "mpi"
-    hosts = [set(rank["ips"]) & set(image_cluster.worker_hosts) for rank in result["ranks"]]
-    assert sorted(h.pop() for h in hosts) == sorted(image_cluster.worker_hosts), result["ranks"]
+    hosts = [set(rank["ips"]) & set(image_cluster.worker_addresses) for rank in result["ranks"]]
+    assert sorted(h.pop() for h in hosts) == sorted(image_cluster.worker_addresses), result["ranks"]
     assert rank_processes() == {}
     for ns in image_cluster.namespaces:
         leftovers = [pid for pid in image_cluster.pids_in(ns) if _is_rank_process(pid)]
