@@ -33,9 +33,13 @@ def container() -> Iterator[ImageContainer]:
         made.remove()
 
 
-def _session_env() -> dict[str, str]:
-    """Tags every process started in the image, so the host's /proc scan (rank_processes) sees its ranks."""
-    return {TEST_SESSION_ENV: os.environ[TEST_SESSION_ENV]}
+def _session_env(spark_local_ip: str = "") -> dict[str, str]:
+    """Tags every process started in the image, so the host's /proc scan (rank_processes) sees its ranks.
+
+    `spark_local_ip`: the address a Spark driver binds to. Needed under buildah run, whose containers carry
+    a hostname (the container id) that no /etc/hosts entry resolves, so Spark cannot find it by name."""
+    env = {TEST_SESSION_ENV: os.environ[TEST_SESSION_ENV]}
+    return {**env, "SPARK_LOCAL_IP": spark_local_ip} if spark_local_ip else env
 
 
 def _repo_code_digest() -> str:
@@ -79,7 +83,7 @@ def test_horovod_over_mpirun_on_the_driver(container: ImageContainer) -> None:
 
 def test_direct_launcher_on_local_cluster(container: ImageContainer) -> None:
     """Runner(np=2, launcher="direct") on local-cluster[2,1,1024]: a Spark barrier stage, torch DDP over Gloo."""
-    result = container.check("direct-local-cluster", env=_session_env())
+    result = container.check("direct-local-cluster", env=_session_env(spark_local_ip="127.0.0.1"))
     _assert_trained_together(result, size=2)
 
 
@@ -115,8 +119,8 @@ def test_driver_trains_across_two_hosts_of_image_workers(
 ) -> None:
     """Master, two workers (two network namespaces = two hosts) and driver all from the image;
     Runner(np=2, launcher="mpirun") puts one Horovod rank on each host."""
-    url = f"spark://{image_cluster.master_host}:7077"
-    result = container.check("across-hosts", url, image_cluster.master_host, env=_session_env())
+    driver_env = _session_env(spark_local_ip=image_cluster.master_host)
+    result = container.check("across-hosts", image_cluster.url, image_cluster.master_host, env=driver_env)
     _assert_trained_together(result, size=2)
     assert result["controller"] == "mpi"
     hosts = [set(rank["ips"]) & set(image_cluster.worker_addresses) for rank in result["ranks"]]
