@@ -1,6 +1,8 @@
 """sparkrunner: run distributed deep-learning training functions inside Apache Spark."""
 
 from sparkrunner.errors import (
+    AttemptsFailedError,
+    DoNotRetry,
     InvalidArgumentError,
     NotEnoughSlotsError,
     NotPicklableError,
@@ -11,12 +13,16 @@ from sparkrunner.errors import (
 from sparkrunner.observers import RunObserver, RunRecord
 from sparkrunner.progress import TorchProgress, keras_callback, report_progress
 from sparkrunner.rank import RankContext, log_to_driver, rank_context
+from sparkrunner.recovery import AttemptRecord, load_checkpoint, on_stop, save_checkpoint, stopping
 from sparkrunner.runner import HorovodRunner, Runner
 from sparkrunner.tracking import MlflowTracking
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttemptRecord",
+    "AttemptsFailedError",
+    "DoNotRetry",
     "HorovodRunner",
     "InvalidArgumentError",
     "MlflowTracking",
@@ -31,7 +37,11 @@ __all__ = [
     "StartTimeoutError",
     "TorchProgress",
     "keras_callback",
+    "load_checkpoint",
     "log_to_driver",
+    "on_stop",
     "rank_context",
     "report_progress",
+    "save_checkpoint",
+    "stopping",
 ]

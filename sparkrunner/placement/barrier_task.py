@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import gpus, processes
+from sparkrunner import gpus, processes, task_report
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.topology import Peer, Topology, free_ports
 
@@ -38,11 +39,18 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
 
     ctx = BarrierTaskContext.get()
     topology, index = exchange_topology(ctx, launcher.ports_per_task)
+    about = {"task": index, "host": topology.peers[index].host, "launcher": launcher.name}
     try:
         outcome = launcher.run_in_task(job, topology, index)
+    except BaseException:
+        task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
+        raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
         leftover = processes.sweep_run(job.run_id, task=index)
+    if outcome.exit_code != 0:
+        report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+        task_report.send(job.driver, job.secret, report)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 

@@ -117,9 +117,12 @@ class NetnsCluster:
         hosts: int,
         slots_per_host: int,
         variant: int = 0,
+        private_tmp: bool = False,
         spark_class: SparkClassCommand = host_spark_class,
     ) -> None:
-        """`variant` (0-9) tells apart clusters one test process runs at the same time."""
+        """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
+        host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
+        `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
         self._spark_class = spark_class
         self._owner = os.getpid()
         name = f"{self._owner}{variant}"
@@ -131,6 +134,7 @@ class NetnsCluster:
         self.worker_addresses = [f"{net}.{11 + i}" for i in range(hosts)]
         self.hostnames = [f"srhost{name}-{i}" for i in range(hosts)]
         self.slots_per_host = slots_per_host
+        self._private_tmp = private_tmp
         self.logs = Path(f"/tmp/sparkrunner-netns-{self._owner}")
         self._procs: list[subprocess.Popen[bytes]] = []
 
@@ -174,8 +178,10 @@ class NetnsCluster:
         """Start host i's Spark worker, reported (with its executors) by the host's name."""
         hostname = self.hostnames[i]
         # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
-        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", "sh", "-c",
-                   f'hostname {hostname} && exec "$@"', "-"]  # fmt: skip
+        own_tmp = ["--mount", "--propagation", "private"] if self._private_tmp else []
+        mount_tmp = 'mount -t tmpfs tmpfs /tmp && mkdir -p "$SPARK_WORKER_DIR" && ' if own_tmp else ""
+        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", *own_tmp, "sh", "-c",
+                   f'hostname {hostname} && {mount_tmp}exec "$@"', "-"]  # fmt: skip
         self._spawn(in_host, f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url,
                     "--host", hostname, "--cores", str(self.slots_per_host), "--memory", "1g",
                     "--webui-port", "0", local_ip=self.worker_addresses[i], hostname=hostname)  # fmt: skip
