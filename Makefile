@@ -1,5 +1,7 @@
 # The two commands of the README: `make demo` (set up, then train on the digits data) and `make test`.
-.PHONY: setup demo test lint
+# `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh);
+# `make image-test` tests it from inside; `make test` runs the whole suite, the image tests included.
+.PHONY: setup demo test lint image image-test
 
 setup:
 	bash scripts/setup.sh
@@ -12,5 +14,11 @@ lint:
 	.venv/bin/ruff format --check sparkrunner tests bench examples
 	.venv/bin/mypy
 
-test: setup lint
+image: setup
+	bash docker/build_image.sh
+
+image-test: image
+	bash scripts/run_tests.sh tests/image
+
+test: setup lint image
 	bash scripts/run_tests.sh

@@ -23,11 +23,22 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
 
 SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+# (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
+# this interpreter's pyspark by default; tests/image runs the daemons from the sparkrunner image instead.
+SparkClassCommand = Callable[[dict[str, str], "str | None"], list[str]]
+
+
+def host_spark_class(env: dict[str, str], hostname: str | None) -> list[str]:
+    """spark-class of this interpreter's pyspark (the environment reaches it through the process's own)."""
+    return [SPARK_CLASS]
+
+
 START_TIMEOUT_S = 120.0
 HOSTS_FILE = Path("/etc/hosts")
 DECOY_LINK = "docker0"  # a bridge without ports, as docker leaves one on every host
@@ -101,9 +112,18 @@ class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace ("host"), each with its own address,
     hostname, `slots` task slots and a decoy interface."""
 
-    def __init__(self, hosts: int, slots_per_host: int, variant: int = 0, private_tmp: bool = False) -> None:
+    def __init__(
+        self,
+        hosts: int,
+        slots_per_host: int,
+        variant: int = 0,
+        private_tmp: bool = False,
+        spark_class: SparkClassCommand = host_spark_class,
+    ) -> None:
         """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
-        host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk."""
+        host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
+        `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
+        self._spark_class = spark_class
         self._owner = os.getpid()
         name = f"{self._owner}{variant}"
         net = f"10.{213 + 2 * variant}.{self._owner % 250}"
@@ -169,15 +189,15 @@ class NetnsCluster:
     def _spawn(
         self, prefix: list[str], name: str, *args: str, local_ip: str, hostname: str | None = None
     ) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
-        env["SPARK_LOCAL_IP"] = local_ip
+        spark_env = {"PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1", "SPARK_LOCAL_IP": local_ip}
         if hostname is not None:
-            env["SPARK_LOCAL_HOSTNAME"] = hostname
-        env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+            spark_env["SPARK_LOCAL_HOSTNAME"] = hostname
+        spark_env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+        command = [*prefix, *self._spark_class(spark_env, hostname), *args]
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
         self._procs.append(
             subprocess.Popen(
-                [*prefix, SPARK_CLASS, *args], env=env, stdout=log, stderr=log, start_new_session=True
+                command, env={**os.environ, **spark_env}, stdout=log, stderr=log, start_new_session=True
             )
         )
 
