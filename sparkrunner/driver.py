@@ -36,7 +36,8 @@ class RunReport:
 
     num_ranks: int
     ranks: dict[int, RankState] = field(default_factory=dict)
-    result: bytes | None = None
+    results: dict[int, bytes] = field(default_factory=dict)
+    """Pickled return values: rank 0's, or every rank's when all were asked for (`Runner.run_all`)."""
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
@@ -123,8 +124,8 @@ class DriverSession:
             if kind == Message.ERROR:
                 assert isinstance(data, RemoteError)
                 self.report.errors.append(data.to_error(rank))
-            elif rank == 0:
-                self.report.result = data
+            elif data is not None:
+                self.report.results[rank] = data
             self.report.ranks[rank].done = True
             self.changed.notify_all()
         conn.send(Message.ACK)
@@ -138,8 +139,9 @@ class DriverSession:
                 self.report.vanished.append(rank)
             self.changed.notify_all()
 
-    def result_value(self) -> Any:
-        return loads(self.report.result) if self.report.result is not None else None
+    def result_value(self, rank: int = 0) -> Any:
+        data = self.report.results.get(rank)
+        return loads(data) if data is not None else None
 
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""

@@ -71,6 +71,24 @@ class RankFailedError(SparkRunnerError):
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.rank, self.exc_type, self.exc_message, self.remote_traceback, None))
 
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code when the rank ran a script that exited non-zero (`ScriptExitError`); else None."""
+        return self.original.exit_code if isinstance(self.original, ScriptExitError) else None
+
+
+class ScriptExitError(SparkRunnerError):
+    """Raised on a rank when its script (script mode) exits with a non-zero code."""
+
+    def __init__(self, script: str, exit_code: int, detail: str = "") -> None:
+        self.script = script
+        self.exit_code = exit_code
+        self.detail = detail
+        super().__init__(f"{script} exited with code {exit_code}" + (f": {detail}" if detail else ""))
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.script, self.exit_code, self.detail))
+
 
 class UnsupportedColumnError(SparkRunnerError, TypeError):
     """A column cannot be fed to a framework: its type, its nulls, or arrays of varying length."""

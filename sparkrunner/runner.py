@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sparkrunner import processes
@@ -22,8 +23,11 @@ from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.placement.spark import SparkPlacement, active_spark_session
+from sparkrunner.placement.spark import SparkPlacement
 from sparkrunner.progress import ProgressObserver
+from sparkrunner.protocol import Env
+from sparkrunner.script import module_call, script_call
+from sparkrunner.sessions import find_spark_session
 from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
@@ -35,7 +39,7 @@ _SLOT_WAIT_MAX_S = 60.0
 
 
 class Runner:
-    """Runs a Python function on `np` ranks and returns rank 0's return value.
+    """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
     Args:
         np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the active (or given)
@@ -89,38 +93,68 @@ class Runner:
         self.received_files: dict[str, str] = {}
         """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
 
-    def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
-        if not callable(main):
-            raise InvalidArgumentError(
-                f"main must be a function to run on every rank, not a {type(main).__name__}"
-            )
-        payload = dumps_call(main, args, kwargs)
+    def run(self, main: Callable[..., Any] | str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
+        """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure.
+
+        ``main`` may also be the path of a script: ``run("train.py", "--lr", "0.1")`` is `run_script`.
+        """
+        if isinstance(main, (str, os.PathLike)):
+            code_dir = kwargs.pop("code_dir", None)
+            if kwargs:
+                raise InvalidArgumentError(
+                    f"a script takes command-line arguments, not keyword arguments ({', '.join(kwargs)}): "
+                    f"run('train.py', '--lr', '0.1')"
+                )
+            return self.run_script(main, *args, code_dir=code_dir)
+        return self._execute(_function_payload(main, args, kwargs), _name_of(main), every_rank=False)[0]
+
+    def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
+        return self._execute(_function_payload(main, args, kwargs), _name_of(main), every_rank=True)
+
+    def run_script(
+        self, path: str | os.PathLike[str], *argv: Any, code_dir: str | os.PathLike[str] | None = None
+    ) -> None:
+        """Run the script at `path` as ``__main__`` on every rank, with ``sys.argv = [path, *argv]``.
+
+        The script is sent from the driver; `code_dir`, a folder of helper modules, is sent with it and put
+        first on ``sys.path``. A non-zero ``sys.exit`` fails the run with `RankFailedError` (``exit_code``).
+        """
+        call = script_call(path, argv, code_dir)
+        self._execute(dumps_call(call, (), {}), call.name, every_rank=False)
+
+    def run_module(self, module: str, *argv: Any, code_dir: str | os.PathLike[str] | None = None) -> None:
+        """Run `module` as ``python -m module argv...`` on every rank; `code_dir` ships its package along."""
+        call = module_call(module, argv, code_dir)
+        self._execute(dumps_call(call, (), {}), call.name, every_rank=False)
+
+    def _execute(self, payload: bytes, name: str, every_rank: bool) -> list[Any]:
+        """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
         launcher = resolve_launcher(self.launcher)
         placement = self._placement(launcher)
         placement.check()
         observers = Observers(self._observers)
-        record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
+        record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.np, launcher.name)
         session = DriverSession(
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
-        env = {**observers.start(record), **self.env}
+        env = {**observers.start(record), **self.env, **({Env.RESULTS: "all"} if every_rank else {})}
         job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
-            value = _result(session)
+            values = _results(session, range(abs(self.np)) if every_rank else [0])
         except BaseException as exc:
             observers.end(record, exc)
             raise
         finally:
             self.received_files = dict(session.report.files)
         observers.end(record, None)
-        return value
+        return values
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
             return LocalPlacement(-self.np, launcher)
-        spark = self._spark if self._spark is not None else active_spark_session()
+        spark = self._spark if self._spark is not None else find_spark_session()
         return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
 
 
@@ -130,8 +164,16 @@ class HorovodRunner(Runner):
     def __init__(self, np: int, driver_log_verbosity: str = "log_callback_only", **options: Any) -> None:
         super().__init__(np, driver_log_verbosity=driver_log_verbosity, **options)
 
-    def run(self, main: Callable[..., Any], **kwargs: Any) -> Any:
+    def run(self, main: Callable[..., Any] | str | os.PathLike[str], **kwargs: Any) -> Any:
         return super().run(main, **kwargs)
+
+
+def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    if not callable(main):
+        raise InvalidArgumentError(
+            f"main must be a function to run on every rank (or a script's path), not a {type(main).__name__}"
+        )
+    return dumps_call(main, args, kwargs)
 
 
 def _name_of(main: Callable[..., Any]) -> str:
@@ -241,11 +283,14 @@ def _shut_down(session: DriverSession, placement: Placement, run_id: str, succee
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 
 
-def _result(session: DriverSession) -> Any:
-    try:
-        return session.result_value()
-    except Exception as exc:
-        raise SparkRunnerError(
-            f"rank 0's return value could not be unpickled on the driver: {exc}. Return plain Python, numpy "
-            f"or torch objects whose classes the driver can import."
-        ) from exc
+def _results(session: DriverSession, ranks: Iterable[int]) -> list[Any]:
+    values = []
+    for rank in ranks:
+        try:
+            values.append(session.result_value(rank))
+        except Exception as exc:
+            raise SparkRunnerError(
+                f"rank {rank}'s return value could not be unpickled on the driver: {exc}. Return plain Python, "
+                f"numpy or torch objects whose classes the driver can import."
+            ) from exc
+    return values

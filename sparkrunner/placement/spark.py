@@ -7,25 +7,12 @@ import time
 import uuid
 from typing import Any
 
-from sparkrunner.errors import BarrierModeUnsupportedError, InvalidArgumentError, NotEnoughSlotsError
+from sparkrunner.errors import BarrierModeUnsupportedError, NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
 
 _SLOT_WAIT_STABLE_S = 3.0
 _STOP_JOIN_S = 60.0
-
-
-def active_spark_session() -> Any:
-    """The active SparkSession, or a clear error when there is none."""
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        raise InvalidArgumentError(
-            "np > 0 runs the ranks in a Spark barrier stage, but no SparkSession is active. Create one "
-            "(SparkSession.builder.getOrCreate()), pass spark=..., or use np < 0 to run on the driver only."
-        )
-    return spark
 
 
 def spark_context(spark: Any) -> Any:
