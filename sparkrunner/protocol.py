@@ -37,4 +37,5 @@ class Env:
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
     TASK_AGENT_KEY = "SPARKRUNNER_TASK_AGENT_KEY"  # the task agents' key (hex)
     STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task whose agent started it
+    DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only

@@ -22,12 +22,13 @@ from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
+from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.spark import SparkPlacement
 from sparkrunner.progress import ProgressObserver
 from sparkrunner.protocol import Env
 from sparkrunner.script import module_call, script_call
-from sparkrunner.sessions import find_spark_session
+from sparkrunner.sessions import find_spark_session, is_connect_session
 from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
@@ -42,8 +43,8 @@ class Runner:
     """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
     Args:
-        np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the active (or given)
-            SparkSession. ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
+        np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
+            else this thread's active one, else the process's default one (classic or Spark Connect). ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
         spark: the SparkSession to use when ``np > 0``; defaults to the active one.
         launcher: ``"auto"``, or the name of a launcher (``"direct"``: one process per task).
         driver_log_verbosity: ``"all"`` shows every rank's stdout/stderr on the driver;
@@ -155,6 +156,8 @@ class Runner:
         if self.np < 0:
             return LocalPlacement(-self.np, launcher)
         spark = self._spark if self._spark is not None else find_spark_session()
+        if is_connect_session(spark):
+            return ConnectPlacement(spark, self.np, launcher)
         return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
 
 

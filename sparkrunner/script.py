@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.errors import InvalidArgumentError, ScriptExitError
-from sparkrunner.payload import user_frames
 
 MAX_CODE_DIR_BYTES = 100 * 2**20
 _SKIPPED_DIRS = {"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ipynb_checkpoints"}
@@ -52,9 +51,8 @@ class ScriptCall:
                 code = _exit_code(exc)
                 if code != 0:
                     detail = "" if isinstance(exc.code, int) else str(exc.code)
-                    raise ScriptExitError(self.name, code, detail) from exc.with_traceback(
-                        user_frames(exc.__traceback__)
-                    )
+                    # the traceback of the sys.exit call, not of this frame
+                    raise ScriptExitError(self.name, code, detail).with_traceback(exc.__traceback__) from None
 
 
 def script_call(path: str | os.PathLike[str], argv: tuple[Any, ...], code_dir: Any) -> ScriptCall:

@@ -16,7 +16,8 @@ def find_spark_session() -> Any:
     """
     from pyspark.sql import SparkSession
 
-    for candidate in (_active(SparkSession), _classic_default(SparkSession), _connect_default()):
+    # a local Connect server keeps a classic session in this process too: the Connect one is the user's
+    for candidate in (_active(SparkSession), _connect_default(), _classic_default(SparkSession)):
         if candidate is not None:
             return candidate
     raise InvalidArgumentError(

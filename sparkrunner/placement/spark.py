@@ -49,12 +49,7 @@ class SparkPlacement:
         self._job_error: BaseException | None = None
 
     def check(self) -> None:
-        conf = self._sc.getConf()
-        if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-            raise BarrierModeUnsupportedError(
-                "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
-                "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
-            )
+        refuse_dynamic_allocation(self._sc.getConf().get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
         self._wait_for_slots()
 
@@ -89,15 +84,7 @@ class SparkPlacement:
             self._job_error = exc
 
     def failure(self) -> str | None:
-        if self._job_error is not None:
-            return f"the Spark barrier stage failed: {_short_spark_error(self._job_error)}"
-        for record in self._records:
-            if record["exit_code"] != 0:
-                return (
-                    f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
-                    f"its last output:\n{record['tail']}"
-                )
-        return None
+        return describe_failure(self._job_error, self._records)
 
     def finished(self) -> bool:
         return self._thread is not None and not self._thread.is_alive()
@@ -108,6 +95,28 @@ class SparkPlacement:
         if self._thread.is_alive():
             self._sc.cancelJobGroup(self._group)
         self._thread.join(_STOP_JOIN_S)
+
+
+def refuse_dynamic_allocation(enabled: str | None) -> None:
+    """Barrier stages and dynamic allocation do not mix: refuse before anything starts."""
+    if str(enabled).lower() == "true":
+        raise BarrierModeUnsupportedError(
+            "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
+            "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
+        )
+
+
+def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:
+    """Why a barrier stage's ranks ended abnormally: the job's error, or the first task's non-zero exit."""
+    if job_error is not None:
+        return f"the Spark barrier stage failed: {_short_spark_error(job_error)}"
+    for record in records:
+        if record["exit_code"] != 0:
+            return (
+                f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
+                f"its last output:\n{record['tail']}"
+            )
+    return None
 
 
 def _short_spark_error(exc: BaseException) -> str:
