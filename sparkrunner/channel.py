@@ -1,8 +1,16 @@
-"""Authenticated framed messages between the driver and its ranks over TCP.
+"""Encrypted, authenticated framed messages between the driver and its ranks over TCP.
 
-Each connection starts with a mutual challenge-response on the per-run secret; every later frame carries an
-HMAC-SHA256 over (direction, sequence number, body), keyed by a per-connection session key. A frame is
-unpickled only after its MAC checks out, so nothing unauthenticated is ever unpickled.
+Each connection starts with a mutual challenge-response on a shared secret (the per-run secret, or the task
+agents' key); both sides then derive one AES-256-GCM key per direction from it and the two nonces. A message
+is pickled and cut into records of at most `RECORD_BYTES`; each record is sealed with its direction's key and
+a nonce made of its sequence number, its header (length, last-record flag) being authenticated too. A
+replayed, reordered, truncated or altered record fails its tag and ends the connection. A message is
+unpickled only once every one of its records was authenticated: nothing unauthenticated is ever unpickled.
+
+The server never spends a thread on a peer that has not authenticated: handshakes run in its accept thread
+(one selector), at most `MAX_PENDING_HANDSHAKES` at a time (the oldest is dropped for a new one), each for at
+most `SERVER_HANDSHAKE_TIMEOUT_S`. A flood of idle connections or a port scan costs it file descriptors for a
+few seconds, never the run; errors such as running out of descriptors or threads are survived and logged.
 """
 
 from __future__ import annotations
@@ -13,21 +21,37 @@ import hmac
 import logging
 import os
 import pickle
+import selectors
 import socket
 import struct
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sparkrunner.errors import ChannelError
 
 log = logging.getLogger(__name__)
 
 _NONCE_BYTES = 32
-_MAC_BYTES = 32
-_HEADER = struct.Struct("!Q")
-_MAX_FRAME = 1 << 34  # 16 GiB: results can be large model states
+_PROOF_BYTES = 32
+_TAG_BYTES = 16
+_RECORD_HEADER = struct.Struct("!IB")  # sealed length, flags
+_LAST_RECORD = 1
+RECORD_BYTES = 1 << 20
+_MAX_MESSAGE = 1 << 34  # 16 GiB: results can be large model states
 HANDSHAKE_TIMEOUT_S = 20.0
+"""How long a client keeps trying to connect and authenticate."""
+SERVER_HANDSHAKE_TIMEOUT_S = 5.0
+"""How long the server waits for a connected peer to prove it knows the secret."""
+MAX_PENDING_HANDSHAKES = 128
+_RETRY_PAUSE_S = 0.05
+_REFUSED = bytes(_PROOF_BYTES)  # what the server sends instead of its proof when the peer's proof is wrong
+_SELECT_TIMEOUT_S = 0.25
 
 
 def new_secret() -> bytes:
@@ -39,53 +63,89 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(min(n - len(chunks), 1 << 20))
-        if not chunk:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        count = sock.recv_into(view[got:], min(n - got, 1 << 20))
+        if not count:
             raise ChannelError("connection closed by peer")
-        chunks += chunk
-    return bytes(chunks)
+        got += count
+    return buf
+
+
+class _RecordCipher:
+    """AES-GCM for one direction of one connection; the nonce is the record's sequence number."""
+
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+        self._seq = 0
+
+    def _next_nonce(self) -> bytes:
+        nonce = self._seq.to_bytes(12, "big")
+        self._seq += 1
+        return nonce
+
+    def seal(self, chunk: bytes | memoryview, last: bool) -> bytes:
+        header = _RECORD_HEADER.pack(len(chunk) + _TAG_BYTES, _LAST_RECORD if last else 0)
+        return header + self._aead.encrypt(self._next_nonce(), chunk, header)
+
+    def open(self, header: bytes, sealed: bytearray) -> bytes:
+        try:
+            return self._aead.decrypt(self._next_nonce(), sealed, header)
+        except InvalidTag:
+            raise ChannelError("a record failed authentication; dropping the connection") from None
+
+
+def _direction_keys(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> tuple[bytes, bytes]:
+    """(client-to-server key, server-to-client key) for one connection."""
+    session = _mac(secret, b"session", server_nonce, client_nonce)
+    return _mac(session, b"client to server"), _mac(session, b"server to client")
 
 
 class Connection:
-    """One authenticated, bidirectional message stream. `send` is thread-safe; `recv` is for one reader."""
+    """One authenticated, encrypted, bidirectional message stream. `send` is thread-safe; `recv` is for one
+    reader."""
 
-    def __init__(self, sock: socket.socket, session_key: bytes, is_server: bool) -> None:
+    def __init__(self, sock: socket.socket, keys: tuple[bytes, bytes], is_server: bool) -> None:
         self._sock = sock
-        self._key = session_key
-        self._out_dir, self._in_dir = (b"S", b"C") if is_server else (b"C", b"S")
-        self._out_seq = 0
-        self._in_seq = 0
+        to_server, to_client = keys
+        self._sender = _RecordCipher(to_client if is_server else to_server)
+        self._receiver = _RecordCipher(to_server if is_server else to_client)
         self._send_lock = threading.Lock()
         self.closed = False
 
     def send(self, kind: str, data: Any = None) -> None:
-        body = pickle.dumps((kind, data), protocol=pickle.HIGHEST_PROTOCOL)
+        body = memoryview(pickle.dumps((kind, data), protocol=pickle.HIGHEST_PROTOCOL))
         with self._send_lock:
-            mac = _mac(self._key, self._out_dir, _HEADER.pack(self._out_seq), body)
-            self._out_seq += 1
             try:
-                self._sock.sendall(_HEADER.pack(len(body)) + mac + body)
+                for start in range(0, max(len(body), 1), RECORD_BYTES):
+                    chunk = body[start : start + RECORD_BYTES]
+                    self._sock.sendall(self._sender.seal(chunk, last=start + RECORD_BYTES >= len(body)))
             except OSError as exc:
                 raise ChannelError(f"could not send {kind!r}: {exc}") from exc
 
     def recv(self) -> tuple[str, Any]:
+        body = bytearray()
+        last = False
+        while not last:
+            header = self._recv(_RECORD_HEADER.size)
+            sealed_length, flags = _RECORD_HEADER.unpack(header)
+            if not _TAG_BYTES <= sealed_length <= RECORD_BYTES + _TAG_BYTES or flags not in (0, _LAST_RECORD):
+                raise ChannelError("a malformed record arrived; dropping the connection")
+            body += self._receiver.open(bytes(header), self._recv(sealed_length))
+            if len(body) > _MAX_MESSAGE:
+                raise ChannelError(f"a message is larger than {_MAX_MESSAGE} bytes; dropping the connection")
+            last = flags == _LAST_RECORD
+        kind, data = pickle.loads(body)  # every record of `body` was authenticated
+        return kind, data
+
+    def _recv(self, n: int) -> bytearray:
         try:
-            (length,) = _HEADER.unpack(_recv_exact(self._sock, _HEADER.size))
-            if length > _MAX_FRAME:
-                raise ChannelError(f"frame of {length} bytes is larger than allowed")
-            mac = _recv_exact(self._sock, _MAC_BYTES)
-            body = _recv_exact(self._sock, length)
+            return _recv_exact(self._sock, n)
         except OSError as exc:
             raise ChannelError(f"connection broke: {exc}") from exc
-        expected = _mac(self._key, self._in_dir, _HEADER.pack(self._in_seq), body)
-        if not hmac.compare_digest(mac, expected):
-            raise ChannelError("a frame failed authentication; dropping the connection")
-        self._in_seq += 1
-        kind, data = pickle.loads(body)
-        return kind, data
 
     def close(self) -> None:
         self.closed = True
@@ -94,36 +154,88 @@ class Connection:
         self._sock.close()
 
 
-def _server_handshake(sock: socket.socket, secret: bytes) -> Connection:
-    server_nonce = os.urandom(_NONCE_BYTES)
-    sock.sendall(server_nonce)
-    client_nonce = _recv_exact(sock, _NONCE_BYTES)
-    proof = _recv_exact(sock, _MAC_BYTES)
-    if not hmac.compare_digest(proof, _mac(secret, b"client", server_nonce, client_nonce)):
-        raise ChannelError("a peer connected with the wrong secret")
-    sock.sendall(_mac(secret, b"server", client_nonce, server_nonce))
-    return Connection(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=True)
+def _ready(sock: socket.socket) -> socket.socket:
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def connect(address: tuple[str, int], secret: bytes, timeout: float = HANDSHAKE_TIMEOUT_S) -> Connection:
-    """Open an authenticated connection to a `ChannelServer` (the rank side)."""
+    """Open an authenticated connection to a `ChannelServer` (the rank side).
+
+    A server busy with a flood may drop a handshake to make room: the client tries again until `timeout`.
+    A server that fails to prove it knows the secret is refused at once.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return _connect_once(address, secret, max(deadline - time.monotonic(), 0.1))
+        except _HandshakeDropped as exc:
+            if time.monotonic() >= deadline:
+                raise ChannelError(
+                    f"cannot reach the driver at {address[0]}:{address[1]} within {timeout} s: {exc.__cause__}"
+                ) from exc
+            time.sleep(_RETRY_PAUSE_S)
+
+
+class _HandshakeDropped(Exception):
+    """The connection or handshake failed in a way that a retry may fix."""
+
+
+def _connect_once(address: tuple[str, int], secret: bytes, timeout: float) -> Connection:
     try:
         sock = socket.create_connection(address, timeout=timeout)
-    except OSError as exc:
+    except ConnectionRefusedError as exc:  # nobody listens: waiting will not help
         raise ChannelError(f"cannot reach the driver at {address[0]}:{address[1]}: {exc}") from exc
+    except OSError as exc:
+        raise _HandshakeDropped() from exc
     try:
-        server_nonce = _recv_exact(sock, _NONCE_BYTES)
+        server_nonce = bytes(_recv_exact(sock, _NONCE_BYTES))
         client_nonce = os.urandom(_NONCE_BYTES)
         sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
-        proof = _recv_exact(sock, _MAC_BYTES)
-        if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
-            raise ChannelError("the driver failed authentication")
-    except (OSError, ChannelError):
+        proof = bytes(_recv_exact(sock, _PROOF_BYTES))
+    except (OSError, ChannelError) as exc:
         sock.close()
-        raise
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return Connection(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=False)
+        raise _HandshakeDropped() from exc
+    if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
+        sock.close()
+        if proof == _REFUSED:
+            raise ChannelError("the server refused this secret (it belongs to another run or agent)")
+        raise ChannelError("the driver failed authentication")
+    return Connection(_ready(sock), _direction_keys(secret, server_nonce, client_nonce), is_server=False)
+
+
+class _PendingHandshake:
+    """A connected peer the server has sent its nonce to, and whose proof it is reading (non-blocking)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.deadline = time.monotonic() + SERVER_HANDSHAKE_TIMEOUT_S
+        self.nonce = os.urandom(_NONCE_BYTES)
+        self.received = bytearray()
+        sock.setblocking(False)
+        if sock.send(self.nonce) != _NONCE_BYTES:  # a fresh socket's buffer always takes 32 bytes
+            raise OSError("could not send the handshake nonce")
+
+    def read(self) -> bool:
+        """Read what arrived; True once the peer's nonce and proof are complete."""
+        chunk = self.sock.recv(_NONCE_BYTES + _PROOF_BYTES - len(self.received))
+        if not chunk:
+            raise ChannelError("closed during the handshake")
+        self.received += chunk
+        return len(self.received) == _NONCE_BYTES + _PROOF_BYTES
+
+    def finish(self, secret: bytes) -> Connection:
+        """Check the peer's proof, prove ourselves, and return the connection (blocking from now on)."""
+        client_nonce, proof = bytes(self.received[:_NONCE_BYTES]), bytes(self.received[_NONCE_BYTES:])
+        if not hmac.compare_digest(proof, _mac(secret, b"client", self.nonce, client_nonce)):
+            with contextlib.suppress(OSError):
+                self.sock.send(_REFUSED)
+            raise ChannelError("a peer connected with the wrong secret")
+        if self.sock.send(_mac(secret, b"server", client_nonce, self.nonce)) != _PROOF_BYTES:
+            raise OSError("could not send the handshake proof")
+        keys = _direction_keys(secret, self.nonce, client_nonce)
+        return Connection(_ready(self.sock), keys, is_server=True)
 
 
 Handler = Callable[[Connection, str, Any], None]
@@ -133,6 +245,7 @@ class ChannelServer:
     """Accepts authenticated connections and hands every message to `handler(conn, kind, data)`.
 
     `on_disconnect(conn)` is called when a connection ends, so the driver can notice ranks that vanish.
+    Authenticated peers get a thread each; unauthenticated ones only a slot in the accept thread's selector.
     """
 
     def __init__(
@@ -147,9 +260,14 @@ class ChannelServer:
         self._handler = handler
         self._on_disconnect = on_disconnect
         self._listener = socket.create_server((bind_host, port), backlog=128)
+        self._listener.setblocking(False)
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._pending: OrderedDict[socket.socket, _PendingHandshake] = OrderedDict()
         self._connections: list[Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.rejected = 0
+        """Connections dropped before they authenticated (wrong secret, timeout, flood, port scan)."""
         self._thread = threading.Thread(target=self._accept_loop, name="sparkrunner-channel", daemon=True)
         self._thread.start()
 
@@ -158,23 +276,82 @@ class ChannelServer:
         return int(self._listener.getsockname()[1])
 
     def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                sock, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
-
-    def _serve(self, sock: socket.socket) -> None:
-        sock.settimeout(HANDSHAKE_TIMEOUT_S)
+        selector = selectors.DefaultSelector()
+        selector.register(self._listener, selectors.EVENT_READ)
+        selector.register(self._wake_reader, selectors.EVENT_READ)
         try:
-            conn = _server_handshake(sock, self._secret)
-        except (OSError, ChannelError) as exc:
-            log.warning("rejected a connection to the driver channel: %s", exc)
+            while not self._closed:
+                try:
+                    self._step(selector)
+                except Exception:  # the loop must outlive anything one peer or the OS throws at it
+                    log.exception("the channel's accept loop hit an error; it keeps serving")
+                    time.sleep(_RETRY_PAUSE_S)
+        finally:
+            for pending in list(self._pending.values()):
+                self._drop(selector, pending, None)
+            selector.close()
+            self._listener.close()
+            self._wake_reader.close()
+
+    def _step(self, selector: selectors.BaseSelector) -> None:
+        for key, _ in selector.select(_SELECT_TIMEOUT_S):
+            if key.fileobj is self._listener:
+                self._accept(selector)
+            elif key.fileobj is not self._wake_reader:
+                self._advance(selector, self._pending[key.fileobj])  # type: ignore[index]
+        now = time.monotonic()
+        for pending in [p for p in self._pending.values() if p.deadline < now]:
+            self._drop(selector, pending, "did not authenticate in time")
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            sock, _ = self._listener.accept()
+        except BlockingIOError:
+            return
+        except OSError as exc:  # out of file descriptors or memory: make room, pause, keep going
+            log.warning("the channel could not accept a connection (%s); dropping the oldest handshake", exc)
+            if self._pending:
+                self._drop(selector, next(iter(self._pending.values())), None)
+            time.sleep(_RETRY_PAUSE_S)
+            return
+        if len(self._pending) >= MAX_PENDING_HANDSHAKES:
+            self._drop(selector, next(iter(self._pending.values())), None)
+        try:
+            pending = _PendingHandshake(sock)
+        except OSError:
+            self.rejected += 1
             sock.close()
             return
-        sock.settimeout(None)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._pending[sock] = pending
+        selector.register(sock, selectors.EVENT_READ)
+
+    def _advance(self, selector: selectors.BaseSelector, pending: _PendingHandshake) -> None:
+        try:
+            if not pending.read():
+                return
+            selector.unregister(pending.sock)
+            del self._pending[pending.sock]
+            conn = pending.finish(self._secret)
+        except BlockingIOError:
+            return
+        except (OSError, ChannelError) as exc:
+            self._drop(selector, pending, str(exc))
+            return
+        try:
+            threading.Thread(target=self._serve, args=(conn,), name="sparkrunner-peer", daemon=True).start()
+        except RuntimeError as exc:  # cannot start a thread: refuse this peer, keep the loop alive
+            log.warning("the channel refused an authenticated peer: %s", exc)
+            conn.close()
+
+    def _drop(self, selector: selectors.BaseSelector, pending: _PendingHandshake, why: str | None) -> None:
+        self.rejected += 1
+        if why is not None:
+            log.debug("rejected a connection to the channel: %s", why)
+        if self._pending.pop(pending.sock, None) is not None:
+            selector.unregister(pending.sock)
+        pending.sock.close()
+
+    def _serve(self, conn: Connection) -> None:
         with self._lock:
             if self._closed:
                 conn.close()
@@ -184,8 +361,8 @@ class ChannelServer:
             while True:
                 kind, data = conn.recv()
                 self._handler(conn, kind, data)
-        except ChannelError:
-            pass
+        except ChannelError as exc:
+            log.debug("a channel connection ended: %s", exc)
         finally:
             conn.close()
             self._on_disconnect(conn)
@@ -202,6 +379,22 @@ class ChannelServer:
         with self._lock:
             self._closed = True
             connections = list(self._connections)
-        self._listener.close()
+        with contextlib.suppress(OSError):
+            self._wake_writer.send(b"x")
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        self._wake_writer.close()
         for conn in connections:
             conn.close()
+
+
+def connect_when_listening(address: tuple[str, int], secret: bytes, wait_s: float) -> Connection:
+    """`connect`, retrying for up to `wait_s` seconds while the server is not listening yet."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect(address, secret)
+        except ChannelError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

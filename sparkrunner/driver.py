@@ -8,12 +8,13 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.errors import RankFailedError
+from sparkrunner.errors import RankFailedError, SparkRunnerWarning
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Message
 
@@ -69,6 +70,7 @@ class DriverSession:
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
         self._files_dir: str | None = None
+        self._warned: set[str] = set()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
 
     @property
@@ -86,6 +88,8 @@ class DriverSession:
             self._show_output(rank, *data)
         elif kind == Message.LOG:
             print(f"[rank {rank}] {data}", flush=True)
+        elif kind == Message.WARNING:
+            self._warn_once(str(data))
         elif kind in (Message.RESULT, Message.ERROR):
             self._on_outcome(conn, rank, kind, data)
         elif kind == Message.FILE:
@@ -101,6 +105,12 @@ class DriverSession:
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
+
+    def _warn_once(self, text: str) -> None:
+        """Ranks on one host send the same warning: show each text once per run."""
+        if text not in self._warned:
+            self._warned.add(text)
+            warnings.warn(text, SparkRunnerWarning, stacklevel=1)
 
     def _show_output(self, rank: int, stream: str, line: str) -> None:
         if self._verbosity != "all":

@@ -27,6 +27,15 @@ class LauncherUnavailableError(SparkRunnerError):
     """The requested launcher cannot run here (for example `mpirun` or Horovod is missing)."""
 
 
+class GpuUnavailableError(SparkRunnerError):
+    """GPUs were asked for (`use_gpu=True`) but the ranks would get none, or Spark's GPU addresses do not fit
+    the executor's CUDA_VISIBLE_DEVICES."""
+
+
+class SparkRunnerWarning(UserWarning):
+    """Something in a run the person should know, that does not stop it (e.g. a host's GPUs left unused)."""
+
+
 class StartTimeoutError(SparkRunnerError, TimeoutError):
     """Not every rank started within `start_timeout` seconds."""
 

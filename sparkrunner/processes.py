@@ -58,10 +58,13 @@ def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
             os.kill(pid, sig)
 
 
-def processes_of_run(run_id: str | None) -> list[int]:
-    """Pids of live processes on this machine whose environment carries this run's id (any run's for None)."""
+def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
+    """Pids of live processes on this machine whose environment carries this run's id (any run's for None);
+    with `task`, only those that barrier task `task` started (its rank, its mpirun, its agent's daemons)."""
     prefix = f"{Env.RUN_ID}=".encode()
-    wanted = None if run_id is None else prefix + run_id.encode()
+    wanted = [] if run_id is None else [prefix + run_id.encode()]
+    if task is not None:
+        wanted.append(f"{Env.STARTED_BY_TASK}={task}".encode())
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -73,19 +76,20 @@ def processes_of_run(run_id: str | None) -> list[int]:
                 state = f.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        ours = any(e.startswith(prefix) for e in env) if wanted is None else wanted in env
+        ours = any(e.startswith(prefix) for e in env) and all(w in env for w in wanted)
         if ours and state != b"Z":
             found.append(int(entry))
     return found
 
 
-def sweep_run(run_id: str, grace_s: float = 2.0) -> list[int]:
-    """Kill every process of the run still on this machine; returns the pids that had to be killed."""
+def sweep_run(run_id: str, task: int | None = None, grace_s: float = 2.0) -> list[int]:
+    """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
+    to `grace_s` for them to end on their own first; returns the pids that had to be killed."""
     deadline = time.monotonic() + grace_s
-    leftover = processes_of_run(run_id)
+    leftover = processes_of_run(run_id, task)
     while leftover and time.monotonic() < deadline:
         time.sleep(0.05)
-        leftover = processes_of_run(run_id)
+        leftover = processes_of_run(run_id, task)
     kill_all(leftover)
     return leftover
 

@@ -13,6 +13,7 @@ class Message:
     HELLO = "hello"  # {"rank", "host", "pid"}: the first message of every rank
     OUTPUT = "output"  # (stream name, line): a line the rank printed
     LOG = "log"  # str: `log_to_driver`
+    WARNING = "warning"  # str: something the person should know (e.g. a host's GPUs left unused)
     PROGRESS = "progress"  # dict: `report_progress`
     FILE = "file"  # {"name", "data"}: `send_file_to_driver`
     RESULT = "result"  # pickled return value (rank 0) or None
@@ -24,6 +25,8 @@ class Message:
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended
+    # a barrier task <-> barrier task 0 (mpirun launcher)
+    WAIT = "wait"  # tell me when the run's mpirun has ended; answered with EXIT {"code", "tail"}
 
 
 class Env:
@@ -31,11 +34,13 @@ class Env:
 
     RUN_ID = "SPARKRUNNER_RUN_ID"  # on every process of a run: how leftovers are found
     DRIVER = "SPARKRUNNER_DRIVER"  # "host:port" of the driver channel
-    SECRET = "SPARKRUNNER_SECRET"  # the run secret (hex); the rank removes it from its environment
+    SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # folder of one-shot secret files (`handover.py`); holds no secret
     ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
-    TASK_AGENT_KEY = "SPARKRUNNER_TASK_AGENT_KEY"  # the task agents' key (hex)
-    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task whose agent started it
+    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started it (its clean-up
+    # ends it): the task's own rank, its mpirun and what that starts locally, or what its task agent started
+    TASK_GPUS = "SPARKRUNNER_TASK_GPUS"  # Spark runs only: its task's GPUs (device ids, comma-separated)
+    USE_GPU = "SPARKRUNNER_USE_GPU"  # Runner(use_gpu=...): "auto", "1" or "0"
     DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only

@@ -18,6 +18,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     StartTimeoutError,
 )
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
@@ -56,6 +57,12 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
+            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
+            ``True`` when it reaches Horovod only through another function or module of your own.
+        use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
+            that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
+            (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -73,6 +80,8 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        horovod: bool | None = None,
+        use_gpu: bool | None = None,
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -88,7 +97,11 @@ class Runner:
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        if use_gpu not in (None, True, False):
+            raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
+        self.use_gpu = use_gpu
         self._spark = spark
+        self.horovod = horovod
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -107,11 +120,11 @@ class Runner:
                     f"run('train.py', '--lr', '0.1')"
                 )
             return self.run_script(main, *args, code_dir=code_dir)
-        return self._execute(_function_payload(main, args, kwargs), _name_of(main), every_rank=False)[0]
+        return self._execute(main, args, kwargs, _name_of(main), every_rank=False)[0]
 
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
-        return self._execute(_function_payload(main, args, kwargs), _name_of(main), every_rank=True)
+        return self._execute(main, args, kwargs, _name_of(main), every_rank=True)
 
     def run_script(
         self, path: str | os.PathLike[str], *argv: Any, code_dir: str | os.PathLike[str] | None = None
@@ -122,15 +135,18 @@ class Runner:
         first on ``sys.path``. A non-zero ``sys.exit`` fails the run with `RankFailedError` (``exit_code``).
         """
         call = script_call(path, argv, code_dir)
-        self._execute(dumps_call(call, (), {}), call.name, every_rank=False)
+        self._execute(call, (), {}, call.name, every_rank=False)
 
     def run_module(self, module: str, *argv: Any, code_dir: str | os.PathLike[str] | None = None) -> None:
         """Run `module` as ``python -m module argv...`` on every rank; `code_dir` ships its package along."""
         call = module_call(module, argv, code_dir)
-        self._execute(dumps_call(call, (), {}), call.name, every_rank=False)
+        self._execute(call, (), {}, call.name, every_rank=False)
 
-    def _execute(self, payload: bytes, name: str, every_rank: bool) -> list[Any]:
+    def _execute(
+        self, main: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, every_rank: bool
+    ) -> list[Any]:
         """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
+        payload = _function_payload(main, args, kwargs)
         launcher = resolve_launcher(self.launcher)
         placement = self._placement(launcher)
         placement.check()
@@ -140,7 +156,9 @@ class Runner:
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         env = {**observers.start(record), **self.env, **({Env.RESULTS: "all"} if every_rank else {})}
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env)
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        address = (placement.driver_host, session.port)
+        job = RankJob(record.run_id, address, session.secret, env, uses_horovod, use_gpu=self.use_gpu)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
             values = _results(session, range(abs(self.np)) if every_rank else [0])
@@ -154,11 +172,12 @@ class Runner:
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
-            return LocalPlacement(-self.np, launcher)
+            return LocalPlacement(-self.np, launcher, self.use_gpu)
         spark = self._spark if self._spark is not None else find_spark_session()
         if is_connect_session(spark):
-            return ConnectPlacement(spark, self.np, launcher)
-        return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
+            return ConnectPlacement(spark, self.np, launcher, self.use_gpu)
+        slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
+        return SparkPlacement(spark, self.np, launcher, slot_wait_s, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -281,7 +300,7 @@ def _shut_down(session: DriverSession, placement: Placement, run_id: str, succee
         session.abort_ranks()
     placement.stop()
     session.close()
-    leftover = processes.sweep_run(run_id, grace_s=2.0)
+    leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended
     if leftover:
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 

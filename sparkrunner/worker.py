@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, processes, rank
+from sparkrunner import channel, frameworks, gpus, handover, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -136,22 +136,28 @@ def _outcome(payload: bytes, returns_value: bool) -> tuple[str, Any]:
 
 
 def _wire_frameworks_under_mpirun() -> None:
-    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, ..."""
+    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, GPUs..."""
     encoded = os.environ.get(Env.TOPOLOGY)
     if encoded:
         topology = Topology.from_json(encoded)
-        os.environ.update(frameworks.mpi_rank_environment(topology, rank.rank_context().rank))
+        index = rank.rank_context().rank
+        os.environ.update(frameworks.mpi_rank_environment(topology, index))
+        if Env.TASK_GPUS in os.environ:  # a Spark run: this rank's own task's GPUs, not its host's
+            os.environ[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
 
 
 def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: _die(143))
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
+    gpu_warning = gpus.pin_rank_gpus(os.environ)
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
-    secret = bytes.fromhex(os.environ.pop(Env.SECRET))
+    secret = handover.take_run_secret(me.local_rank)
     conn = channel.connect((host, int(port)), secret)
     conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
+    if gpu_warning:
+        conn.send(Message.WARNING, gpu_warning)
     kind, payload = conn.recv()
     if kind != Message.PAYLOAD:
         return 1

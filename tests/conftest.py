@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes
+from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -32,6 +33,8 @@ _MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
 os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
 
 _session: dict[str, Any] = {}
+
+pytest_plugins = ["tests.cluster.fixtures"]
 
 LOCAL_MASTER = "local[2]"
 CLUSTER_MASTER = "local-cluster[2,1,1024]"
@@ -66,6 +69,14 @@ def spark_session(master: str, **conf: str) -> Any:
     return spark
 
 
+def stop_spark_session(master: str | None = None) -> None:
+    """Stop the shared SparkSession (only if it runs on `master`, when given)."""
+    current = _session.get("spark")
+    if current is not None and (master is None or _session["key"][0] == master):
+        current.stop()
+        _session.clear()
+
+
 @pytest.fixture(scope="module")
 def spark_local() -> Any:
     """A real `local[2]` SparkSession (2 task slots), shared with every module that asks for it."""
@@ -87,6 +98,19 @@ def no_rank_left_behind() -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if "spark" in _session:
-        _session["spark"].stop()
+    stop_spark_session()
     shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)
+
+
+@pytest.fixture(params=LAUNCHERS)
+def launcher(request: pytest.FixtureRequest) -> str:
+    """Each launcher in turn ("direct", "mpirun"; mpirun skipped where it cannot run)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module", params=PLACEMENTS)
+def placement(request: pytest.FixtureRequest) -> Placement:
+    """Each placement in turn: np < 0 (the driver), then np > 0 on `local-cluster[2,1,1024]`."""
+    if request.param == "spark":
+        return Placement("spark", spark_session(CLUSTER_MASTER))
+    return Placement("np<0")

@@ -11,12 +11,15 @@ torch and Horovod in a rank takes seconds.
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import CodeType, ModuleType
+from typing import Any
 
 from sparkrunner.topology import PortSlot, Topology
 
@@ -89,16 +92,55 @@ def host_plan(topology: Topology) -> list[object]:
     ]
 
 
+def _is_horovod(module_name: str) -> bool:
+    return module_name.split(".")[0] == "horovod"
+
+
+def _code_objects(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _code_objects(const)
+
+
+def mentions_horovod(main: Callable[..., Any]) -> bool:
+    """True when `main` imports Horovod (in its body or a nested function) or uses a global Horovod module."""
+    code = getattr(main, "__code__", None)
+    if code is None:
+        return False
+    module_globals = getattr(main, "__globals__", {})
+    for part in _code_objects(code):
+        for instruction in dis.get_instructions(part):
+            if instruction.opname == "IMPORT_NAME" and _is_horovod(str(instruction.argval)):
+                return True
+        for name in part.co_names:
+            value = module_globals.get(name)
+            if isinstance(value, ModuleType) and _is_horovod(value.__name__):
+                return True
+    return False
+
+
+def wants_rendezvous(main: Callable[..., Any], horovod: bool | None) -> bool:
+    """Whether a run hosts the rendezvous server: `horovod` when the user said (``Runner(horovod=...)``), else
+    whether `main` mentions Horovod (`mentions_horovod`). A function that reaches Horovod only through another
+    function or module of its own needs ``horovod=True``; without it ``hvd.init()`` fails to reach the
+    rendezvous server (an error, not a silent single-process run)."""
+    if not horovod_installed():
+        return False
+    return mentions_horovod(main) if horovod is None else horovod
+
+
 @contextmanager
-def rendezvous(topology: Topology, index: int) -> Iterator[None]:
-    """Host Horovod's Gloo rendezvous server while the block runs, if this task is task 0 (else no-op)."""
-    if index != 0 or not horovod_installed():
+def rendezvous(topology: Topology, index: int, wanted: bool) -> Iterator[None]:
+    """Host Horovod's Gloo rendezvous server while the block runs, if the run wants it and this task is task 0
+    (else no-op). It listens on task 0's address only: it is unauthenticated HTTP, as in Horovod itself."""
+    if index != 0 or not wanted:
         yield
         return
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
     server = RendezvousHTTPServer(
-        ("0.0.0.0", topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
+        (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
     )
     server.init(host_plan(topology))
     # a short poll interval: shutdown() waits for the serving loop to notice, which ends the task

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, processes
+from sparkrunner import frameworks, gpus, processes
 from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
 
@@ -21,6 +23,10 @@ class RankJob:
     driver: tuple[str, int]
     secret: bytes
     user_env: dict[str, str] = field(default_factory=dict)
+    uses_horovod: bool = False
+    """Whether to host Horovod's Gloo rendezvous server (see `frameworks.horovod_env.wants_rendezvous`)."""
+    use_gpu: bool | None = None
+    """`Runner(use_gpu=...)`: None pins each rank to its task's GPUs and warns about unused ones."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,9 @@ class TaskOutcome:
 def rank_process_environment(
     job: RankJob, topology: Topology, index: int, echo_output: bool, in_spark_task: bool
 ) -> dict[str, str]:
-    """The full environment of the rank at `index`: inherited, user, sparkrunner and framework variables."""
+    """The full environment of the rank at `index`: inherited, user, sparkrunner and framework variables.
+
+    The run secret is not in it: the spawner hands it over with a `handover.SecretDrop`."""
     env = dict(os.environ)
     env.update(job.user_env)
     env.update(frameworks.rank_environment(topology, index))
@@ -42,17 +50,32 @@ def rank_process_environment(
         {
             Env.RUN_ID: job.run_id,
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
-            Env.SECRET: job.secret.hex(),
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
+            Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
             "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
     )
     if in_spark_task:
+        env[Env.STARTED_BY_TASK] = str(index)
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(topology.peers[index].gpus)
+        env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env
+
+
+def close_after(ranks: list[processes.RankProcess], *closers: Callable[[], object]) -> None:
+    """In the background: once every local rank has ended, call `closers` (driver-hosted services, secrets)."""
+
+    def wait_then_close() -> None:
+        try:
+            for rank in ranks:
+                rank.wait()
+        finally:
+            for close in closers:
+                close()
+
+    threading.Thread(target=wait_then_close, name="sparkrunner-close-after", daemon=True).start()
 
 
 def worker_command() -> list[str]:

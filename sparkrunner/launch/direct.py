@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-from contextlib import AbstractContextManager
-
 from sparkrunner import frameworks
-from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
+from sparkrunner.handover import SecretDrop
+from sparkrunner.launch.base import (
+    Launcher,
+    RankJob,
+    TaskOutcome,
+    close_after,
+    rank_process_environment,
+    worker_command,
+)
 from sparkrunner.processes import RankProcess
 from sparkrunner.topology import Topology
 
@@ -17,27 +22,23 @@ class DirectLauncher(Launcher):
     name = "direct"
 
     def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
-        services = frameworks.task_services(topology, 0)
+        services = frameworks.task_services(topology, 0, job.uses_horovod)
         services.__enter__()
+        drop = SecretDrop()
+        drop.put_run_secret(job.secret, [topology.local_rank(i) for i in range(topology.size)])
         ranks = [
-            RankProcess(worker_command(), rank_process_environment(job, topology, i, False, False))
+            RankProcess(
+                worker_command(), {**rank_process_environment(job, topology, i, False, False), **drop.env()}
+            )
             for i in range(topology.size)
         ]
-        threading.Thread(target=_close_after, args=(services, ranks), daemon=True).start()
+        close_after(ranks, drop.close, lambda: services.__exit__(None, None, None))
         return ranks
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
         env = rank_process_environment(job, topology, index, echo_output=True, in_spark_task=True)
-        with frameworks.task_services(topology, index):
-            proc = RankProcess(worker_command(), env, echo_to=1)  # copy to the executor log
+        with frameworks.task_services(topology, index, job.uses_horovod), SecretDrop() as drop:
+            drop.put_run_secret(job.secret, [topology.local_rank(index)])
+            proc = RankProcess(worker_command(), {**env, **drop.env()}, echo_to=1)  # copy to the executor log
             code = proc.wait()
         return TaskOutcome(code, proc.output_tail())
-
-
-def _close_after(services: AbstractContextManager[None], ranks: list[RankProcess]) -> None:
-    """Stop the driver-hosted services once every local rank has ended."""
-    try:
-        for rank in ranks:
-            rank.wait()
-    finally:
-        services.__exit__(None, None, None)

@@ -3,7 +3,7 @@
 `np < 0`: mpirun runs on the driver and starts |np| ranks there. `np > 0`: barrier task 0 writes a host file
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
-Every other task serves (or idles) until task 0's mpirun has ended, then all tasks leave the barrier together.
+Every other task serves (or idles) until task 0 tells it that mpirun has ended (`run_end.py`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,17 @@ from pathlib import Path
 
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks import horovod_env
-from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome, rank_process_environment, worker_command
-from sparkrunner.launch.task_agent import TaskAgent, agent_tasks, agents_env, host_gpus
+from sparkrunner.handover import SecretDrop
+from sparkrunner.launch.base import (
+    Launcher,
+    RankJob,
+    TaskOutcome,
+    close_after,
+    rank_process_environment,
+    worker_command,
+)
+from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
+from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
 from sparkrunner.processes import RankProcess
 from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
@@ -116,30 +125,44 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=False)
         placement = ["--host", f"localhost:{topology.size}"]
         cmd = mpirun_command(topology.size, placement, exported_names(env, job), None)
+        drop = SecretDrop()
+        drop.put_run_secret(job.secret, range(topology.size))
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
-        return [RankProcess(cmd, env)]
+        ranks = [RankProcess(cmd, {**env, **drop.env()})]
+        close_after(ranks, drop.close)
+        return ranks
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
-        from pyspark import BarrierTaskContext
-
+        # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
+        key = agent_key(job.secret)
+        if index == 0:
+            notice = RunEndServer(key, topology)
+            outcome = TaskOutcome(1, "")
+            try:
+                outcome = self._run_mpirun(job, topology)
+            finally:
+                notice.ended(outcome)
+            return outcome
         serves = index in agent_tasks(topology).values()
         agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
         try:
-            BarrierTaskContext.get().barrier()  # every agent listens before mpirun asks for daemons
-            outcome = self._run_mpirun(job, topology) if index == 0 else TaskOutcome(0, "")
-            BarrierTaskContext.get().barrier()  # every task stays (and serves) until task 0's mpirun ended
+            return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
         finally:
             if agent is not None:
                 agent.stop()
-        return outcome
 
     def _run_mpirun(self, job: RankJob, topology: Topology) -> TaskOutcome:
         env = shared_environment(job, topology, in_spark_task=True)
-        names = exported_names(env, job)
-        env.update(agents_env(topology, job.secret))
+        names = exported_names(env, job)  # the secret folder is not among them: each host has its own
+        env.update(agents_env(topology))
+        env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
+        env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
         network = network_of(topology.peers[0].host)
-        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:
+            drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
+            drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
+            env.update(drop.env())
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text(hostfile_text(topology))
             cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network)

@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkrunner import processes
 from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.handover import SecretDrop
 from sparkrunner.protocol import Env, Message
 from sparkrunner.topology import PortSlot, Topology
 
@@ -35,10 +36,11 @@ def agent_tasks(topology: Topology) -> dict[str, int]:
     return first
 
 
-def agents_env(topology: Topology, run_secret: bytes) -> dict[str, str]:
-    """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens."""
+def agents_env(topology: Topology) -> dict[str, str]:
+    """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens (its key comes
+    through `handover`)."""
     where = {host: topology.peers[i].ports[PortSlot.TASK_AGENT] for host, i in agent_tasks(topology).items()}
-    return {Env.TASK_AGENTS: json.dumps(where), Env.TASK_AGENT_KEY: agent_key(run_secret).hex()}
+    return {Env.TASK_AGENTS: json.dumps(where)}
 
 
 def host_gpus(topology: Topology, host: str) -> str:
@@ -52,8 +54,12 @@ class TaskAgent:
 
     def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int) -> None:
         peer = topology.peers[index]
+        # the ranks mpirun's daemon starts here inherit the daemon's environment: they find their secret here
+        self._secrets = SecretDrop()
+        self._secrets.put_run_secret(run_secret, range(topology.local_world_size(index)))
         self._env = {
             **os.environ,
+            **self._secrets.env(),
             Env.RUN_ID: run_id,
             Env.STARTED_BY_TASK: str(index),
             "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
@@ -64,7 +70,7 @@ class TaskAgent:
             agent_key(run_secret),
             self._on_message,
             lambda _: None,
-            "0.0.0.0",
+            peer.host,  # the address mpirun's rsh agent uses, never every interface
             peer.ports[PortSlot.TASK_AGENT],
         )
 
@@ -85,3 +91,4 @@ class TaskAgent:
         with self._lock:
             for proc in self._started:
                 proc.kill()
+        self._secrets.close()

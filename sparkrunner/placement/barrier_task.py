@@ -6,17 +6,20 @@ Kept free of driver-side imports: it is unpickled and run by executor Python wor
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import processes
+from sparkrunner import gpus, processes
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.topology import Peer, Topology, free_ports
 
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:
+    """This task's GPUs as CUDA device ids (Spark's addresses mapped through the executor's own list)."""
     resources = ctx.resources()  # type: ignore[attr-defined]
     gpu = resources.get("gpu")
-    return tuple(gpu.addresses) if gpu is not None else ()
+    addresses = tuple(gpu.addresses) if gpu is not None else ()
+    return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
 def exchange_topology(ctx: object, ports_per_task: int) -> tuple[Topology, int]:
@@ -38,7 +41,8 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     try:
         outcome = launcher.run_in_task(job, topology, index)
     finally:
-        leftover = processes.sweep_run(job.run_id)
+        # only this task's processes: another task's ranks on this machine may still be running
+        leftover = processes.sweep_run(job.run_id, task=index)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 

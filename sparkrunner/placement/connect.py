@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sparkrunner import gpus
 from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import run_barrier_task
@@ -70,8 +71,9 @@ def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyp
 class ConnectPlacement:
     bind_host = "0.0.0.0"
 
-    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher) -> None:
+    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
         self._spark = spark
+        self._use_gpu = use_gpu
         self._num_ranks = num_ranks
         self._launcher = launcher
         self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
@@ -81,8 +83,11 @@ class ConnectPlacement:
         self._job_error: BaseException | None = None
 
     def check(self) -> None:
-        refuse_dynamic_allocation(self._spark.conf.get("spark.dynamicAllocation.enabled", "false"))
+        conf = self._spark.conf
+        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0") or 0))
         slots = connect_slots(self._spark)
         if slots is not None and slots < self._num_ranks:
             raise NotEnoughSlotsError(

@@ -7,6 +7,7 @@ import time
 import uuid
 from typing import Any
 
+from sparkrunner import gpus
 from sparkrunner.errors import BarrierModeUnsupportedError, NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
@@ -37,8 +38,11 @@ def task_slots(sc: Any) -> int:
 class SparkPlacement:
     bind_host = "0.0.0.0"
 
-    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float) -> None:
+    def __init__(
+        self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
+    ) -> None:
         self._sc = spark_context(spark)
+        self._use_gpu = use_gpu
         self._num_ranks = num_ranks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
@@ -49,8 +53,11 @@ class SparkPlacement:
         self._job_error: BaseException | None = None
 
     def check(self) -> None:
-        refuse_dynamic_allocation(self._sc.getConf().get("spark.dynamicAllocation.enabled", "false"))
+        conf = self._sc.getConf()
+        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
         self._wait_for_slots()
 
     def _wait_for_slots(self) -> None:

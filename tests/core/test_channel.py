@@ -65,7 +65,7 @@ def test_client_refuses_a_server_without_the_secret() -> None:
         sock, _ = listener.accept()
         sock.sendall(b"n" * 32)
         sock.recv(64)
-        sock.sendall(b"\0" * 32)  # a proof it cannot compute
+        sock.sendall(b"\1" * 32)  # a proof it cannot compute
         sock.close()
 
     threading.Thread(target=fake_server, daemon=True).start()
@@ -92,8 +92,8 @@ def test_tampered_frame_is_dropped_without_unpickling(server: Any) -> None:
     srv, secret, rec = server
     conn = connect(("127.0.0.1", srv.port), secret)
     body = pickle.dumps(("evil", Exploding()))
-    # a well-formed frame with a wrong MAC, written straight to the socket
-    conn._sock.sendall(len(body).to_bytes(8, "big") + b"\0" * 32 + body)
+    # a well-formed record (length, last-record flag) with a body in clear and a made-up tag
+    conn._sock.sendall((len(body) + 16).to_bytes(4, "big") + b"\1" + body + b"\0" * 16)
     assert rec.event.wait(10)
     assert rec.disconnects == 1
     assert rec.messages == []

@@ -1,0 +1,89 @@
+"""Hands the run secret and the task agents' key to the processes that need them, never through a command line
+or an environment variable (both are readable in /proc/PID of a rank, and children inherit the environment).
+
+The process that spawns ranks (the driver for np < 0, a barrier task or its task agent for np > 0) writes
+one-shot files into a private folder (0700, files 0600) and tells its children only the folder
+(`Env.SECRET_DIR`, which holds no secret). Rank N on a host takes ``run-secret-N`` (its local rank: under
+mpirun a rank learns nothing else before it starts); mpirun's rsh agent takes ``agent-key-HOST``. Each file is
+deleted as it is read, and the spawner removes the folder with whatever was not taken when its ranks ended.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+
+from sparkrunner.errors import ChannelError
+from sparkrunner.protocol import Env
+
+
+def _run_secret_name(local_rank: int) -> str:
+    return f"run-secret-{local_rank}"
+
+
+def _agent_key_name(host: str) -> str:
+    return f"agent-key-{host}"
+
+
+class SecretDrop:
+    """A private folder of one-shot secret files, removed by `close` (use it as a context manager)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix="sparkrunner-secrets-")  # mode 0700
+
+    def put(self, name: str, secret: bytes) -> None:
+        fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret)
+
+    def put_run_secret(self, secret: bytes, local_ranks: Iterable[int]) -> None:
+        for local_rank in local_ranks:
+            self.put(_run_secret_name(local_rank), secret)
+
+    def put_agent_key(self, key: bytes, hosts: list[str]) -> None:
+        for host in hosts:
+            self.put(_agent_key_name(host), key)
+
+    def env(self) -> dict[str, str]:
+        """What the spawned processes need to find their secret (only a folder name)."""
+        return {Env.SECRET_DIR: self.path}
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def __enter__(self) -> SecretDrop:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _take(name: str) -> bytes:
+    """Read and delete one secret file from the folder in `Env.SECRET_DIR`, and forget that folder."""
+    folder = os.environ.get(Env.SECRET_DIR)
+    if folder is None:
+        raise ChannelError(f"{Env.SECRET_DIR} is not set: this process was not started by sparkrunner")
+    path = os.path.join(folder, name)
+    try:
+        with open(path, "rb") as f:
+            secret = f.read()
+        os.unlink(path)
+    except OSError as exc:
+        raise ChannelError(f"cannot take this process's secret from {path}: {exc}") from exc
+    return secret
+
+
+def take_run_secret(local_rank: int) -> bytes:
+    """In a rank: the run secret (once; the file is gone afterwards), and the folder is forgotten so the
+    user's code and its children inherit nothing."""
+    try:
+        return _take(_run_secret_name(local_rank))
+    finally:
+        os.environ.pop(Env.SECRET_DIR, None)
+
+
+def take_agent_key(host: str) -> bytes:
+    """In mpirun's rsh agent: the key of the task agent on `host` (once per host)."""
+    return _take(_agent_key_name(host))

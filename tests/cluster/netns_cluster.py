@@ -1,0 +1,232 @@
+"""A real multi-host Spark standalone cluster on one machine: one network namespace per worker host.
+
+Layout (addresses in 10.213.<net>.0/24, a private range used only by what this module creates): a bridge in
+the root namespace holds .1 (the Spark master and the driver); each host is a network namespace with a veth
+into the bridge (.11, .12, ...), its own hostname (resolvable everywhere through /etc/hosts entries that
+`close()` removes) and a Spark standalone worker whose executors Spark reports by that hostname. Each host
+also has a decoy interface (docker0: a bridge with no ports), listed before the real one, whose address (the same on every host, like
+docker0) reaches no other host: a naive "first non-loopback interface" choice picks it and fails.
+
+Every name carries the creating process's pid; `close()` removes everything, and `remove_stale()` what a
+killed test process left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyspark
+
+SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+START_TIMEOUT_S = 120.0
+HOSTS_FILE = Path("/etc/hosts")
+DECOY_LINK = "docker0"  # a bridge without ports, as docker leaves one on every host
+_MARKER = "sparkrunner-netns-"
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _edit_hosts_file(keep: object) -> None:
+    """Rewrite /etc/hosts in place (it may be a bind mount) keeping the lines for which `keep(line)` holds."""
+    with open(HOSTS_FILE, "r+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        lines = f.read().splitlines(keepends=True)
+        kept = [line for line in lines if keep(line)]  # type: ignore[operator]
+        if kept != lines:
+            f.seek(0)
+            f.write("".join(kept))
+            f.truncate()
+
+
+def _add_hosts_entries(entries: dict[str, str], owner: int) -> None:
+    with open(HOSTS_FILE, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write("".join(f"{address} {name}  # {_MARKER}{owner}\n" for name, address in entries.items()))
+
+
+def _owner_of_hosts_line(line: str) -> int | None:
+    match = re.search(rf"# {_MARKER}(\d+)$", line.strip())
+    return int(match.group(1)) if match else None
+
+
+def remove_stale() -> None:
+    """Delete namespaces, bridges and /etc/hosts entries left by test processes that no longer exist."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for ns in re.findall(r"^(srns(\d+)\d-\d+)", listing, flags=re.M):
+        if not _alive(int(ns[1])):
+            _delete_namespace(ns[0])
+    links = subprocess.run(
+        ["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True
+    ).stdout
+    for bridge, pid in re.findall(r"^\d+: (srb(\d+)\d):", links, flags=re.M):
+        if not _alive(int(pid)):
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+
+    def live_or_foreign(line: str) -> bool:
+        owner = _owner_of_hosts_line(line)
+        return owner is None or _alive(owner)
+
+    _edit_hosts_file(live_or_foreign)
+
+
+def _namespace_pids(ns: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _delete_namespace(ns: str) -> None:
+    for pid in _namespace_pids(ns):  # executors and ranks run in sessions of their own
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+class NetnsCluster:
+    """A Spark master in the root namespace and one worker per namespace ("host"), each with its own address,
+    hostname, `slots` task slots and a decoy interface."""
+
+    def __init__(self, hosts: int, slots_per_host: int, variant: int = 0) -> None:
+        """`variant` (0-9) tells apart clusters one test process runs at the same time."""
+        self._owner = os.getpid()
+        name = f"{self._owner}{variant}"
+        net = f"10.{213 + 2 * variant}.{self._owner % 250}"
+        self.master_host = f"{net}.1"
+        self.decoy_address = f"10.{214 + 2 * variant}.{self._owner % 250}.1"
+        self._bridge = f"srb{name}"
+        self.namespaces = [f"srns{name}-{i}" for i in range(hosts)]
+        self.worker_addresses = [f"{net}.{11 + i}" for i in range(hosts)]
+        self.hostnames = [f"srhost{name}-{i}" for i in range(hosts)]
+        self.slots_per_host = slots_per_host
+        self.logs = Path(f"/tmp/sparkrunner-netns-{self._owner}")
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://{self.master_host}:7077"
+
+    def start(self, workers: int | None = None) -> str:
+        """Create every host, start the master and the first `workers` workers (all by default); returns the
+        master URL. On failure, call `close()`: it removes whatever was made."""
+        self.logs.mkdir(exist_ok=True)
+        _ip("link", "add", self._bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.master_host}/24", "dev", self._bridge)
+        _ip("link", "set", self._bridge, "up")
+        for i in range(len(self.namespaces)):
+            self._make_host(i)
+        _add_hosts_entries(dict(zip(self.hostnames, self.worker_addresses, strict=True)), self._owner)
+        self._spawn([], "master", "org.apache.spark.deploy.master.Master", "--host", self.master_host,
+                    "--port", "7077", "--webui-port", "0", local_ip=self.master_host)  # fmt: skip
+        self._wait_port(self.master_host, 7077)
+        for i in range(len(self.namespaces) if workers is None else workers):
+            self.start_worker(i)
+        return self.url
+
+    def _make_host(self, i: int) -> None:
+        ns, outer, inner = self.namespaces[i], f"{self._bridge}v{i}", f"{self._bridge}p{i}"
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        # the decoy first, so that it comes before the real interface in every listing
+        _ip("-n", ns, "link", "add", DECOY_LINK, "type", "bridge")
+        _ip("-n", ns, "addr", "add", f"{self.decoy_address}/24", "dev", DECOY_LINK)
+        _ip("-n", ns, "link", "set", DECOY_LINK, "up")
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", inner, "netns", ns)
+        _ip("link", "set", outer, "master", self._bridge)
+        _ip("link", "set", outer, "up")
+        _ip("-n", ns, "addr", "add", f"{self.worker_addresses[i]}/24", "dev", inner)
+        _ip("-n", ns, "link", "set", inner, "up")
+
+    def start_worker(self, i: int) -> None:
+        """Start host i's Spark worker, reported (with its executors) by the host's name."""
+        hostname = self.hostnames[i]
+        # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
+        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", "sh", "-c",
+                   f'hostname {hostname} && exec "$@"', "-"]  # fmt: skip
+        self._spawn(in_host, f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url,
+                    "--host", hostname, "--cores", str(self.slots_per_host), "--memory", "1g",
+                    "--webui-port", "0", local_ip=self.worker_addresses[i], hostname=hostname)  # fmt: skip
+
+    def _spawn(
+        self, prefix: list[str], name: str, *args: str, local_ip: str, hostname: str | None = None
+    ) -> None:
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
+        env["SPARK_LOCAL_IP"] = local_ip
+        if hostname is not None:
+            env["SPARK_LOCAL_HOSTNAME"] = hostname
+        env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+        self._procs.append(
+            subprocess.Popen(
+                [*prefix, SPARK_CLASS, *args], env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        )
+
+    def _wait_port(self, host: str, port: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"the Spark master did not listen on {host}:{port}; see {self.logs}")
+
+    def pids_in(self, ns: str) -> list[int]:
+        return _namespace_pids(ns)
+
+    def run_in(self, i: int, argv: list[str]) -> str:
+        """Run a command on host i (its network namespace) and return its stdout."""
+        done = subprocess.run(
+            ["ip", "netns", "exec", self.namespaces[i], *argv], capture_output=True, text=True
+        )
+        return done.stdout
+
+    def close(self) -> None:
+        """Stop every process started here (and their children), then delete namespaces, links, host names."""
+        for proc in self._procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        for ns in self.namespaces:
+            _delete_namespace(ns)
+        subprocess.run(["ip", "link", "del", self._bridge], capture_output=True)
+        mine = set(self.hostnames)
+        _edit_hosts_file(
+            lambda line: _owner_of_hosts_line(line) != self._owner or not mine & set(line.split())
+        )
+        shutil.rmtree(self.logs, ignore_errors=True)
+
+
+def can_create_namespaces() -> str | None:
+    """None when this machine lets us create network namespaces, else the reason it does not."""
+    probe = f"srprobe{os.getpid()}"
+    try:
+        result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    except FileNotFoundError:
+        return "the `ip` command (iproute2) is not installed"
+    if result.returncode != 0:
+        return f"cannot create network namespaces here (needs root or CAP_NET_ADMIN): {result.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if not os.access(HOSTS_FILE, os.W_OK):
+        return f"cannot give the namespace hosts names: {HOSTS_FILE} is not writable"
+    return None

@@ -1,0 +1,107 @@
+"""The run secret and the task agents' key are in no command line and no environment of a rank or its children.
+
+The test reads /proc/PID/environ and /proc/PID/cmdline itself, for every rank and for a subprocess each rank's
+`main` starts, under both launchers, on the driver (np=-2) and on Spark (local-cluster, np=2). Both secrets are
+32 random bytes; anything that looks like one (64 hex digits) or a sparkrunner variable named after one fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+
+SECRET_LOOKING = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+SECRET_NAMES = re.compile(rb"SPARKRUNNER_[A-Z_]*(SECRET|KEY)=")
+# Spark gives every Python worker its worker factory's secret; the user's code runs in such a worker anyway
+SPARKS_OWN = re.compile(rb"PYTHON_WORKER_FACTORY_SECRET=[0-9a-fA-F]+")
+
+
+def report_pids_and_wait(folder: str) -> int:
+    """Each rank: start a child, say both pids, and stay until the test has looked at them."""
+    import os
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["sleep", "120"])
+    rank = int(os.environ["RANK"])
+    tmp = f"{folder}/rank{rank}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(tmp, f"{folder}/rank{rank}.pids")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(f"{folder}/release") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.kill()
+    child.wait()
+    return rank
+
+
+def _proc(pid: int, what: str) -> bytes:
+    with open(f"/proc/{pid}/{what}", "rb") as f:
+        return f.read()
+
+
+def _secret_folder(environ: bytes) -> str | None:
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"SPARKRUNNER_SECRET_DIR="):
+            return entry.split(b"=", 1)[1].decode()
+    return None
+
+
+def _inspect_ranks(folder: Path, num_ranks: int) -> dict[int, dict[str, bytes]]:
+    """Wait for every rank's pids, then read what /proc shows of each rank and each rank's child."""
+    deadline = time.monotonic() + 180
+    while len(list(folder.glob("*.pids"))) < num_ranks:
+        assert time.monotonic() < deadline, "the ranks never reported their pids"
+        time.sleep(0.05)
+    seen = {}
+    for path in folder.glob("*.pids"):
+        for pid in map(int, path.read_text().split()):
+            seen[pid] = {"environ": _proc(pid, "environ"), "cmdline": _proc(pid, "cmdline")}
+    return seen
+
+
+@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("np", [-2, 2], ids=["local", "spark"])
+def test_no_secret_in_the_environment_or_command_line_of_ranks_and_their_children(
+    launcher: str, np: int, tmp_path: Path, request: Any
+) -> None:
+    spark = request.getfixturevalue("spark_cluster") if np > 0 else None
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            runner = Runner(
+                np=np, spark=spark, launcher=launcher, tracking=False, progress=False, timeout=240
+            )
+            outcome["value"] = runner.run(report_pids_and_wait, str(tmp_path))
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        seen = _inspect_ranks(tmp_path, abs(np))
+    finally:
+        (tmp_path / "release").touch()
+        thread.join(300)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["value"] == 0
+    assert len(seen) == 2 * abs(np)  # every rank and every rank's child
+    for pid, views in seen.items():
+        for what, text in views.items():
+            assert not SECRET_NAMES.search(text), f"pid {pid}'s {what} names a secret: {text!r}"
+            assert not SECRET_LOOKING.search(SPARKS_OWN.sub(b"", text)), (
+                f"pid {pid}'s {what} holds a secret-like value: {text!r}"
+            )
+        folder = _secret_folder(views["environ"])
+        if folder is not None and os.path.isdir(folder):
+            assert os.listdir(folder) == [], f"secret files left to read in {folder}"
