@@ -63,6 +63,9 @@ class Runner:
         use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
             that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
             (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
+        ranks_per_task: ranks each Spark task starts (``np > 0``): ``np / ranks_per_task`` barrier tasks, the
+            task's GPUs split among its ranks. ``None`` (default): the task's GPU count when Spark gives tasks
+            more than one GPU, else 1.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -82,8 +85,11 @@ class Runner:
         observers: Sequence[RunObserver] = (),
         horovod: bool | None = None,
         use_gpu: bool | None = None,
+        ranks_per_task: int | None = None,
     ) -> None:
         _check_np(np)
+        _check_ranks_per_task(np, ranks_per_task)
+        self.ranks_per_task = ranks_per_task
         if driver_log_verbosity not in VERBOSITIES:
             raise InvalidArgumentError(
                 f"driver_log_verbosity={driver_log_verbosity!r} is not one of {', '.join(map(repr, VERBOSITIES))}"
@@ -148,7 +154,9 @@ class Runner:
         """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
         payload = _function_payload(main, args, kwargs)
         launcher = resolve_launcher(self.launcher)
-        placement = self._placement(launcher)
+        spark = None if self.np < 0 else self._spark if self._spark is not None else find_spark_session()
+        per_task = _ranks_per_task(self.np, self.ranks_per_task, spark)
+        placement = self._placement(launcher, spark, self.np // per_task)
         placement.check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.np, launcher.name)
@@ -158,7 +166,9 @@ class Runner:
         env = {**observers.start(record), **self.env, **({Env.RESULTS: "all"} if every_rank else {})}
         uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
         address = (placement.driver_host, session.port)
-        job = RankJob(record.run_id, address, session.secret, env, uses_horovod, use_gpu=self.use_gpu)
+        job = RankJob(
+            record.run_id, address, session.secret, env, uses_horovod, self.use_gpu, ranks_per_task=per_task
+        )
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
             values = _results(session, range(abs(self.np)) if every_rank else [0])
@@ -170,14 +180,13 @@ class Runner:
         observers.end(record, None)
         return values
 
-    def _placement(self, launcher: Launcher) -> Placement:
+    def _placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
         if self.np < 0:
             return LocalPlacement(-self.np, launcher, self.use_gpu)
-        spark = self._spark if self._spark is not None else find_spark_session()
         if is_connect_session(spark):
-            return ConnectPlacement(spark, self.np, launcher, self.use_gpu)
+            return ConnectPlacement(spark, tasks, launcher, self.use_gpu)
         slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
-        return SparkPlacement(spark, self.np, launcher, slot_wait_s, self.use_gpu)
+        return SparkPlacement(spark, tasks, launcher, slot_wait_s, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -210,6 +219,39 @@ def _check_np(np: Any) -> None:
             "np=0 starts no rank. Use np > 0 for a Spark barrier stage of np tasks, or np < 0 to run |np| "
             "processes on the driver."
         )
+
+
+def _check_ranks_per_task(np: int, ranks_per_task: Any) -> None:
+    if ranks_per_task is None:
+        return
+    if isinstance(ranks_per_task, bool) or not isinstance(ranks_per_task, int) or ranks_per_task < 1:
+        raise InvalidArgumentError(f"ranks_per_task must be an int >= 1 or None, not {ranks_per_task!r}")
+    if np < 0 and ranks_per_task != 1:
+        raise InvalidArgumentError(
+            "ranks_per_task applies to Spark runs (np > 0); np < 0 runs |np| local ranks"
+        )
+    if np > 0 and np % ranks_per_task:
+        raise InvalidArgumentError(
+            f"np={np} is not a multiple of ranks_per_task={ranks_per_task}: every task starts the same number "
+            f"of ranks"
+        )
+
+
+def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
+    """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
+    if np < 0:
+        return 1
+    if requested is not None:
+        return requested
+    amount = float(spark.conf.get("spark.task.resource.gpu.amount", "0") or 0)
+    if amount <= 1 or not amount.is_integer():
+        return 1
+    if np % int(amount):
+        raise InvalidArgumentError(
+            f"each task has {int(amount)} GPUs, so each starts {int(amount)} ranks by default, but np={np} is not "
+            f"a multiple of {int(amount)}; pass ranks_per_task=... explicitly"
+        )
+    return int(amount)
 
 
 def _check_seconds(name: str, value: Any) -> None:
