@@ -1,6 +1,37 @@
 #!/usr/bin/env bash
-# Runs the whole test suite in the main environment (after scripts/setup.sh).
+# Runs the test suite (after scripts/setup.sh).
+#   bash scripts/run_tests.sh                 the whole suite in the main environment, then the Spark 3.5 subset
+#   bash scripts/run_tests.sh ARGS...         pytest ARGS in the main environment
+#   SPARKRUNNER_ENV=spark35 bash scripts/run_tests.sh ARGS...   pytest ARGS in the Spark 3.5 environment
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
-exec .venv/bin/python -m pytest -ra --durations=15 "$@"
+
+# What the Spark 3.5 environment (requirements/spark35.txt) runs again: core, Spark-mode and data tests.
+# It has no Horovod (so no mpirun launcher), TensorFlow or Petastorm: those cases run in the main one only.
+SPARK35_TESTS=(tests/core/test_local_runner.py tests/core/test_spark_runner.py tests/core/test_lifecycle.py
+  tests/core/test_script_mode.py tests/core/test_run_all.py tests/core/test_threads.py
+  tests/core/test_validation.py tests/data/test_materialize.py tests/data/test_guarantees.py
+  tests/data/test_end_to_end.py)
+# (and the test that asserts the main environment's numpy 2 / pyarrow >= 18)
+SPARK35_DESELECT="not mpirun and not petastorm and not runs_on_current_pyarrow_and_numpy"
+
+spark35() {
+  if [ ! -x .venv-spark35/bin/python ]; then
+    echo "run_tests: .venv-spark35 is missing; run scripts/setup.sh first" >&2
+    return 1
+  fi
+  .venv-spark35/bin/python -m pytest -ra --durations=10 "$@"
+}
+
+if [ "${SPARKRUNNER_ENV:-main}" = spark35 ]; then
+  spark35 "$@"
+elif [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -ra --durations=15 "$@"
+else
+  status=0
+  .venv/bin/python -m pytest -ra --durations=15 || status=$?
+  echo "== run_tests: the Spark 3.5 environment"
+  spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
+  exit $status
+fi

@@ -44,7 +44,8 @@ class RunReport:
 
     num_ranks: int
     ranks: dict[int, RankState] = field(default_factory=dict)
-    result: bytes | None = None
+    results: dict[int, bytes] = field(default_factory=dict)
+    """Pickled return values: rank 0's, or every rank's when all were asked for (`Runner.run_all`)."""
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
     output_ended: set[int] = field(default_factory=set)
@@ -163,8 +164,8 @@ class DriverSession:
                 assert isinstance(data, RemoteError)
                 self.report.errors.append(data.to_error(rank))
                 self.report.ranks[rank].failed_at = time.monotonic()
-            elif rank == 0:
-                self.report.result = data
+            elif data is not None:
+                self.report.results[rank] = data
             self.report.ranks[rank].done = True
             self.changed.notify_all()
         conn.send(Message.ACK)
@@ -185,8 +186,9 @@ class DriverSession:
                 self.report.ranks[rank].failed_at = time.monotonic()
             self.changed.notify_all()
 
-    def result_value(self) -> Any:
-        return loads(self.report.result) if self.report.result is not None else None
+    def result_value(self, rank: int = 0) -> Any:
+        data = self.report.results.get(rank)
+        return loads(data) if data is not None else None
 
     def collect_stacks(self) -> StackReport:
         """Every live rank's stacks now (bounded wait); ranks that never connected are listed as such."""

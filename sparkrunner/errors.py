@@ -115,6 +115,11 @@ class RankFailedError(SparkRunnerError):
         args = (self.exc_type, self.exc_message, self.remote_traceback, None, self.location, self.output_tail)
         return (type(self), (self.rank, *args))
 
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code when the rank ran a script that exited non-zero (`ScriptExitError`); else None."""
+        return self.original.exit_code if isinstance(self.original, ScriptExitError) else None
+
 
 class DoNotRetry(SparkRunnerError):
     """Raise it (or wrap an exception in it) inside `main` to fail the run at once, whatever `max_failures`.
@@ -145,6 +150,19 @@ class AttemptsFailedError(SparkRunnerError):
 
 class CheckpointDirError(InvalidArgumentError):
     """`checkpoint_dir` is missing, not writable, or not shared by the driver and every rank."""
+
+
+class ScriptExitError(SparkRunnerError):
+    """Raised on a rank when its script (script mode) exits with a non-zero code."""
+
+    def __init__(self, script: str, exit_code: int, detail: str = "") -> None:
+        self.script = script
+        self.exit_code = exit_code
+        self.detail = detail
+        super().__init__(f"{script} exited with code {exit_code}" + (f": {detail}" if detail else ""))
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.script, self.exit_code, self.detail))
 
 
 class UnsupportedColumnError(SparkRunnerError, TypeError):

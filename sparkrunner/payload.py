@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import os
 import pickle
+import runpy
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import cloudpickle
@@ -75,6 +78,17 @@ def _find_culprit(
     return None
 
 
+# sparkrunner's own files, and runpy (script mode), as they appear in code objects ("<frozen runpy>" on 3.11+)
+_OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, str(runpy.__file__), "<frozen runpy>")
+
+
+def user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """`tb` without its leading sparkrunner (and runpy) frames; the last frame stays if all are ours."""
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_CODE):
+        tb = tb.tb_next
+    return tb
+
+
 @dataclass(frozen=True)
 class RemoteError:
     """An exception raised on a rank, in a form that always crosses the wire."""
@@ -98,10 +112,8 @@ class RemoteError:
 
     @classmethod
     def capture_user_error(cls, exc: BaseException) -> RemoteError:
-        """Like `capture`, minus the bootstrap's own frame, so the traceback starts in the user's code."""
-        if exc.__traceback__ is not None and exc.__traceback__.tb_next is not None:
-            exc = exc.with_traceback(exc.__traceback__.tb_next)
-        return cls.capture(exc)
+        """Like `capture`, minus sparkrunner's own leading frames, so the traceback starts in the user's code."""
+        return cls.capture(exc.with_traceback(user_frames(exc.__traceback__)))
 
     def to_error(self, rank: int) -> RankFailedError:
         original: BaseException | None = None

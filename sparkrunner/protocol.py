@@ -55,3 +55,5 @@ class Env:
     CHECKPOINT_DIR = "SPARKRUNNER_CHECKPOINT_DIR"  # where save_checkpoint/load_checkpoint write and read
     CHECKPOINT_PROBE = "SPARKRUNNER_CHECKPOINT_PROBE"  # a file the driver wrote there: ranks must see it
     STOP_GRACE_S = "SPARKRUNNER_STOP_GRACE_S"  # seconds between SIGTERM (stop) and the rank killing itself
+    DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
+    RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only

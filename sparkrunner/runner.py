@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,14 +24,18 @@ from sparkrunner.launch import Launcher, RankJob, resolve_launcher
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
+from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.placement.spark import SparkPlacement, active_spark_session
+from sparkrunner.placement.spark import SparkPlacement
 from sparkrunner.progress import ProgressObserver
+from sparkrunner.protocol import Env
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
 from sparkrunner.recovery.checkpoints import list_checkpoints
 from sparkrunner.recovery.options import RecoveryOptions
 from sparkrunner.recovery.slots import wait_for_slots
+from sparkrunner.script import module_call, script_call
+from sparkrunner.sessions import find_spark_session, is_connect_session
 from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
@@ -41,11 +46,11 @@ _SLOT_WAIT_MAX_S = 60.0
 
 
 class Runner:
-    """Runs a Python function on `np` ranks and returns rank 0's return value.
+    """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
     Args:
-        np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the active (or given)
-            SparkSession. ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
+        np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
+            else this thread's active one, else the process's default one (classic or Spark Connect). ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
         spark: the SparkSession to use when ``np > 0``; defaults to the active one.
         launcher: ``"auto"``, or the name of a launcher (``"direct"``: one process per task).
         driver_log_verbosity: ``"all"`` shows every rank's stdout/stderr on the driver;
@@ -75,6 +80,9 @@ class Runner:
         use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
             that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
             (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
+        ranks_per_task: ranks each Spark task starts (``np > 0``): ``np / ranks_per_task`` barrier tasks, the
+            task's GPUs split among its ranks. ``None`` (default): the task's GPU count when Spark gives tasks
+            more than one GPU, else 1.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
     MLflow id).
@@ -101,9 +109,12 @@ class Runner:
         on_stall: str = "warn",
         horovod: bool | None = None,
         use_gpu: bool | None = None,
+        ranks_per_task: int | None = None,
     ) -> None:
         _check_np(np)
         self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
+        _check_ranks_per_task(np, ranks_per_task)
+        self.ranks_per_task = ranks_per_task
         if driver_log_verbosity not in VERBOSITIES:
             raise InvalidArgumentError(
                 f"driver_log_verbosity={driver_log_verbosity!r} is not one of {', '.join(map(repr, VERBOSITIES))}"
@@ -134,37 +145,76 @@ class Runner:
         self.received_files: dict[str, str] = {}
         """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
 
-    def run(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure."""
-        if not callable(main):
-            raise InvalidArgumentError(
-                f"main must be a function to run on every rank, not a {type(main).__name__}"
-            )
-        payload = dumps_call(main, args, kwargs)
+    def run(self, main: Callable[..., Any] | str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
+        """Run ``main(*args, **kwargs)`` on every rank; return rank 0's value or raise the first failure.
+
+        ``main`` may also be the path of a script: ``run("train.py", "--lr", "0.1")`` is `run_script`.
+        """
+        if isinstance(main, (str, os.PathLike)):
+            code_dir = kwargs.pop("code_dir", None)
+            if kwargs:
+                raise InvalidArgumentError(
+                    f"a script takes command-line arguments, not keyword arguments ({', '.join(kwargs)}): "
+                    f"run('train.py', '--lr', '0.1')"
+                )
+            return self.run_script(main, *args, code_dir=code_dir)
+        return self._execute(main, args, kwargs, _name_of(main), every_rank=False)[0]
+
+    def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
+        return self._execute(main, args, kwargs, _name_of(main), every_rank=True)
+
+    def run_script(
+        self, path: str | os.PathLike[str], *argv: Any, code_dir: str | os.PathLike[str] | None = None
+    ) -> None:
+        """Run the script at `path` as ``__main__`` on every rank, with ``sys.argv = [path, *argv]``.
+
+        The script is sent from the driver; `code_dir`, a folder of helper modules, is sent with it and put
+        first on ``sys.path``. A non-zero ``sys.exit`` fails the run with `RankFailedError` (``exit_code``).
+        """
+        call = script_call(path, argv, code_dir)
+        self._execute(call, (), {}, call.name, every_rank=False)
+
+    def run_module(self, module: str, *argv: Any, code_dir: str | os.PathLike[str] | None = None) -> None:
+        """Run `module` as ``python -m module argv...`` on every rank; `code_dir` ships its package along."""
+        call = module_call(module, argv, code_dir)
+        self._execute(call, (), {}, call.name, every_rank=False)
+
+    def _execute(
+        self, main: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, every_rank: bool
+    ) -> list[Any]:
+        """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
+        payload = _function_payload(main, args, kwargs)
         launcher = resolve_launcher(self.launcher)
-        self._placement(launcher).check()
+        spark = None if self.np < 0 else self._spark if self._spark is not None else find_spark_session()
+        per_task = _ranks_per_task(self.np, self.ranks_per_task, spark)
+        self._placement(launcher, spark, self.np // per_task).check()
         observers = Observers(self._observers)
-        record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
+        record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.np, launcher.name)
         self.received_files = {}
         checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, self.np < 0)
         env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
+        if every_rank:
+            env[Env.RESULTS] = "all"
         uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        wanted = range(abs(self.np)) if every_rank else range(1)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
 
-        def attempt(number: int) -> Any:
+        def attempt(number: int) -> list[Any]:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
-            spec = RankJobSpec(run_id, job_env, uses_horovod)
+            spec = RankJobSpec(run_id, job_env, uses_horovod, per_task)
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            return self._attempt(payload, launcher, observers, spec, self.timeout if number == 0 else left)
+            timeout = self.timeout if number == 0 else left
+            return self._attempt(payload, launcher, observers, spec, spark, wanted, timeout)
 
         try:
-            value = run_attempts(
+            values = run_attempts(
                 self.recovery.policy,
                 record.attempts,
                 attempt,
                 lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
-                lambda: self._before_retry(launcher),
+                lambda: self._before_retry(launcher, spark, self.np // per_task),
             )
         except BaseException as exc:
             observers.end(record, exc)
@@ -172,7 +222,7 @@ class Runner:
         finally:
             checkpoints.close()
         observers.end(record, None)
-        return value
+        return values
 
     def _attempt(
         self,
@@ -180,31 +230,41 @@ class Runner:
         launcher: Launcher,
         observers: Observers,
         spec: RankJobSpec,
+        spark: Any,
+        wanted: Iterable[int],
         timeout: float | None,
-    ) -> Any:
+    ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
-        placement = self._placement(launcher)
+        placement = self._placement(launcher, spark, abs(self.np) // spec.ranks_per_task)
         session = DriverSession(
             payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
         )
         driver = (placement.driver_host, session.port)
-        job = RankJob(spec.run_id, driver, session.secret, spec.env, spec.uses_horovod, use_gpu=self.use_gpu)
+        job = RankJob(
+            spec.run_id,
+            driver,
+            session.secret,
+            spec.env,
+            spec.uses_horovod,
+            self.use_gpu,
+            ranks_per_task=spec.ranks_per_task,
+        )
         stall = StallWatch(self.stall_timeout, self.on_stall)
         self._session = session
         try:
             _run_ranks(
                 session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s, stall
             )
-            return _result(session)
+            return _results(session, wanted)
         finally:
             self._session = None
             self.received_files.update(session.report.files)
 
-    def _before_retry(self, launcher: Launcher) -> None:
-        """Wait for the cluster to offer np slots again (executors lost with the failed attempt come back)."""
+    def _before_retry(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        """Wait for the cluster to offer the slots again (executors lost with the failed attempt come back)."""
         if self.np > 0:
-            wait_for_slots(self._spark or active_spark_session(), self.np, self.start_timeout)
-        self._placement(launcher).check()
+            wait_for_slots(spark, tasks, self.start_timeout)
+        self._placement(launcher, spark, tasks).check()
 
     def dump_stacks(self) -> StackReport:
         """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
@@ -219,12 +279,13 @@ class Runner:
             )
         return session.collect_stacks()
 
-    def _placement(self, launcher: Launcher) -> Placement:
+    def _placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
         if self.np < 0:
             return LocalPlacement(-self.np, launcher, self.use_gpu)
-        spark = self._spark if self._spark is not None else active_spark_session()
+        if is_connect_session(spark):
+            return ConnectPlacement(spark, tasks, launcher, self.use_gpu)
         slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
-        return SparkPlacement(spark, self.np, launcher, slot_wait_s, self.use_gpu)
+        return SparkPlacement(spark, tasks, launcher, slot_wait_s, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -233,8 +294,16 @@ class HorovodRunner(Runner):
     def __init__(self, np: int, driver_log_verbosity: str = "log_callback_only", **options: Any) -> None:
         super().__init__(np, driver_log_verbosity=driver_log_verbosity, **options)
 
-    def run(self, main: Callable[..., Any], **kwargs: Any) -> Any:
+    def run(self, main: Callable[..., Any] | str | os.PathLike[str], **kwargs: Any) -> Any:
         return super().run(main, **kwargs)
+
+
+def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
+    if not callable(main):
+        raise InvalidArgumentError(
+            f"main must be a function to run on every rank (or a script's path), not a {type(main).__name__}"
+        )
+    return dumps_call(main, args, kwargs)
 
 
 def _name_of(main: Callable[..., Any]) -> str:
@@ -251,6 +320,39 @@ def _check_np(np: Any) -> None:
         )
 
 
+def _check_ranks_per_task(np: int, ranks_per_task: Any) -> None:
+    if ranks_per_task is None:
+        return
+    if isinstance(ranks_per_task, bool) or not isinstance(ranks_per_task, int) or ranks_per_task < 1:
+        raise InvalidArgumentError(f"ranks_per_task must be an int >= 1 or None, not {ranks_per_task!r}")
+    if np < 0 and ranks_per_task != 1:
+        raise InvalidArgumentError(
+            "ranks_per_task applies to Spark runs (np > 0); np < 0 runs |np| local ranks"
+        )
+    if np > 0 and np % ranks_per_task:
+        raise InvalidArgumentError(
+            f"np={np} is not a multiple of ranks_per_task={ranks_per_task}: every task starts the same number "
+            f"of ranks"
+        )
+
+
+def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
+    """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
+    if np < 0:
+        return 1
+    if requested is not None:
+        return requested
+    amount = float(spark.conf.get("spark.task.resource.gpu.amount", "0") or 0)
+    if amount <= 1 or not amount.is_integer():
+        return 1
+    if np % int(amount):
+        raise InvalidArgumentError(
+            f"each task has {int(amount)} GPUs, so each starts {int(amount)} ranks by default, but np={np} is not "
+            f"a multiple of {int(amount)}; pass ranks_per_task=... explicitly"
+        )
+    return int(amount)
+
+
 def _check_seconds(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
@@ -263,6 +365,7 @@ class RankJobSpec:
     run_id: str
     env: dict[str, str]
     uses_horovod: bool
+    ranks_per_task: int
 
 
 def _run_ranks(
@@ -352,11 +455,14 @@ def _shut_down(
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 
 
-def _result(session: DriverSession) -> Any:
-    try:
-        return session.result_value()
-    except Exception as exc:
-        raise SparkRunnerError(
-            f"rank 0's return value could not be unpickled on the driver: {exc}. Return plain Python, numpy "
-            f"or torch objects whose classes the driver can import."
-        ) from exc
+def _results(session: DriverSession, ranks: Iterable[int]) -> list[Any]:
+    values = []
+    for rank in ranks:
+        try:
+            values.append(session.result_value(rank))
+        except Exception as exc:
+            raise SparkRunnerError(
+                f"rank {rank}'s return value could not be unpickled on the driver: {exc}. Return plain Python, "
+                f"numpy or torch objects whose classes the driver can import."
+            ) from exc
+    return values

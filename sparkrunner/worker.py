@@ -69,7 +69,7 @@ def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         ) from exc
 
 
-def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
+def _outcome(payload: bytes, returns_value: bool) -> tuple[str, Any]:
     try:
         verify_on_rank()
         main, args, kwargs = _load_call(payload)
@@ -79,12 +79,12 @@ def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
         value = main(*args, **kwargs)
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
         return Message.ERROR, RemoteError.capture_user_error(exc)
-    if not is_rank_zero:
+    if not returns_value:
         return Message.RESULT, None
     try:
         return Message.RESULT, cloudpickle.dumps(value)
     except Exception as exc:
-        note = TypeError(f"rank 0's return value (a {type(value).__name__}) cannot be pickled: {exc}")
+        note = TypeError(f"the return value (a {type(value).__name__}) cannot be pickled: {exc}")
         return Message.ERROR, RemoteError.capture(note)
 
 
@@ -122,7 +122,7 @@ def main() -> int:
     watch = DriverWatch(conn)
     rank.attach(conn)
     try:
-        kind, data = _outcome(payload, me.rank == 0)
+        kind, data = _outcome(payload, me.rank == 0 or os.environ.get(Env.RESULTS) == "all")
         timeline = horovod_env.finish_timeline()
         if timeline is not None:
             rank.send_file_to_driver(timeline)

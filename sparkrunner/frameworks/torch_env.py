@@ -15,4 +15,5 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
         "LOCAL_RANK": str(topology.local_rank(index)),
         "LOCAL_WORLD_SIZE": str(topology.local_world_size(index)),
         "GROUP_RANK": str(topology.cross_rank(index)),
+        "NODE_RANK": str(topology.cross_rank(index)),
     }

@@ -27,6 +27,8 @@ class RankJob:
     """Whether to host Horovod's Gloo rendezvous server (see `frameworks.horovod_env.wants_rendezvous`)."""
     use_gpu: bool | None = None
     """`Runner(use_gpu=...)`: None pins each rank to its task's GPUs and warns about unused ones."""
+    ranks_per_task: int = 1
+    """Ranks each barrier task starts; the topology holds one peer per rank, task by task."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def rank_process_environment(
         }
     )
     if in_spark_task:
-        env[Env.STARTED_BY_TASK] = str(index)
+        env[Env.STARTED_BY_TASK] = str(index - index % job.ranks_per_task)  # the task's first rank
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env

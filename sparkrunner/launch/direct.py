@@ -13,7 +13,6 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.processes import RankProcess
-from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
 
 
@@ -37,10 +36,18 @@ class DirectLauncher(Launcher):
         return ranks
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
-        env = rank_process_environment(job, topology, index, echo_output=True, in_spark_task=True)
-        env[Env.STARTED_BY_TASK] = str(index)
+        """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
+        ranks = range(index, index + job.ranks_per_task)
         with frameworks.task_services(topology, index, job.uses_horovod), SecretDrop() as drop:
-            drop.put_run_secret(job.secret, [topology.local_rank(index)])
-            proc = RankProcess(worker_command(), {**env, **drop.env()}, echo_to=1)  # copy to the executor log
-            code = proc.wait()
-        return TaskOutcome(code, proc.output_tail())
+            drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
+            procs = [
+                RankProcess(  # echo: a copy goes to the executor log
+                    worker_command(),
+                    {**rank_process_environment(job, topology, i, True, True), **drop.env()},
+                    echo_to=1,
+                )
+                for i in ranks
+            ]
+            codes = [proc.wait() for proc in procs]
+        failed = next((i for i, code in enumerate(codes) if code != 0), 0)
+        return TaskOutcome(codes[failed], procs[failed].output_tail())

@@ -25,14 +25,32 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
-def exchange_topology(ctx: object, ports_per_task: int) -> tuple[Topology, int]:
-    """Every task learns every task's host, reserved ports and GPUs (one allGather)."""
+def exchange_topology(ctx: object, ports_per_task: int, ranks_per_task: int = 1) -> tuple[Topology, int]:
+    """Every task learns every rank's host, reserved ports and GPUs (one allGather); returns the topology
+    (one peer per rank, task by task) and the index of this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
     host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
-    mine = {"host": host, "ports": free_ports(ports_per_task), "gpus": _task_gpus(ctx)}
+    ports = free_ports(ports_per_task * ranks_per_task)
+    split = split_gpus(_task_gpus(ctx), ranks_per_task)
+    mine = [
+        {"host": host, "ports": ports[j * ports_per_task : (j + 1) * ports_per_task], "gpus": split[j]}
+        for j in range(ranks_per_task)
+    ]
     gathered = ctx.allGather(json.dumps(mine))  # type: ignore[attr-defined]
-    peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for p in map(json.loads, gathered))
-    return Topology(peers), index
+    peers = tuple(
+        Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"]))
+        for task in map(json.loads, gathered)
+        for p in task
+    )
+    return Topology(peers), index * ranks_per_task
+
+
+def split_gpus(task_gpus: tuple[str, ...], ranks: int) -> list[tuple[str, ...]]:
+    """The task's GPUs shared out evenly among its ranks (one each when they match); all to each otherwise."""
+    if len(task_gpus) % ranks != 0:
+        return [task_gpus] * ranks
+    share = len(task_gpus) // ranks
+    return [task_gpus[j * share : (j + 1) * share] for j in range(ranks)]
 
 
 def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, object]]:
@@ -40,17 +58,18 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    topology, index = exchange_topology(ctx, launcher.ports_per_task)
-    about = {"task": index, "host": topology.peers[index].host, "launcher": launcher.name}
+    topology, first = exchange_topology(ctx, launcher.ports_per_task, job.ranks_per_task)
+    index = ctx.partitionId()
+    about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
     try:
-        outcome = launcher.run_in_task(job, topology, index)
+        outcome = launcher.run_in_task(job, topology, first)
     except BaseException:
         task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
         raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
-        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
+        leftover = processes.sweep_run(job.run_id, task=first, grace_s=_LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
         report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
         task_report.send(job.driver, job.secret, report)

@@ -8,25 +8,12 @@ import uuid
 from typing import Any
 
 from sparkrunner import gpus
-from sparkrunner.errors import BarrierModeUnsupportedError, InvalidArgumentError, NotEnoughSlotsError
+from sparkrunner.errors import BarrierModeUnsupportedError, NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
 
 _SLOT_WAIT_STABLE_S = 3.0
 _STOP_JOIN_S = 60.0
-
-
-def active_spark_session() -> Any:
-    """The active SparkSession, or a clear error when there is none."""
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
-    if spark is None:
-        raise InvalidArgumentError(
-            "np > 0 runs the ranks in a Spark barrier stage, but no SparkSession is active. Create one "
-            "(SparkSession.builder.getOrCreate()), pass spark=..., or use np < 0 to run on the driver only."
-        )
-    return spark
 
 
 def spark_context(spark: Any) -> Any:
@@ -67,11 +54,7 @@ class SparkPlacement:
 
     def check(self) -> None:
         conf = self._sc.getConf()
-        if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-            raise BarrierModeUnsupportedError(
-                "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
-                "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
-            )
+        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
         if self._use_gpu:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
@@ -108,15 +91,7 @@ class SparkPlacement:
             self._job_error = exc
 
     def failure(self) -> str | None:
-        if self._job_error is not None:
-            return f"the Spark barrier stage failed: {_short_spark_error(self._job_error)}"
-        for record in self._records:
-            if record["exit_code"] != 0:
-                return (
-                    f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
-                    f"its last output:\n{record['tail']}"
-                )
-        return None
+        return describe_failure(self._job_error, self._records)
 
     def finished(self) -> bool:
         return self._thread is not None and not self._thread.is_alive()
@@ -127,6 +102,28 @@ class SparkPlacement:
         if self._thread.is_alive():
             self._sc.cancelJobGroup(self._group)
         self._thread.join(_STOP_JOIN_S)
+
+
+def refuse_dynamic_allocation(enabled: str | None) -> None:
+    """Barrier stages and dynamic allocation do not mix: refuse before anything starts."""
+    if str(enabled).lower() == "true":
+        raise BarrierModeUnsupportedError(
+            "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
+            "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
+        )
+
+
+def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:
+    """Why a barrier stage's ranks ended abnormally: the job's error, or the first task's non-zero exit."""
+    if job_error is not None:
+        return f"the Spark barrier stage failed: {_short_spark_error(job_error)}"
+    for record in records:
+        if record["exit_code"] != 0:
+            return (
+                f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
+                f"its last output:\n{record['tail']}"
+            )
+    return None
 
 
 def _short_spark_error(exc: BaseException) -> str:

@@ -1,0 +1,135 @@
+"""Spark Connect placement (np > 0 on a ``SparkSession.builder.remote(...)`` session).
+
+A Connect client has no SparkContext: the barrier stage is a ``mapInArrow(..., barrier=True)`` over ``np``
+rows, the run is cancelled through a job tag (``addTag`` / ``interruptTag``), and the task slots are known
+only when the master's name tells them (``local[N]``, ``local-cluster[...]``); otherwise `start_timeout`
+bounds the wait. The ranks dial back to the driver channel in this (client) process, so the executors must
+be able to reach this machine: `DRIVER_HOST_ENV` names the address to give them when the one this client
+uses to reach the Connect server is not it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sparkrunner import gpus
+from sparkrunner.errors import NotEnoughSlotsError
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.placement.barrier_task import run_barrier_task
+from sparkrunner.placement.spark import describe_failure, refuse_dynamic_allocation
+from sparkrunner.protocol import Env
+
+RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"
+_STOP_JOIN_S = 60.0
+_UNREACHABLE = "cannot reach the driver at"
+_LOCAL = re.compile(r"local(?:\[(\d+)(?:,\d+)?\])?$")
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]$")
+
+
+def connect_slots(spark: Any) -> int | None:
+    """Task slots the master's name promises (local[N], local-cluster[n,c,m]); None when it does not say."""
+    master = str(spark.conf.get("spark.master", None) or "")
+    task_cpus = int(spark.conf.get("spark.task.cpus", "1") or 1)
+    if match := _LOCAL.match(master):
+        return int(match.group(1) or 1)
+    if match := _LOCAL_CLUSTER.match(master):
+        return int(match.group(1)) * int(match.group(2)) // task_cpus
+    return None
+
+
+def client_address(server_host: str) -> str:
+    """The address of this machine on the route to the Connect server ($SPARKRUNNER_DRIVER_HOST wins)."""
+    configured = os.environ.get(Env.DRIVER_HOST)
+    if configured:
+        return configured
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((socket.gethostbyname(server_host), 9))  # UDP: picks a route, sends nothing
+            return str(probe.getsockname()[0])
+        except OSError:
+            return socket.gethostbyname(socket.gethostname())
+
+
+def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyped-def]
+    """The mapInArrow function of one barrier task: run its ranks, return one record batch."""
+
+    def run(_: Iterable[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for record in run_barrier_task(job, launcher):
+            yield pa.RecordBatch.from_pylist([{**record, "swept": str(record["swept"])}])
+
+    return run
+
+
+class ConnectPlacement:
+    bind_host = "0.0.0.0"
+
+    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
+        self._spark = spark
+        self._use_gpu = use_gpu
+        self._num_ranks = num_ranks
+        self._launcher = launcher
+        self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
+        self._tag = f"sparkrunner-{uuid.uuid4().hex[:12]}"
+        self._thread: threading.Thread | None = None
+        self._records: list[dict[str, object]] = []
+        self._job_error: BaseException | None = None
+
+    def check(self) -> None:
+        conf = self._spark.conf
+        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
+        self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0") or 0))
+        slots = connect_slots(self._spark)
+        if slots is not None and slots < self._num_ranks:
+            raise NotEnoughSlotsError(
+                f"np={self._num_ranks} needs {self._num_ranks} task slots at once, but this Spark cluster "
+                f"has {slots}. A barrier stage would wait forever; ask for np <= {slots}, or add executors "
+                f"or cores (spark.task.cpus also counts)."
+            )
+
+    def start(self, job: RankJob) -> None:
+        self._thread = threading.Thread(target=self._run_job, args=(job,), name=self._tag, daemon=True)
+        self._thread.start()
+
+    def _run_job(self, job: RankJob) -> None:
+        self._spark.addTag(self._tag)  # tags are per thread: only this job carries it
+        try:
+            frame = self._spark.range(0, self._num_ranks, 1, self._num_ranks)
+            rows = frame.mapInArrow(
+                barrier_arrow_fn(job, self._launcher), RECORD_SCHEMA, barrier=True
+            ).collect()
+            self._records = [row.asDict() for row in rows]
+        except BaseException as exc:
+            self._job_error = exc
+        finally:
+            self._spark.removeTag(self._tag)
+
+    def failure(self) -> str | None:
+        detail = describe_failure(self._job_error, self._records)
+        if detail is not None and _UNREACHABLE in detail:
+            detail += (
+                f"\n\nThe executors could not connect to this Spark Connect client at {self.driver_host}: "
+                f"sparkrunner's ranks report to the process that called run(). Run the client where the "
+                f"executors can reach it (a notebook on the cluster, or the same network), or set "
+                f"{Env.DRIVER_HOST} to an address of this machine that they can reach."
+            )
+        return detail
+
+    def finished(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._thread.is_alive():
+            self._spark.interruptTag(self._tag)
+        self._thread.join(_STOP_JOIN_S)

@@ -1,0 +1,53 @@
+"""Finding the SparkSession a run uses, from any thread, and telling classic sessions from Spark Connect ones."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from sparkrunner.errors import InvalidArgumentError
+
+
+def find_spark_session() -> Any:
+    """The session users mean: this thread's active one, else the default (first live) session of the process.
+
+    `SparkSession.getActiveSession()` alone is thread-local: worker threads of a hyperparameter search would
+    find nothing. Classic and Spark Connect sessions are both looked for.
+    """
+    from pyspark.sql import SparkSession
+
+    # a local Connect server keeps a classic session in this process too: the Connect one is the user's
+    for candidate in (_active(SparkSession), _connect_default(), _classic_default(SparkSession)):
+        if candidate is not None:
+            return candidate
+    raise InvalidArgumentError(
+        "np > 0 runs the ranks in a Spark barrier stage, but this process has no SparkSession. Create one "
+        "(SparkSession.builder.getOrCreate()), pass spark=..., or use np < 0 to run on the driver only."
+    )
+
+
+def is_connect_session(spark: Any) -> bool:
+    """True for a Spark Connect session (pyspark.sql.connect), which has no SparkContext."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _active(session_class: Any) -> Any:
+    try:
+        return session_class.getActiveSession()
+    except Exception:  # a stopped context, or Connect mode without its client libraries
+        return None
+
+
+def _classic_default(session_class: Any) -> Any:
+    session = getattr(session_class, "_instantiatedSession", None)
+    if session is None or getattr(getattr(session, "_sc", None), "_jsc", None) is None:
+        return None  # none, or stopped
+    return session
+
+
+def _connect_default() -> Any:
+    connect = sys.modules.get("pyspark.sql.connect.session")  # only when a Connect session was ever made
+    if connect is None:
+        return None
+    getter = getattr(connect.SparkSession, "_get_default_session", None)
+    return getter() if getter is not None else getattr(connect.SparkSession, "_default_session", None)

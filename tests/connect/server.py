@@ -1,0 +1,32 @@
+"""A real Spark Connect server for the tests: a `local[2]` Spark driver in the calling process serving Connect
+on a free port, and a Connect client session (`sc://localhost:PORT`) to it.
+
+Used from separate driver processes only (tests.helpers.start_driver): a Connect server and the classic test
+session must not share one pytest process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkrunner.topology import free_ports
+
+
+def start_connect_session(master: str = "local[2]") -> tuple[Any, Any]:
+    """(server's classic session, Connect client session); the client talks gRPC to the server."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    port = free_ports(1, "127.0.0.1")[0]
+    server = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
+        .config("spark.connect.grpc.binding.port", str(port))
+        .getOrCreate()
+    )
+    server.sparkContext.setLogLevel("ERROR")
+    return server, ConnectSession.builder.remote(f"sc://localhost:{port}").getOrCreate()

@@ -1,0 +1,136 @@
+"""The real `sparkrunner` command in a subprocess: `run` (np < 0, Spark, inside spark-submit), exit codes,
+`check`. Launchers and placements are named in each command line."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyspark
+import tomllib
+
+from tests.helpers import ROOT
+
+SCRIPT = """
+import os, sys
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} argv={sys.argv[1:]}", flush=True)
+if os.environ["RANK"] == "1" and "--fail" in sys.argv:
+    sys.exit(3)
+"""
+
+
+def cli(
+    *args: str, cwd: Path, prefix: tuple[str, ...] = (sys.executable, "-m", "sparkrunner")
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=540)
+
+
+def script(tmp_path: Path) -> str:
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(SCRIPT))
+    return str(path)
+
+
+def test_run_on_the_driver_streams_output_and_succeeds(tmp_path: Path) -> None:
+    done = cli("run", "--np", "-2", "--launcher", "direct", script(tmp_path), "--lr", "0.1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for rank in range(2):
+        assert f"[rank {rank}] rank {rank} of 2 argv=['--lr', '0.1']" in done.stdout
+
+
+def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
+    done = cli("run", "--np", "-2", "--launcher", "mpirun", script(tmp_path), "--fail", cwd=tmp_path)
+    assert done.returncode == 3, done.stderr
+    assert "rank 1 failed with sparkrunner.errors.ScriptExitError: train.py exited with code 3" in done.stderr
+    assert 'File "' + str(tmp_path / "train.py") + '", line 5, in <module>' in done.stderr
+
+
+def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
+    done = cli("run", "--np", "0", script(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1 and "np=0 starts no rank" in done.stderr
+    done = cli("run", "--np", "-1", "--env", "NOVALUE", script(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1 and "--env takes NAME=VALUE, not 'NOVALUE'" in done.stderr
+
+
+def test_console_script_entry_point(tmp_path: Path) -> None:
+    """Run what pyproject's [project.scripts] names, the way pip's console-script wrapper calls it."""
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkrunner"]
+    module, function = target.split(":")
+    wrapper = f"import sys; from {module} import {function}; sys.exit({function}())"
+    done = cli(
+        "run",
+        "--np",
+        "-1",
+        "--launcher",
+        "direct",
+        script(tmp_path),
+        cwd=tmp_path,
+        prefix=(sys.executable, "-c", wrapper),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[rank 0] rank 0 of 1 argv=[]" in done.stdout
+
+
+def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> None:
+    done = cli(
+        "run",
+        "--np",
+        "2",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--launcher",
+        "direct",
+        script(tmp_path),
+        "--epochs",
+        "1",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in range(2):
+        assert f"[rank {rank}] rank {rank} of 2 argv=['--epochs', '1']" in done.stdout
+
+
+def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
+    entry = cli("entry-point", cwd=tmp_path).stdout.strip()
+    assert entry.endswith("sparkrunner/__main__.py") and os.path.isfile(entry)
+    submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
+    done = cli(
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        entry,
+        "run",
+        "--np",
+        "2",
+        "--launcher",
+        "mpirun",
+        script(tmp_path),
+        "--fail",
+        cwd=tmp_path,
+        prefix=(submit,),
+    )
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "[rank 0] rank 0 of 2 argv=['--fail']" in done.stdout
+    assert "train.py exited with code 3" in done.stdout, "spark-submit sends its Python's stderr to stdout"
+
+
+def test_check_reports_the_stack(tmp_path: Path) -> None:
+    done = cli("check", "--master", "local[2]", "--conf", "spark.ui.enabled=false", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "Spark: 4.3.0, master local[2]" in out or f"Spark: {pyspark.__version__}, master local[2]" in out
+    assert "  task slots: 2\n" in out
+    assert "  direct: available" in out
+    assert "  mpirun: available (mpirun (Open MPI)" in out
+    assert f"Horovod {importlib.metadata.version('horovod')}: MPI yes, Gloo yes, NCCL no" in out
+    assert f"torch: {importlib.metadata.version('torch')}" in out
+    assert "GPUs on this machine: 0" in out, "this CI machine has no GPU"
