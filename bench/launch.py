@@ -16,9 +16,12 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
+from bench.timing import timed
 
 MASTER = "local-cluster[2,1,1024]"
 NP = 2
@@ -26,17 +29,6 @@ NP = 2
 
 def noop() -> int:
     return 0
-
-
-def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
-    """One cold call (not counted), then `repeats` warm calls."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def _floor_task(_: Any) -> Any:
@@ -89,7 +81,6 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="time only this contender (repeatable)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from pyspark.sql import SparkSession
 
     spark = (

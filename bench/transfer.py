@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable
-from typing import Any
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
+from bench.timing import timed
 
 
 def big_result(size: int) -> bytes:
@@ -22,17 +24,6 @@ def big_result(size: int) -> bytes:
 
 def noop() -> int:
     return 0
-
-
-def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
-    """One warm-up call (not counted), then `repeats` timed calls."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def main() -> int:
