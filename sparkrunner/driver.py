@@ -59,6 +59,7 @@ class DriverSession:
         verbosity: str,
         bind_host: str,
         listeners: list[MessageListener] | None = None,
+        port: int = 0,
     ) -> None:
         self.secret = new_secret()
         self.report = RunReport(num_ranks)
@@ -68,7 +69,7 @@ class DriverSession:
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
         self._files_dir: str | None = None
-        self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
+        self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
 
     @property
     def port(self) -> int:

@@ -19,6 +19,7 @@ from sparkrunner.errors import (
 )
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
+from sparkrunner.network import configured_port_range, free_ports, own_ports
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
@@ -32,7 +33,6 @@ log = logging.getLogger("sparkrunner")
 _POLL_S = 0.1
 _DETAIL_WAIT_S = 3.0
 _FINISH_GRACE_S = 5.0
-_SLOT_WAIT_MAX_S = 60.0
 
 
 class Runner:
@@ -55,6 +55,9 @@ class Runner:
         horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
             server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
             ``True`` when it reaches Horovod only through another function or module of your own.
+        port_range: ``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents,
+            torch/TF/MPI listening ports) comes from this range, for firewalls and network policies. Defaults
+            to ``SPARKRUNNER_PORT_RANGE`` ("low-high") when set, else any free port.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
     """
@@ -73,6 +76,7 @@ class Runner:
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
         horovod: bool | None = None,
+        port_range: tuple[int, int] | None = None,
     ) -> None:
         _check_np(np)
         if driver_log_verbosity not in VERBOSITIES:
@@ -90,6 +94,7 @@ class Runner:
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self._spark = spark
         self.horovod = horovod
+        self.port_range = configured_port_range(port_range)
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -107,12 +112,23 @@ class Runner:
         placement.check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
+        port = (
+            free_ports(1, placement.bind_host, own_ports(self.port_range), slot=-1)[0]
+            if self.port_range
+            else 0
+        )
         session = DriverSession(
-            payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
+            payload,
+            abs(self.np),
+            self.driver_log_verbosity,
+            placement.bind_host,
+            [observers.on_message],
+            port,
         )
         env = {**observers.start(record), **self.env}
         uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
-        job = RankJob(record.run_id, (placement.driver_host, session.port), session.secret, env, uses_horovod)
+        driver = (placement.driver_host, session.port)
+        job = RankJob(record.run_id, driver, session.secret, env, uses_horovod, self.port_range)
         try:
             _run_ranks(session, placement, job, self.start_timeout, self.timeout)
             value = _result(session)
@@ -128,7 +144,7 @@ class Runner:
         if self.np < 0:
             return LocalPlacement(-self.np, launcher)
         spark = self._spark if self._spark is not None else active_spark_session()
-        return SparkPlacement(spark, self.np, launcher, min(self.start_timeout, _SLOT_WAIT_MAX_S))
+        return SparkPlacement(spark, self.np, launcher, self.start_timeout)
 
 
 class HorovodRunner(Runner):

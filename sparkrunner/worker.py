@@ -17,7 +17,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, handover, processes, rank
+from sparkrunner import channel, frameworks, handover, network, processes, rank
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -140,7 +140,10 @@ def _wire_frameworks_under_mpirun() -> None:
     encoded = os.environ.get(Env.TOPOLOGY)
     if encoded:
         topology = Topology.from_json(encoded)
-        os.environ.update(frameworks.mpi_rank_environment(topology, rank.rank_context().rank))
+        me = rank.rank_context().rank
+        os.environ.update(frameworks.mpi_rank_environment(topology, me))
+        for name, value in network.socket_environment(topology.peers[me].host).items():
+            os.environ.setdefault(name, value)  # an interface the user or the cluster chose wins
 
 
 def main() -> int:

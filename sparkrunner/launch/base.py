@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, processes
+from sparkrunner import frameworks, network, processes
+from sparkrunner.network import PortRange
 from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
 
@@ -25,6 +26,8 @@ class RankJob:
     user_env: dict[str, str] = field(default_factory=dict)
     uses_horovod: bool = False
     """Whether to host Horovod's Gloo rendezvous server (see `frameworks.horovod_env.wants_rendezvous`)."""
+    port_range: PortRange | None = None
+    """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ def rank_process_environment(
     env = dict(os.environ)
     env.update(job.user_env)
     env.update(frameworks.rank_environment(topology, index))
+    for name, value in network.socket_environment(topology.peers[index].host).items():
+        env.setdefault(name, value)  # an interface the user or the cluster chose wins
     env.update(
         {
             Env.RUN_ID: job.run_id,

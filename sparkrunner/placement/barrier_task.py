@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner import processes
 from sparkrunner.launch import Launcher, RankJob
-from sparkrunner.topology import Peer, Topology, free_ports
+from sparkrunner.network import free_ports, own_ports, peer_address
+from sparkrunner.topology import Peer, Topology
 
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:
@@ -19,11 +20,13 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return tuple(gpu.addresses) if gpu is not None else ()
 
 
-def exchange_topology(ctx: object, ports_per_task: int) -> tuple[Topology, int]:
-    """Every task learns every task's host, reserved ports and GPUs (one allGather)."""
+def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[Topology, int]:
+    """Every task learns every task's address, reserved ports and GPUs (one allGather)."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
-    host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
-    mine = {"host": host, "ports": free_ports(ports_per_task), "gpus": _task_gpus(ctx)}
+    spark_host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
+    host = peer_address(spark_host, job.driver[0])
+    ports = free_ports(ports_per_task, port_range=own_ports(job.port_range), slot=index)
+    mine = {"host": host, "ports": ports, "gpus": _task_gpus(ctx)}
     gathered = ctx.allGather(json.dumps(mine))  # type: ignore[attr-defined]
     peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for p in map(json.loads, gathered))
     return Topology(peers), index
@@ -34,7 +37,7 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    topology, index = exchange_topology(ctx, launcher.ports_per_task)
+    topology, index = exchange_topology(ctx, launcher.ports_per_task, job)
     try:
         outcome = launcher.run_in_task(job, topology, index)
     finally:
