@@ -1,5 +1,7 @@
 # The two commands of the README: `make demo` (set up, then train on the digits data) and `make test`.
-.PHONY: setup demo test lint
+# `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh);
+# `make image-test` tests it from inside (not part of `make test`: a fresh vfs build takes tens of minutes).
+.PHONY: setup demo test lint image image-test
 
 setup:
 	bash scripts/setup.sh
@@ -11,6 +13,12 @@ lint:
 	.venv/bin/ruff check sparkrunner tests bench examples
 	.venv/bin/ruff format --check sparkrunner tests bench examples
 	.venv/bin/mypy
+
+image: setup
+	bash docker/build_image.sh
+
+image-test: image
+	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/image
 
 test: setup lint
 	bash scripts/run_tests.sh

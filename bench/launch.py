@@ -4,7 +4,10 @@
 what tracking costs. Compares sparkrunner's launchers with Spark's TorchDistributor (and horovod.spark.run when Horovod is
 installed) in one SparkSession, and prints each warm median and the ratios against sparkrunner.
 
-    .venv/bin/python bench/launch.py [--repeats 5]
+    .venv/bin/python bench/launch.py [--repeats 5] [--only NAME ...]
+
+"Spark floor" is what any barrier-stage launcher pays at least: a barrier stage whose tasks do one allGather
+and start one Python process each.
 """
 
 from __future__ import annotations
@@ -36,12 +39,31 @@ def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
     return times
 
 
+def _floor_task(_: Any) -> Any:
+    import subprocess
+    import sys
+
+    from pyspark import BarrierTaskContext
+
+    BarrierTaskContext.get().allGather("address")
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    yield 0
+
+
+def spark_floor(spark: Any) -> Callable[[], Any]:
+    """A barrier stage with an allGather that starts one Python process per task: the floor under any launcher."""
+    return lambda: (
+        spark.sparkContext.parallelize(range(NP), NP).barrier().mapPartitions(_floor_task).collect()
+    )
+
+
 def contenders(spark: Any) -> dict[str, Callable[[], Any]]:
     from pyspark.ml.torch.distributor import TorchDistributor
 
     from sparkrunner import Runner
 
     found: dict[str, Callable[[], Any]] = {
+        "Spark floor": spark_floor(spark),
         "sparkrunner direct": lambda: Runner(np=NP, launcher="direct").run(noop),
         "sparkrunner direct, no MLflow": lambda: Runner(np=NP, launcher="direct", tracking=False).run(noop),
         "TorchDistributor": lambda: TorchDistributor(num_processes=NP, local_mode=False, use_gpu=False).run(
@@ -64,6 +86,7 @@ def extra_contenders(spark: Any) -> dict[str, Callable[[], Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", action="append", help="time only this contender (repeatable)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,14 +102,17 @@ def main() -> int:
     medians: dict[str, float] = {}
     try:
         for name, fn in contenders(spark).items():
+            if args.only and name not in args.only:
+                continue
             times = timed(fn, args.repeats)
             medians[name] = statistics.median(times)
             print(f"{name:<32} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
     finally:
         spark.stop()
-    ours = medians["sparkrunner direct"]
+    ours = medians.get("sparkrunner direct") or next(iter(medians.values()))
     print(
-        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each; ratio = their median / sparkrunner direct"
+        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each; ratio = their median / sparkrunner direct "
+        f"(or the first row timed)"
     )
     for name, median in medians.items():
         print(f"  {name:<32} {median:6.2f} s   x{median / ours:5.1f}")

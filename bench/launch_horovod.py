@@ -19,6 +19,17 @@ def hvd_noop() -> int:
     return int(hvd.allreduce(torch.ones(1), op=hvd.Sum).item())
 
 
+_HVD_NOOP_SCRIPT = "import horovod.torch as hvd, torch; hvd.init(); hvd.allreduce(torch.ones(1), op=hvd.Sum)"
+
+
+def bare_mpirun(np: int) -> None:
+    """The same Horovod no-op under a plain `mpirun -np N` on this machine: what MPI itself costs."""
+    import subprocess
+
+    cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none"]
+    subprocess.run([*cmd, sys.executable, "-c", _HVD_NOOP_SCRIPT], check=True, capture_output=True)
+
+
 def contenders(np: int, noop: Callable[[], Any]) -> Iterator[tuple[str, Callable[[], Any]]]:
     """(name, call) pairs; `noop` is unused: Horovod contenders all run `hvd_noop` instead."""
     import cloudpickle
@@ -28,6 +39,7 @@ def contenders(np: int, noop: Callable[[], Any]) -> Iterator[tuple[str, Callable
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors cannot import bench/
 
+    yield "bare mpirun -np 2 (hvd, no Spark)", lambda: bare_mpirun(np)
     yield "sparkrunner mpirun (hvd)", lambda: Runner(np=np, launcher="mpirun").run(hvd_noop)
     yield "sparkrunner direct+Gloo (hvd)", lambda: Runner(np=np, launcher="direct").run(hvd_noop)
     yield "horovod.spark.run MPI (hvd)", lambda: horovod.spark.run(hvd_noop, num_proc=np, use_mpi=True)

@@ -3,7 +3,9 @@
 # keyed by (horovod, torch, python) versions, installs it and verifies it with a 2-rank allreduce.
 #
 # Usage: docker/build_horovod.sh [VENV]       (default: $MAIN_VENV, else ./.venv)
-# Env:   SPARKRUNNER_CACHE (wheel cache root, default ~/.cache/sparkrunner), HOROVOD_VERSION (default 0.28.1)
+# Env:   SPARKRUNNER_CACHE (wheel cache root, default ~/.cache/sparkrunner), HOROVOD_VERSION (default 0.28.1),
+#        HOROVOD_NCCL=1 for GPU images: NCCL GPU operations, with CUDA from HOROVOD_CUDA_HOME (default
+#        /usr/local/cuda) and NCCL from the nvidia-nccl wheel that CUDA torch brings along
 #
 # Why the wrapper: Horovod 0.28.1's CMake pins C++14 while PyTorch >= 2.1 headers need C++17, so the compiler
 # it calls is a small wrapper that rewrites -std=c++14 into -std=c++17. Debian's cmake is used because pip's
@@ -20,6 +22,14 @@ TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])' 
   || fail "torch is not importable in $VENV; install torch first"
 PY_TAG=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 WHEEL_DIR="$CACHE/wheels/horovod-$HOROVOD_VERSION-torch-$TORCH_VERSION-$PY_TAG"
+GPU_ENV=(HOROVOD_GPU_OPERATIONS=)
+if [ "${HOROVOD_NCCL:-}" = 1 ]; then
+  WHEEL_DIR="$WHEEL_DIR-nccl"
+  NCCL_HOME=$("$PY" -c 'import os, nvidia.nccl as n; print(os.path.dirname(n.__file__) if n.__file__ else n.__path__[0])' 2>/dev/null) \
+    || fail "HOROVOD_NCCL=1 but torch brought no nvidia-nccl wheel: install a CUDA torch first"
+  GPU_ENV=(HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_CUDA_HOME="${HOROVOD_CUDA_HOME:-/usr/local/cuda}"
+           HOROVOD_NCCL_INCLUDE="$NCCL_HOME/include" HOROVOD_NCCL_LIB="$NCCL_HOME/lib" HOROVOD_NCCL_LINK=SHARED)
+fi
 
 verify() {
   "$PY" - <<'PY' || return 1
@@ -61,7 +71,7 @@ SH
   start=$(date +%s)
   PATH="$WORK/bin:$VENV/bin:$PATH" CXX="$WORK/bin/cxx17" CC=gcc MAKEFLAGS=-j2 \
     HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-    HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_GPU_OPERATIONS= \
+    HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 env "${GPU_ENV[@]}" \
     "$PY" -m pip wheel --no-deps --no-build-isolation --no-binary horovod -w "$WORK/wheel" \
     "horovod==$HOROVOD_VERSION" > "$WORK/build.log" 2>&1 \
     || { tail -40 "$WORK/build.log" >&2; fail "the compile failed (last lines above)"; }

@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         frame, x_test, y_test = digits_frames(spark)
         data = materialize(frame, args.cache_dir)  # pixels become float32 arrays
-        print(
-            f"materialized {data.num_rows} training rows in {len(data.row_groups)} row groups at {data.path}"
-        )
+        print(data)  # rows, columns, files, size and where it is
         try:
             result = Runner(np=args.np, spark=spark, driver_log_verbosity="log_callback_only").run(
                 train, data, x_test, y_test, epochs=args.epochs, lr=args.lr, batch_size=args.batch_size

@@ -386,3 +386,15 @@ class ChannelServer:
         self._wake_writer.close()
         for conn in connections:
             conn.close()
+
+
+def connect_when_listening(address: tuple[str, int], secret: bytes, wait_s: float) -> Connection:
+    """`connect`, retrying for up to `wait_s` seconds while the server is not listening yet."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return connect(address, secret)
+        except ChannelError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.errors import RankFailedError
+from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
+from sparkrunner.errors import RankFailedError, SparkRunnerWarning
+from sparkrunner.output import RankOutput
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Message
 
@@ -21,6 +23,7 @@ log = logging.getLogger("sparkrunner")
 
 VERBOSITIES = ("all", "log_callback_only")
 MessageListener = Callable[[int, str, Any], None]
+_ACTIVITY = (Message.OUTPUT, Message.OUTPUT_UPDATE, Message.LOG, Message.PROGRESS)
 
 
 @dataclass
@@ -28,6 +31,11 @@ class RankState:
     connected_at: float | None = None
     host: str = ""
     done: bool = False
+    gone: bool = False
+    pid: int = 0
+    task: int | None = None
+    """The barrier task that started this rank (None on the driver, np < 0)."""
+    failed_at: float | None = None
 
 
 @dataclass
@@ -39,11 +47,19 @@ class RunReport:
     result: bytes | None = None
     errors: list[RankFailedError] = field(default_factory=list)
     vanished: list[int] = field(default_factory=list)
+    output_ended: set[int] = field(default_factory=set)
+    """Ranks whose output relay has sent everything and hung up."""
+    task_reports: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Barrier task index -> `Message.TASK_REPORT` of a task that failed or whose ranks failed."""
     files: dict[str, str] = field(default_factory=dict)
     """Files ranks sent with `send_file_to_driver`: "rank N/name" -> where the driver saved it."""
 
     def all_connected(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.connected_at is not None) == self.num_ranks
+
+    def all_gone(self) -> bool:
+        """True when every rank that connected has disconnected again."""
+        return all(s.gone for s in self.ranks.values())
 
     def all_done(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks
@@ -65,10 +81,15 @@ class DriverSession:
         self.report = RunReport(num_ranks)
         self.changed = threading.Condition()
         self._payload = payload
-        self._verbosity = verbosity
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
+        self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank
         self._files_dir: str | None = None
+        self.output = RankOutput(show=verbosity == "all")
+        self.last_activity = time.monotonic()
+        """When a rank last printed or reported progress (the stall watchdog reads it)."""
+        self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
+        self._warned: set[str] = set()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
 
     @property
@@ -79,13 +100,29 @@ class DriverSession:
         if kind == Message.HELLO:
             self._on_hello(conn, data)
             return
-        rank = self._conn_rank.get(id(conn))
+        if kind == Message.OUTPUT_STREAM:
+            self._relays[id(conn)] = int(data["rank"])
+            return
+        if kind == Message.TASK_REPORT:
+            with self.changed:
+                self.report.task_reports[int(data["task"])] = data
+                self.changed.notify_all()
+            return
+        rank = self._conn_rank.get(id(conn), self._relays.get(id(conn)))
         if rank is None:
             return
+        if kind in _ACTIVITY:
+            self.last_activity = time.monotonic()
         if kind == Message.OUTPUT:
-            self._show_output(rank, *data)
+            self.output.lines(rank, *data)
+        elif kind == Message.OUTPUT_UPDATE:
+            self.output.update(rank, *data)
+        elif kind == Message.STACKS:
+            self._stacks.on_reply(rank, data)
         elif kind == Message.LOG:
             print(f"[rank {rank}] {data}", flush=True)
+        elif kind == Message.WARNING:
+            self._warn_once(str(data))
         elif kind in (Message.RESULT, Message.ERROR):
             self._on_outcome(conn, rank, kind, data)
         elif kind == Message.FILE:
@@ -97,16 +134,18 @@ class DriverSession:
         rank = int(data["rank"])
         self._conn_rank[id(conn)] = rank
         with self.changed:
-            self.report.ranks[rank] = RankState(connected_at=time.monotonic(), host=str(data["host"]))
+            task = data.get("task")
+            state = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]), task=task)
+            self.report.ranks[rank] = state
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
 
-    def _show_output(self, rank: int, stream: str, line: str) -> None:
-        if self._verbosity != "all":
-            return
-        out = sys.stderr if stream == "stderr" else sys.stdout
-        print(f"[rank {rank}] {line}", file=out, flush=True)
+    def _warn_once(self, text: str) -> None:
+        """Ranks on one host send the same warning: show each text once per run."""
+        if text not in self._warned:
+            self._warned.add(text)
+            warnings.warn(text, SparkRunnerWarning, stacklevel=1)
 
     def _save_file(self, rank: int, name: str, data: bytes) -> None:
         """Save a file a rank sent under a per-run folder on the driver and say where it is."""
@@ -124,6 +163,7 @@ class DriverSession:
             if kind == Message.ERROR:
                 assert isinstance(data, RemoteError)
                 self.report.errors.append(data.to_error(rank))
+                self.report.ranks[rank].failed_at = time.monotonic()
             elif rank == 0:
                 self.report.result = data
             self.report.ranks[rank].done = True
@@ -131,20 +171,46 @@ class DriverSession:
         conn.send(Message.ACK)
 
     def _on_disconnect(self, conn: Connection) -> None:
+        if id(conn) in self._relays:
+            with self.changed:
+                self.report.output_ended.add(self._relays[id(conn)])
+                self.changed.notify_all()
+            return
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return
         with self.changed:
+            self.report.ranks[rank].gone = True
             if not self.report.ranks[rank].done:
                 self.report.vanished.append(rank)
+                self.report.ranks[rank].failed_at = time.monotonic()
             self.changed.notify_all()
 
     def result_value(self) -> Any:
         return loads(self.report.result) if self.report.result is not None else None
 
+    def collect_stacks(self) -> StackReport:
+        """Every live rank's stacks now (bounded wait); ranks that never connected are listed as such."""
+        with self.changed:
+            states = dict(self.report.ranks)
+        live = [LiveRank(r, s.host, s.pid) for r, s in states.items() if not s.done]
+        missing = [r for r in range(self.report.num_ranks) if r not in states]
+        return self._stacks.collect(live, missing, self.output.tail)
+
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""
         self._server.broadcast(Message.ABORT)
+
+    def stop_ranks(self, grace_s: float) -> None:
+        """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
+        them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
+        self._server.broadcast(Message.STOP)
+        try:
+            with self.changed:
+                self.changed.wait_for(self.report.all_gone, grace_s)
+        except KeyboardInterrupt:
+            pass
+        self.abort_ranks()
 
     def close(self) -> None:
         self._server.close()

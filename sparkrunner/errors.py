@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SparkRunnerError(Exception):
-    """Base class of every error sparkrunner raises on purpose."""
+    """Base class of every error sparkrunner raises on purpose.
+
+    Attributes:
+        artifacts: long diagnostics kept out of the message (file name -> text: every rank's stacks, full
+            output tails); MLflow tracking saves each as an artifact of the run.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.artifacts: dict[str, str] = {}
 
 
 class InvalidArgumentError(SparkRunnerError, ValueError):
@@ -27,12 +38,32 @@ class LauncherUnavailableError(SparkRunnerError):
     """The requested launcher cannot run here (for example `mpirun` or Horovod is missing)."""
 
 
-class StartTimeoutError(SparkRunnerError, TimeoutError):
+class GpuUnavailableError(SparkRunnerError):
+    """GPUs were asked for (`use_gpu=True`) but the ranks would get none, or Spark's GPU addresses do not fit
+    the executor's CUDA_VISIBLE_DEVICES."""
+
+
+class SparkRunnerWarning(UserWarning):
+    """Something in a run the person should know, that does not stop it (e.g. a host's GPUs left unused)."""
+
+
+class HangError(SparkRunnerError, TimeoutError):
+    """Ranks did not get on in time. `stack_report` (a `sparkrunner.diagnostics.StackReport`) holds every live
+    rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
+
+    stack_report: Any = None
+
+
+class StartTimeoutError(HangError):
     """Not every rank started within `start_timeout` seconds."""
 
 
-class RunTimeoutError(SparkRunnerError, TimeoutError):
+class RunTimeoutError(HangError):
     """The run did not finish within `timeout` seconds."""
+
+
+class StallError(HangError):
+    """No rank printed or reported progress for `stall_timeout` seconds (with ``on_stall="fail"``)."""
 
 
 class ChannelError(SparkRunnerError, ConnectionError):
@@ -48,6 +79,9 @@ class RankFailedError(SparkRunnerError):
         exc_message: the original exception's message.
         remote_traceback: the traceback as printed on the rank, or ``""`` if the process died without one.
         original: the original exception object when it could be unpickled on the driver, else ``None``.
+        location: where the rank ran: barrier task, host and pid (``""`` when unknown).
+        output_tail: the last lines the rank printed (shown in the message whatever the log verbosity).
+        other_failures: failures of other ranks seen at the same time, usually consequences of this one.
     """
 
     def __init__(
@@ -57,19 +91,60 @@ class RankFailedError(SparkRunnerError):
         exc_message: str,
         remote_traceback: str = "",
         original: BaseException | None = None,
+        location: str = "",
+        output_tail: tuple[str, ...] = (),
     ) -> None:
         self.rank = rank
         self.exc_type = exc_type
         self.exc_message = exc_message
         self.remote_traceback = remote_traceback
         self.original = original
+        self.location = location
+        self.output_tail = tuple(output_tail)
+        self.other_failures: list[RankFailedError] = []
         text = f"rank {rank} failed with {exc_type}: {exc_message}"
+        if location:
+            text += f"\n(rank {rank} ran in {location})"
         if remote_traceback:
             text += f"\n\n--- traceback on rank {rank} ---\n{remote_traceback.rstrip()}"
+        if output_tail:
+            text += f"\n\n--- last output of rank {rank} ---\n" + "\n".join(output_tail)
         super().__init__(text)
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return (type(self), (self.rank, self.exc_type, self.exc_message, self.remote_traceback, None))
+        args = (self.exc_type, self.exc_message, self.remote_traceback, None, self.location, self.output_tail)
+        return (type(self), (self.rank, *args))
+
+
+class DoNotRetry(SparkRunnerError):
+    """Raise it (or wrap an exception in it) inside `main` to fail the run at once, whatever `max_failures`.
+
+    ``raise DoNotRetry(ValueError("bad learning rate"))`` or ``raise DoNotRetry("bad learning rate")``.
+    """
+
+    def __init__(self, error: BaseException | str) -> None:
+        self.error = error
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.error,))
+
+
+class AttemptsFailedError(SparkRunnerError):
+    """Every attempt of a run failed (or one failed with an error that is not retried); carries them all.
+
+    Attributes:
+        errors: each attempt's error, first attempt first.
+    """
+
+    def __init__(self, message: str, errors: list[BaseException]) -> None:
+        self.errors = errors
+        super().__init__(message)
+
+
+class CheckpointDirError(InvalidArgumentError):
+    """`checkpoint_dir` is missing, not writable, or not shared by the driver and every rank."""
 
 
 class UnsupportedColumnError(SparkRunnerError, TypeError):
@@ -82,3 +157,7 @@ class NotEnoughDataError(SparkRunnerError, ValueError):
 
 class ReaderUnavailableError(SparkRunnerError, ImportError):
     """The requested data reader cannot run in this environment (for example Petastorm with pyarrow >= 15)."""
+
+
+class DataNotSharedError(SparkRunnerError):
+    """A dataset's files are on one machine's own disk, so other hosts of the run cannot read them."""

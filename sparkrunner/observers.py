@@ -17,6 +17,8 @@ from sparkrunner.timings import rank_throughput
 if TYPE_CHECKING:
     import pandas as pd
 
+    from sparkrunner.recovery.attempts import AttemptRecord
+
 log = logging.getLogger("sparkrunner")
 
 
@@ -34,6 +36,7 @@ class RunRecord:
         error: the exception `run()` raised, or None when it succeeded.
         timings: one row per progress report (see `sparkrunner.progress`), or None without reports.
         mlflow_run_id: the MLflow run that recorded this run, or None when tracking is off.
+        attempts: one `AttemptRecord` (start, end, error) per attempt; more than one with ``max_failures``.
     """
 
     run_id: str
@@ -45,6 +48,7 @@ class RunRecord:
     error: BaseException | None = None
     timings: pd.DataFrame | None = None
     mlflow_run_id: str | None = None
+    attempts: list[AttemptRecord] = field(default_factory=list)
 
     def rank_throughput(self) -> pd.DataFrame | None:
         """Per-rank steps, seconds per step and steps (and samples) per second; slowest rank first."""

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
+from sparkrunner.output import LineSplitter
 from sparkrunner.protocol import Env
 
 _PR_SET_PDEATHSIG = 1
@@ -128,12 +129,17 @@ class RankProcess:
         return self.popen.pid
 
     def _drain(self) -> None:
+        """Keep the last lines (each cut to a bound, progress updates left out) in linear time."""
         assert self.popen.stdout is not None
-        for raw in self.popen.stdout:
-            self.tail.append(raw.decode("utf-8", "replace").rstrip("\n"))
+        splitter = LineSplitter()
+        while chunk := os.read(self.popen.stdout.fileno(), 65536):
+            self.tail.extend(splitter.feed(chunk)[0])
             if self._echo_to is not None:
                 with contextlib.suppress(OSError):
-                    os.write(self._echo_to, raw)
+                    os.write(self._echo_to, chunk)
+        last = splitter.flush()
+        if last is not None:
+            self.tail.append(last)
 
     def poll(self) -> int | None:
         return self.popen.poll()

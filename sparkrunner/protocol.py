@@ -10,9 +10,13 @@ class Message:
     """Kinds of the messages framed by `sparkrunner.channel` (``conn.send(kind, data)``)."""
 
     # rank -> driver
-    HELLO = "hello"  # {"rank", "host", "pid"}: the first message of every rank
-    OUTPUT = "output"  # (stream name, line): a line the rank printed
+    HELLO = "hello"  # {"rank", "host", "pid", "task"}: the first message of every rank
+    OUTPUT_STREAM = "output_stream"  # {"rank"}: first message of a rank's output relay (its own connection)
+    OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
+    OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
+    STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS
     LOG = "log"  # str: `log_to_driver`
+    WARNING = "warning"  # str: something the person should know (e.g. a host's GPUs left unused)
     PROGRESS = "progress"  # dict: `report_progress`
     FILE = "file"  # {"name", "data"}: `send_file_to_driver`
     RESULT = "result"  # pickled return value (rank 0) or None
@@ -21,9 +25,17 @@ class Message:
     PAYLOAD = "payload"  # the pickled (fn, args, kwargs)
     ACK = "ack"  # the driver has the rank's outcome: the rank may exit
     ABORT = "abort"  # the run is over: the rank kills itself and its children now
+    STOP = (
+        "stop"  # the attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period
+    )
+    DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
+    # a barrier task -> driver (its own connection, no HELLO)
+    TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended
+    # a barrier task <-> barrier task 0 (mpirun launcher)
+    WAIT = "wait"  # tell me when the run's mpirun has ended; answered with EXIT {"code", "tail"}
 
 
 class Env:
@@ -37,4 +49,10 @@ class Env:
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
     STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started it (its clean-up
     # ends it): the task's own rank, its mpirun and what that starts locally, or what its task agent started
+    TASK_GPUS = "SPARKRUNNER_TASK_GPUS"  # Spark runs only: its task's GPUs (device ids, comma-separated)
+    USE_GPU = "SPARKRUNNER_USE_GPU"  # Runner(use_gpu=...): "auto", "1" or "0"
+    ATTEMPT = "SPARKRUNNER_ATTEMPT"  # 0 on the first attempt of a run, then 1, 2, ... (max_failures)
+    CHECKPOINT_DIR = "SPARKRUNNER_CHECKPOINT_DIR"  # where save_checkpoint/load_checkpoint write and read
+    CHECKPOINT_PROBE = "SPARKRUNNER_CHECKPOINT_PROBE"  # a file the driver wrote there: ranks must see it
+    STOP_GRACE_S = "SPARKRUNNER_STOP_GRACE_S"  # seconds between SIGTERM (stop) and the rank killing itself
     PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range

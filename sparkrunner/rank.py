@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel import ChannelError, Connection
-from sparkrunner.protocol import Message
+from sparkrunner.protocol import Env, Message
 
 _connection: Connection | None = None
 
@@ -29,6 +29,8 @@ class RankContext:
     world_size: int
     local_rank: int
     local_world_size: int
+    attempt: int = 0
+    """0 on the first attempt of the run, then 1, 2, ... when `Runner(max_failures=...)` retries."""
 
     @classmethod
     def from_env(cls) -> RankContext:
@@ -36,7 +38,14 @@ class RankContext:
             value = os.environ.get(name) or os.environ.get(_MPI_NAMES[name])
             return int(value) if value is not None else default
 
-        return cls(read("RANK", 0), read("WORLD_SIZE", 1), read("LOCAL_RANK", 0), read("LOCAL_WORLD_SIZE", 1))
+        attempt = int(os.environ.get(Env.ATTEMPT) or 0)
+        return cls(
+            read("RANK", 0),
+            read("WORLD_SIZE", 1),
+            read("LOCAL_RANK", 0),
+            read("LOCAL_WORLD_SIZE", 1),
+            attempt,
+        )
 
 
 def adopt_mpi_environment() -> None:

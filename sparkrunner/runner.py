@@ -6,13 +6,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner import processes
+from sparkrunner import causes, processes
+from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
 from sparkrunner.driver import VERBOSITIES, DriverSession
 from sparkrunner.errors import (
     InvalidArgumentError,
-    RankFailedError,
     RunTimeoutError,
     SparkRunnerError,
     StartTimeoutError,
@@ -26,12 +27,16 @@ from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.spark import SparkPlacement, active_spark_session
 from sparkrunner.progress import ProgressObserver
+from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
+from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
+from sparkrunner.recovery.checkpoints import list_checkpoints
+from sparkrunner.recovery.options import RecoveryOptions
+from sparkrunner.recovery.slots import wait_for_slots
 from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
 
 _POLL_S = 0.1
-_DETAIL_WAIT_S = 3.0
 _FINISH_GRACE_S = 5.0
 
 
@@ -52,14 +57,30 @@ class Runner:
             off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
         progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
         observers: extra `RunObserver` objects that follow every run.
+        max_failures: failed attempts to retry: each retry starts every rank again (a new barrier stage) and
+            `main` resumes from `sparkrunner.load_checkpoint()`. 0 (default): the first failure ends the run.
+        checkpoint_dir: where `sparkrunner.save_checkpoint` writes. ``np < 0``: default, a folder made for the
+            run (removed at its end). ``np > 0``: a path the driver and every executor can read; required when
+            ``max_failures > 0``.
+        stop_grace_s: seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.
+        retry_if: ``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes,
+            except argument errors and `sparkrunner.errors.DoNotRetry`).
+        stall_timeout: seconds without any rank printing or reporting progress after which every rank's
+            Python stack is shown (default None: off). Use it for long runs that may hang in a collective
+            (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
+        on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
         horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
             server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
             ``True`` when it reaches Horovod only through another function or module of your own.
+        use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
+            that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
+            (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
         port_range: ``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents,
             torch/TF/MPI listening ports) comes from this range, for firewalls and network policies. Defaults
             to ``SPARKRUNNER_PORT_RANGE`` ("low-high") when set, else any free port.
 
-    After each call, `last_run` is the `RunRecord` of that run (duration, error, per-rank timings, MLflow id).
+    After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
+    MLflow id).
     """
 
     def __init__(
@@ -75,10 +96,18 @@ class Runner:
         tracking: Any = None,
         progress: bool = True,
         observers: Sequence[RunObserver] = (),
+        max_failures: int = 0,
+        checkpoint_dir: str | None = None,
+        stop_grace_s: float = 10.0,
+        retry_if: RetryPredicate | None = None,
+        stall_timeout: float | None = None,
+        on_stall: str = "warn",
         horovod: bool | None = None,
+        use_gpu: bool | None = None,
         port_range: tuple[int, int] | None = None,
     ) -> None:
         _check_np(np)
+        self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
         if driver_log_verbosity not in VERBOSITIES:
             raise InvalidArgumentError(
                 f"driver_log_verbosity={driver_log_verbosity!r} is not one of {', '.join(map(repr, VERBOSITIES))}"
@@ -86,12 +115,22 @@ class Runner:
         _check_seconds("start_timeout", start_timeout)
         if timeout is not None:
             _check_seconds("timeout", timeout)
+        if stall_timeout is not None:
+            _check_seconds("stall_timeout", stall_timeout)
+        if on_stall not in ("warn", "fail"):
+            raise InvalidArgumentError(f"on_stall={on_stall!r} is not one of 'warn', 'fail'")
         self.np = np
         self.launcher = launcher
         self.driver_log_verbosity = driver_log_verbosity
         self.start_timeout = float(start_timeout)
         self.timeout = timeout
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall
+        self._session: DriverSession | None = None
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        if use_gpu not in (None, True, False):
+            raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
+        self.use_gpu = use_gpu
         self._spark = spark
         self.horovod = horovod
         self.port_range = configured_port_range(port_range)
@@ -108,15 +147,50 @@ class Runner:
             )
         payload = dumps_call(main, args, kwargs)
         launcher = resolve_launcher(self.launcher)
-        placement = self._placement(launcher)
-        placement.check()
+        self._placement(launcher).check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, _name_of(main), self.np, launcher.name)
-        port = (
-            free_ports(1, placement.bind_host, own_ports(self.port_range), slot=-1)[0]
-            if self.port_range
-            else 0
-        )
+        self.received_files = {}
+        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, self.np < 0)
+        env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
+        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+
+        def attempt(number: int) -> Any:
+            job_env = {**env, **self.recovery.rank_env(number)}
+            run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
+            spec = RankJobSpec(run_id, job_env, uses_horovod)
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            return self._attempt(payload, launcher, observers, spec, self.timeout if number == 0 else left)
+
+        try:
+            value = run_attempts(
+                self.recovery.policy,
+                record.attempts,
+                attempt,
+                lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
+                lambda: self._before_retry(launcher),
+            )
+        except BaseException as exc:
+            observers.end(record, exc)
+            raise
+        finally:
+            checkpoints.close()
+        observers.end(record, None)
+        return value
+
+    def _attempt(
+        self,
+        payload: bytes,
+        launcher: Launcher,
+        observers: Observers,
+        spec: RankJobSpec,
+        timeout: float | None,
+    ) -> Any:
+        """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
+        placement = self._placement(launcher)
+        own = own_ports(self.port_range)
+        port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
         session = DriverSession(
             payload,
             abs(self.np),
@@ -125,26 +199,45 @@ class Runner:
             [observers.on_message],
             port,
         )
-        env = {**observers.start(record), **self.env}
-        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
         driver = (placement.driver_host, session.port)
-        job = RankJob(record.run_id, driver, session.secret, env, uses_horovod, self.port_range)
+        job = RankJob(
+            spec.run_id, driver, session.secret, spec.env, spec.uses_horovod, self.use_gpu, self.port_range
+        )
+        stall = StallWatch(self.stall_timeout, self.on_stall)
+        self._session = session
         try:
-            _run_ranks(session, placement, job, self.start_timeout, self.timeout)
-            value = _result(session)
-        except BaseException as exc:
-            observers.end(record, exc)
-            raise
+            _run_ranks(
+                session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s, stall
+            )
+            return _result(session)
         finally:
-            self.received_files = dict(session.report.files)
-        observers.end(record, None)
-        return value
+            self._session = None
+            self.received_files.update(session.report.files)
+
+    def _before_retry(self, launcher: Launcher) -> None:
+        """Wait for the cluster to offer np slots again (executors lost with the failed attempt come back)."""
+        if self.np > 0:
+            wait_for_slots(self._spark or active_spark_session(), self.np, self.start_timeout)
+        self._placement(launcher).check()
+
+    def dump_stacks(self) -> StackReport:
+        """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
+
+        Call it from another thread or notebook cell; ``print(report)`` shows the full dumps,
+        ``report.summary()`` one line per rank.
+        """
+        session = self._session
+        if session is None:
+            raise SparkRunnerError(
+                "dump_stacks() needs a run in flight: no run of this Runner is running now"
+            )
+        return session.collect_stacks()
 
     def _placement(self, launcher: Launcher) -> Placement:
         if self.np < 0:
-            return LocalPlacement(-self.np, launcher)
+            return LocalPlacement(-self.np, launcher, self.use_gpu)
         spark = self._spark if self._spark is not None else active_spark_session()
-        return SparkPlacement(spark, self.np, launcher, self.start_timeout)
+        return SparkPlacement(spark, self.np, launcher, self.start_timeout, self.use_gpu)
 
 
 class HorovodRunner(Runner):
@@ -176,67 +269,72 @@ def _check_seconds(name: str, value: Any) -> None:
         raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
+@dataclass(frozen=True)
+class RankJobSpec:
+    """What differs between the attempts of one run: the processes' run id and the ranks' environment."""
+
+    run_id: str
+    env: dict[str, str]
+    uses_horovod: bool
+
+
 def _run_ranks(
-    session: DriverSession, placement: Placement, job: RankJob, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    job: RankJob,
+    start_timeout: float,
+    timeout: float | None,
+    stop_grace_s: float,
+    stall: StallWatch,
 ) -> None:
     """Start the ranks, wait for them, and always shut everything down."""
-    succeeded = False
     try:
         placement.start(job)
-        _supervise(session, placement, start_timeout, timeout)
-        succeeded = True
-    finally:
-        _shut_down(session, placement, job.run_id, succeeded)
+        _supervise(session, placement, start_timeout, timeout, stall)
+    except BaseException as exc:
+        causes.shut_down_after_failure(
+            lambda: _shut_down(session, placement, job.run_id, False, stop_grace_s), exc
+        )
+        raise
+    _shut_down(session, placement, job.run_id, True, stop_grace_s)
 
 
 def _supervise(
-    session: DriverSession, placement: Placement, start_timeout: float, timeout: float | None
+    session: DriverSession,
+    placement: Placement,
+    start_timeout: float,
+    timeout: float | None,
+    stall: StallWatch,
 ) -> None:
     """Wait until every rank reported, or raise the first failure / timeout."""
     started = time.monotonic()
     report = session.report
     with session.changed:
         while True:
-            if report.errors:
-                first = report.errors[0]
-                raise first from first.original
+            if report.errors or report.vanished:
+                failure = causes.run_failure(session, placement)
+                raise failure from failure.original
             if report.all_done():
                 return
-            if report.vanished:
-                raise _vanished_error(report.vanished[0], placement, session)
-            if (placement.finished() or placement.failure() is not None) and not _wait_for(
-                session, lambda: report.all_done() or bool(report.errors), _FINISH_GRACE_S
+            if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
+                session, lambda: report.all_done() or bool(report.errors or report.vanished), _FINISH_GRACE_S
             ):
-                raise _ended_without_result(placement, report.num_ranks - _done_count(session))
+                missing = report.num_ranks - _done_count(session)
+                raise causes.ended_without_result(session, placement, missing)
             elapsed = time.monotonic() - started
             if not report.all_connected() and elapsed > start_timeout:
-                raise StartTimeoutError(_start_timeout_message(session, start_timeout))
+                message = _start_timeout_message(session, start_timeout)
+                raise hang_error(StartTimeoutError, message, session.collect_stacks())
             if timeout is not None and elapsed > timeout:
-                raise RunTimeoutError(
-                    f"the run did not finish within timeout={timeout} s; every rank was stopped"
-                )
+                message = f"the run did not finish within timeout={timeout} s; every rank was stopped"
+                raise hang_error(RunTimeoutError, message, session.collect_stacks())
+            if report.all_connected():
+                stall.check(session.last_activity, session.collect_stacks)
             session.changed.wait(_POLL_S)
-
-
-def _wait_for(session: DriverSession, predicate: Callable[[], bool], seconds: float) -> bool:
-    return session.changed.wait_for(predicate, seconds)
 
 
 def _done_count(session: DriverSession) -> int:
     return sum(1 for s in session.report.ranks.values() if s.done)
-
-
-def _vanished_error(rank: int, placement: Placement, session: DriverSession) -> RankFailedError:
-    _wait_for(session, lambda: placement.failure() is not None, _DETAIL_WAIT_S)
-    detail = placement.failure() or "no exit code is known yet"
-    return RankFailedError(
-        rank, "RankProcessDied", f"rank {rank}'s process ended without reporting a result ({detail})"
-    )
-
-
-def _ended_without_result(placement: Placement, missing: int) -> SparkRunnerError:
-    detail = placement.failure() or "the ranks ended without reporting to the driver"
-    return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")
 
 
 def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
@@ -249,14 +347,17 @@ def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
     )
 
 
-def _shut_down(session: DriverSession, placement: Placement, run_id: str, succeeded: bool) -> None:
-    """Leave nothing behind: on success let the ranks exit on their own first, otherwise kill them now."""
+def _shut_down(
+    session: DriverSession, placement: Placement, run_id: str, succeeded: bool, stop_grace_s: float
+) -> None:
+    """Leave nothing behind: on success let the ranks exit on their own first, otherwise stop them (SIGTERM,
+    up to `stop_grace_s` to save a checkpoint) and kill what is left."""
     if succeeded:
         deadline = time.monotonic() + _FINISH_GRACE_S * 6
         while not placement.finished() and time.monotonic() < deadline:
             time.sleep(_POLL_S / 2)
     else:
-        session.abort_ranks()
+        session.stop_ranks(stop_grace_s)
     placement.stop()
     session.close()
     leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended

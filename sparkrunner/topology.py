@@ -14,6 +14,7 @@ class PortSlot(IntEnum):
     TF_WORKER = 1  # this task's TensorFlow worker in TF_CONFIG
     HOROVOD_RENDEZVOUS = 2  # Horovod's Gloo rendezvous server (task 0's)
     TASK_AGENT = 3  # the mpirun launcher's task agent
+    RUN_END = 4  # task 0's run-end notice (mpirun launcher): other tasks wait on it, not in barrier()
 
 
 PORTS_PER_TASK = len(PortSlot)

@@ -102,6 +102,7 @@ class MlflowTracking(RunObserver):
         client.log_metric(run_id, "duration_s", record.duration_s or 0.0)
         if record.timings is not None:
             _log_timings(client, run_id, record)
+        _log_attempts(client, run_id, record)
         if record.error is not None:
             client.set_tag(
                 run_id, "sparkrunner.error", f"{type(record.error).__name__}: {record.error}"[:5000]
@@ -109,6 +110,8 @@ class MlflowTracking(RunObserver):
             client.log_text(
                 run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt"
             )
+            for name, text in getattr(record.error, "artifacts", {}).items():
+                client.log_text(run_id, text, f"{_ARTIFACTS}/{name}")
         client.set_terminated(run_id, _status(record.error))
 
 
@@ -123,6 +126,17 @@ def _log_timings(client: Any, run_id: str, record: RunRecord) -> None:
         if row["steps_per_s"] == row["steps_per_s"]:  # not NaN
             client.log_metric(run_id, f"rank{rank}.steps_per_s", float(row["steps_per_s"]))
     client.set_tag(run_id, "sparkrunner.slowest_rank", str(record.slowest_rank))
+
+
+def _log_attempts(client: Any, run_id: str, record: RunRecord) -> None:
+    """Attempts as metrics by attempt number (duration, failed 0/1) and each failed attempt's error as a tag."""
+    client.set_tag(run_id, "sparkrunner.attempts", str(len(record.attempts)))
+    for attempt in record.attempts:
+        client.log_metric(run_id, "attempt.duration_s", attempt.duration_s or 0.0, step=attempt.number)
+        client.log_metric(run_id, "attempt.failed", float(attempt.error is not None), step=attempt.number)
+        if attempt.error is not None:
+            text = f"{type(attempt.error).__name__}: {attempt.error}"[:5000]
+            client.set_tag(run_id, f"sparkrunner.attempt.{attempt.number}.error", text)
 
 
 def _status(error: BaseException | None) -> str:

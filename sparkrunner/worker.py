@@ -6,21 +6,21 @@ driver line by line, and kills itself and its children when the driver says abor
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
-import signal
 import socket
-import sys
 import threading
 from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, frameworks, handover, network, processes, rank
+from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, network, processes, rank
+from sparkrunner.errors import CheckpointDirError
 from sparkrunner.frameworks import horovod_env
+from sparkrunner.output_relay import OutputRelay
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
+from sparkrunner.recovery import graceful_stop
+from sparkrunner.recovery.checkpoint_dir import verify_on_rank
 from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
@@ -30,58 +30,6 @@ def _die(code: int) -> None:
     """Take this rank and everything it started down at once."""
     processes.kill_all(processes.descendants(os.getpid()))
     os._exit(code)
-
-
-class OutputForwarder:
-    """Redirects fds 1 and 2 into pipes and forwards each line to the driver (and optionally the old fd)."""
-
-    def __init__(self, conn: channel.Connection, echo: bool) -> None:
-        self._conn = conn
-        self._echo = echo
-        self._saved: dict[int, int] = {}
-        self._threads: list[threading.Thread] = []
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            self._saved[fd] = os.dup(fd)
-            read_end, write_end = os.pipe()
-            os.dup2(write_end, fd)
-            os.close(write_end)
-            thread = threading.Thread(target=self._pump, args=(read_end, name, self._saved[fd]), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(line_buffering=True)
-
-    def _pump(self, read_end: int, name: str, echo_fd: int) -> None:
-        pending = b""
-        with os.fdopen(read_end, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(65536):
-                if self._echo:
-                    with contextlib.suppress(OSError):
-                        os.write(echo_fd, chunk)
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._send(name, line)
-        if pending:
-            self._send(name, pending)
-
-    def _send(self, name: str, line: bytes) -> None:
-        with contextlib.suppress(channel.ChannelError):
-            self._conn.send(Message.OUTPUT, (name, line.decode("utf-8", "replace")))
-
-    def stop(self) -> None:
-        """Restore fds 1 and 2 and wait until every captured line has been sent."""
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        for fd, saved in self._saved.items():
-            os.dup2(saved, fd)
-        for thread in self._threads:
-            # a child that inherited the pipe may keep it open; do not wait for it forever
-            thread.join(timeout=2.0)
 
 
 class DriverWatch:
@@ -95,12 +43,16 @@ class DriverWatch:
     def _watch(self) -> None:
         try:
             while True:
-                kind, _ = self._conn.recv()
+                kind, data = self._conn.recv()
                 if kind == Message.ACK:
                     self.acknowledged.set()
                     return
                 if kind == Message.ABORT:
                     _die(1)
+                if kind == Message.STOP:
+                    graceful_stop.request_stop()
+                if kind == Message.DUMP_STACKS:
+                    self._conn.send(Message.STACKS, {**data, **diagnostics.thread_dump()})
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)
@@ -119,8 +71,9 @@ def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
 
 def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
     try:
+        verify_on_rank()
         main, args, kwargs = _load_call(payload)
-    except RuntimeError as exc:
+    except (RuntimeError, CheckpointDirError) as exc:
         return Message.ERROR, RemoteError.capture(exc)
     try:
         value = main(*args, **kwargs)
@@ -136,38 +89,47 @@ def _outcome(payload: bytes, is_rank_zero: bool) -> tuple[str, Any]:
 
 
 def _wire_frameworks_under_mpirun() -> None:
-    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, ..."""
+    """mpirun gives every rank the same environment: derive this rank's TF_CONFIG, torch variables, GPUs..."""
     encoded = os.environ.get(Env.TOPOLOGY)
     if encoded:
         topology = Topology.from_json(encoded)
-        me = rank.rank_context().rank
-        os.environ.update(frameworks.mpi_rank_environment(topology, me))
-        for name, value in network.socket_environment(topology.peers[me].host).items():
+        index = rank.rank_context().rank
+        os.environ.update(frameworks.mpi_rank_environment(topology, index))
+        if Env.TASK_GPUS in os.environ:  # a Spark run: this rank's own task's GPUs, not its host's
+            os.environ[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
+        for name, value in network.socket_environment(topology.peers[index].host).items():
             os.environ.setdefault(name, value)  # an interface the user or the cluster chose wins
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: _die(143))
+    graceful_stop.install(_die)
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
+    gpu_warning = gpus.pin_rank_gpus(os.environ)
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
+    relay = OutputRelay((host, int(port)), secret, me.rank, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     conn = channel.connect((host, int(port)), secret)
-    conn.send(Message.HELLO, {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid()})
+    task = os.environ.get(Env.STARTED_BY_TASK)
+    hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
+    conn.send(Message.HELLO, hello)
+    if gpu_warning:
+        conn.send(Message.WARNING, gpu_warning)
     kind, payload = conn.recv()
+    while kind == Message.DUMP_STACKS:  # asked before the payload came: nothing of the user's runs yet
+        kind, payload = conn.recv()
     if kind != Message.PAYLOAD:
         return 1
     watch = DriverWatch(conn)
     rank.attach(conn)
-    forwarder = OutputForwarder(conn, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     try:
         kind, data = _outcome(payload, me.rank == 0)
         timeline = horovod_env.finish_timeline()
         if timeline is not None:
             rank.send_file_to_driver(timeline)
     finally:
-        forwarder.stop()
+        relay.stop()
     conn.send(kind, data)
     watch.acknowledged.wait(_ACK_TIMEOUT_S)
     rank.attach(None)
@@ -176,4 +138,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    fast_exit.exit_now(main())  # reported already: skip the seconds of module teardown mpirun would wait for

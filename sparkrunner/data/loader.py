@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards
+from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards, shared
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
@@ -61,6 +61,7 @@ class NumpyLoader:
         shards.check_remainder(remainder)
         if reader == "petastorm":
             petastorm_reader.check_available()
+        shared.check_rank_sees(data, self.rank)
         self.data = data
         self.batch_size = batch_size
         self.shuffle = shuffle

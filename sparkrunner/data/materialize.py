@@ -1,27 +1,21 @@
-"""Spark DataFrame -> Parquet, written once into a cache keyed by the analyzed query plan and write options."""
+"""Spark DataFrame -> Parquet, written once into a cache keyed by the whole query plan, inputs and write options."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
+import dataclasses
 import os
-import re
-import shutil
-import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkrunner.data import columns
-from sparkrunner.data.dataset import ParquetData, scan
+from sparkrunner.data import columns, shared, storage
+from sparkrunner.data.cache_key import cache_key
+from sparkrunner.data.dataset import ParquetData, read_manifest, scan
+from sparkrunner.data.progress_report import WriteProgress
+from sparkrunner.data.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
 
 CACHE_ENV = "SPARKRUNNER_DATA_CACHE"
-_FORMAT_VERSION = 1
-# Plan leaves whose printed form (plus the input files) says what data they hold; any other leaf (local
-# data, an RDD) prints only its schema, so its cache entry is valid only inside the same SparkContext.
-_SELF_DESCRIBING_LEAVES = {"Range", "Relation", "LogicalRelation", "OneRowRelation", "HiveTableRelation"}
-_EXPRESSION_ID = re.compile(r"#\d+L?")
 
 
 def default_cache_dir() -> str:
@@ -33,22 +27,26 @@ def materialize(
     source: Any,
     cache_dir: str | os.PathLike[str] | None = None,
     *,
+    storage_options: Mapping[str, Any] | None = None,
     float32: bool = True,
     vectors_to_arrays: bool = True,
     row_group_bytes: int = 32 * 2**20,
     max_rows_per_file: int = 1_000_000,
+    progress: bool = True,
 ) -> ParquetData:
-    """A dataset handle for the ranks: a Spark DataFrame written once as Parquet, or an existing Parquet path.
+    """A dataset handle for the ranks: a Spark DataFrame written once as Parquet, or an existing Parquet dataset.
 
-    The DataFrame is written under `cache_dir` (which every rank must be able to read: local mode, or a
-    shared mount such as /dbfs) in a folder named after its analyzed query plan and these options, so the
-    same DataFrame is written only once across runs; ``handle.delete()`` removes it. ``float32`` casts
-    double columns (and arrays of doubles) to float; ``vectors_to_arrays`` turns ML Vector columns into
-    arrays. Columns no framework can take (strings, dates, maps...) raise UnsupportedColumnError first.
-    An existing Parquet path is used as it is (no copy, no conversion).
+    The DataFrame is written under `cache_dir` - a local path, a shared mount (/dbfs, /Volumes, NFS) or a URI
+    (s3://, gs://, abfss://, hdfs://, dbfs:/) that every rank can read - in a folder named after its whole query
+    plan, its input files and these options, so the same data is written only once; ``handle.delete()``
+    removes it. The Spark tasks write the files with pyarrow (no Hadoop connector needed). `storage_options`
+    are keyword arguments of the pyarrow filesystem (endpoint, credentials), else the usual environment is
+    used. ``float32`` casts double columns (and arrays of doubles) to float; ``vectors_to_arrays`` turns ML
+    Vector columns into arrays. Columns no framework can take raise UnsupportedColumnError first. An existing
+    Parquet path or URI is used as it is (no copy, no conversion). ``progress`` prints what is being written.
     """
     if isinstance(source, (str, os.PathLike)):
-        return scan(os.fspath(source))
+        return scan(os.fspath(source), storage_options)
     if not hasattr(source, "write") or not hasattr(source, "schema"):
         raise InvalidArgumentError(
             f"materialize takes a Spark DataFrame or a Parquet path, not a {type(source).__name__}"
@@ -58,13 +56,15 @@ def materialize(
             raise InvalidArgumentError(f"{name} must be an int >= 1, not {value!r}")
     columns.check_spark_schema(source.schema, vectors_to_arrays)
     frame = _converted(source, float32)
-    options = {"parquet.block.size": row_group_bytes, "maxRecordsPerFile": max_rows_per_file}
-    root = os.path.join(
-        os.path.abspath(os.fspath(cache_dir or default_cache_dir())), cache_key(frame, options)
-    )
-    if not os.path.exists(os.path.join(root, "_SUCCESS")):
-        _write(frame, root, options)
-    return scan(root)
+    options = WriteOptions(row_group_bytes, max_rows_per_file)
+    cache = storage.resolve(cache_dir or default_cache_dir(), storage_options)
+    root = cache.child(cache_key(frame, dataclasses.asdict(options)))
+    if read_manifest(root) is None:
+        report = WriteProgress(frame.sparkSession.sparkContext, root.uri, progress)
+        write(frame, root, storage_options or {}, options, report)
+    data = scan(root.uri, storage_options)
+    shared.check_hosts_see(frame.sparkSession, data)
+    return data
 
 
 def _converted(frame: Any, float32: bool) -> Any:
@@ -85,50 +85,3 @@ def _converted(frame: Any, float32: bool) -> Any:
             column = column.cast("array<float>")
         selected.append(column.alias(field.name))
     return frame.select(*selected)
-
-
-def cache_key(frame: Any, options: dict[str, int]) -> str:
-    """A name for this DataFrame's data and write options, stable across sessions where the plan allows."""
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        raise InvalidArgumentError(
-            "materialize needs a classic SparkSession DataFrame (Spark Connect is not supported)"
-        )
-    plan = jdf.queryExecution().analyzed()
-    leaves = plan.collectLeaves()
-    leaf_names = {leaves.apply(i).nodeName() for i in range(leaves.length())}
-    described = {
-        "version": _FORMAT_VERSION,
-        "plan": _EXPRESSION_ID.sub("", plan.toString()),
-        "files": [_file_identity(uri) for uri in sorted(frame.inputFiles())],
-        "options": options,
-    }
-    if not leaf_names <= _SELF_DESCRIBING_LEAVES:
-        described["session"] = [frame.sparkSession.sparkContext.applicationId, plan.toString()]
-    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def _file_identity(uri: str) -> list[Any]:
-    """A file's URI plus its size and modification time when it is local (so rewritten inputs miss the cache)."""
-    path = uri[len("file:") :] if uri.startswith("file:") else None
-    if path is None or not os.path.exists(path):
-        return [uri]
-    stat = os.stat(path)
-    return [uri, stat.st_size, stat.st_mtime_ns]
-
-
-def _write(frame: Any, root: str, options: dict[str, int]) -> None:
-    """Write next to `root`, then rename into place, so a half-written folder is never mistaken for a cache hit."""
-    staging = f"{root}.tmp-{uuid.uuid4().hex[:8]}"
-    os.makedirs(os.path.dirname(root), exist_ok=True)
-    try:
-        writer = frame.write.mode("overwrite")
-        for name, value in options.items():
-            writer = writer.option(name, value)
-        writer.parquet("file://" + staging)
-        if not os.path.exists(os.path.join(root, "_SUCCESS")):  # left by an attempt that died halfway
-            shutil.rmtree(root, ignore_errors=True)
-        with contextlib.suppress(OSError):  # another driver won the race: its copy is as good
-            os.rename(staging, root)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import posixpath
 import warnings
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from sparkrunner.data.columns import Chunk
-from sparkrunner.data.dataset import ParquetData
+from sparkrunner.data.dataset import ParquetData, path_in
 from sparkrunner.data.shards import epoch_rng
+from sparkrunner.data.storage import Location
 from sparkrunner.errors import ReaderUnavailableError
 
 
@@ -40,10 +43,13 @@ def read_shard(
 
     # Petastorm calls pyarrow APIs deprecated since 5.0 on every read: keep its warnings out of the user's log
     warnings.filterwarnings("ignore", category=FutureWarning, module="petastorm")
+    warnings.filterwarnings("ignore", category=FutureWarning, message=".*DaskFileSystem")
+    urls, filesystem = _petastorm_source(data, data.location())
     for repeat in itertools.count():
         reader_seed = int(epoch_rng(seed, epoch, 2, repeat).integers(2**31))
         with make_batch_reader(
-            "file://" + data.path,
+            urls,
+            filesystem=filesystem,
             schema_fields=list(names),
             cur_shard=rank,
             shard_count=world_size,
@@ -57,6 +63,31 @@ def read_shard(
             for batch in reader:
                 values = batch._asdict()
                 yield {name: _dense(values[name]) for name in names}
+
+
+def _petastorm_source(data: ParquetData, root: Location) -> tuple[list[str], Any]:
+    """The dataset's files (in the order row groups are planned) as file:// URLs, and the filesystem to read
+    them with: None (Petastorm's own) for local paths and mounts; else ours, seen from the dataset's folder
+    and wrapped as the legacy filesystem Petastorm's ParquetDataset takes (pyarrow < 15)."""
+    paths = [path_in(root, file.name) for file in data.files]
+    if root.is_local:
+        return [f"file://{path}" for path in paths], None
+    import pyarrow.filesystem as legacy
+    import pyarrow.fs as pafs
+    from fsspec.implementations.arrow import ArrowFSWrapper
+
+    base = root.path if data.files[0].name else posixpath.dirname(root.path)
+    folder = pafs.SubTreeFileSystem(base, root.filesystem)
+    urls = [f"file:///{posixpath.relpath(path, base)}" for path in paths]
+
+    class LegacyView(legacy.DaskFileSystem):  # the two checks ParquetDataset makes
+        def isdir(self, path: str) -> bool:
+            return bool(self.fs.isdir(path))
+
+        def isfile(self, path: str) -> bool:
+            return bool(self.fs.isfile(path))
+
+    return urls, LegacyView(ArrowFSWrapper(folder))
 
 
 def _dense(values: np.ndarray) -> np.ndarray:

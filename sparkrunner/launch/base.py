@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, network, processes
+from sparkrunner import frameworks, gpus, network, processes
 from sparkrunner.network import PortRange
 from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
@@ -26,6 +26,8 @@ class RankJob:
     user_env: dict[str, str] = field(default_factory=dict)
     uses_horovod: bool = False
     """Whether to host Horovod's Gloo rendezvous server (see `frameworks.horovod_env.wants_rendezvous`)."""
+    use_gpu: bool | None = None
+    """`Runner(use_gpu=...)`: None pins each rank to its task's GPUs and warns about unused ones."""
     port_range: PortRange | None = None
     """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
 
@@ -54,6 +56,7 @@ def rank_process_environment(
             Env.RUN_ID: job.run_id,
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
+            Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
             "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
@@ -62,7 +65,7 @@ def rank_process_environment(
     if in_spark_task:
         env[Env.STARTED_BY_TASK] = str(index)
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(topology.peers[index].gpus)
+        env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env
 
 

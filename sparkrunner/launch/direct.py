@@ -13,6 +13,7 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.processes import RankProcess
+from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
 
 
@@ -37,6 +38,7 @@ class DirectLauncher(Launcher):
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
         env = rank_process_environment(job, topology, index, echo_output=True, in_spark_task=True)
+        env[Env.STARTED_BY_TASK] = str(index)
         with frameworks.task_services(topology, index, job.uses_horovod), SecretDrop() as drop:
             drop.put_run_secret(job.secret, [topology.local_rank(index)])
             proc = RankProcess(worker_command(), {**env, **drop.env()}, echo_to=1)  # copy to the executor log

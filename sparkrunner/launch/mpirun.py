@@ -3,7 +3,7 @@
 `np < 0`: mpirun runs on the driver and starts |np| ranks there. `np > 0`: barrier task 0 writes a host file
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
-Every other task serves (or idles) until task 0's mpirun has ended, then all tasks leave the barrier together.
+Every other task serves (or idles) until task 0 tells it that mpirun has ended (`run_end.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
+from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
 from sparkrunner.network import PortRange, local_interface, mpi_ports
 from sparkrunner.processes import RankProcess
@@ -135,18 +136,23 @@ class MpirunLauncher(Launcher):
         return ranks
 
     def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
-        from pyspark import BarrierTaskContext
-
+        # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
+        key = agent_key(job.secret)
+        if index == 0:
+            notice = RunEndServer(key, topology)
+            outcome = TaskOutcome(1, "")
+            try:
+                outcome = self._run_mpirun(job, topology)
+            finally:
+                notice.ended(outcome)
+            return outcome
         serves = index in agent_tasks(topology).values()
         agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
         try:
-            BarrierTaskContext.get().barrier()  # every agent listens before mpirun asks for daemons
-            outcome = self._run_mpirun(job, topology) if index == 0 else TaskOutcome(0, "")
-            BarrierTaskContext.get().barrier()  # every task stays (and serves) until task 0's mpirun ended
+            return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
         finally:
             if agent is not None:
                 agent.stop()
-        return outcome
 
     def _run_mpirun(self, job: RankJob, topology: Topology) -> TaskOutcome:
         env = shared_environment(job, topology, in_spark_task=True)
@@ -154,6 +160,7 @@ class MpirunLauncher(Launcher):
         env.update(agents_env(topology))
         env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
+        env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:

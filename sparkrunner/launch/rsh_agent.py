@@ -14,6 +14,7 @@ from sparkrunner import channel, handover, processes
 from sparkrunner.protocol import Env, Message
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
+_AGENT_START_WAIT_S = 60.0
 
 
 def main(argv: list[str]) -> int:
@@ -25,7 +26,9 @@ def main(argv: list[str]) -> int:
         return _CONNECTION_LOST
     host, command = argv[position], argv[position + 1 :]
     try:
-        conn = channel.connect((host, agents[host]), handover.take_agent_key(host))
+        key = handover.take_agent_key(host)
+        # tasks start their agents while mpirun starts: wait for the agent to listen
+        conn = channel.connect_when_listening((host, agents[host]), key, _AGENT_START_WAIT_S)
         conn.send(Message.EXEC, {"argv": command})
         kind, data = conn.recv()
     except channel.ChannelError as exc:

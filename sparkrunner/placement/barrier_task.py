@@ -6,18 +6,24 @@ Kept free of driver-side imports: it is unpickled and run by executor Python wor
 from __future__ import annotations
 
 import json
+import os
+import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import processes
+from sparkrunner import gpus, processes, task_report
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.network import free_ports, own_ports, peer_address
 from sparkrunner.topology import Peer, Topology
 
+_LEFTOVER_GRACE_S = 0.5
+
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:
+    """This task's GPUs as CUDA device ids (Spark's addresses mapped through the executor's own list)."""
     resources = ctx.resources()  # type: ignore[attr-defined]
     gpu = resources.get("gpu")
-    return tuple(gpu.addresses) if gpu is not None else ()
+    addresses = tuple(gpu.addresses) if gpu is not None else ()
+    return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
 def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[Topology, int]:
@@ -38,11 +44,19 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
 
     ctx = BarrierTaskContext.get()
     topology, index = exchange_topology(ctx, launcher.ports_per_task, job)
+    about = {"task": index, "host": topology.peers[index].host, "launcher": launcher.name}
     try:
         outcome = launcher.run_in_task(job, topology, index)
+    except BaseException:
+        task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
+        raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
-        leftover = processes.sweep_run(job.run_id, task=index)
+        # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
+        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
+    if outcome.exit_code != 0:
+        report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+        task_report.send(job.driver, job.secret, report)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sparkrunner import gpus
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.network import free_ports, own_ports
 from sparkrunner.processes import RankProcess
@@ -14,13 +15,16 @@ class LocalPlacement:
     driver_host = LOOPBACK
     bind_host = LOOPBACK
 
-    def __init__(self, num_ranks: int, launcher: Launcher) -> None:
+    def __init__(self, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
         self._num_ranks = num_ranks
         self._launcher = launcher
+        self._use_gpu = use_gpu
         self._procs: list[RankProcess] = []
 
     def check(self) -> None:
         self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_host_gpus()
 
     def start(self, job: RankJob) -> None:
         ports = free_ports(

@@ -6,6 +6,7 @@ import threading
 import uuid
 from typing import Any
 
+from sparkrunner import gpus
 from sparkrunner.errors import BarrierModeUnsupportedError, InvalidArgumentError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
@@ -37,8 +38,11 @@ def spark_context(spark: Any) -> Any:
 
 
 class SparkPlacement:
-    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float) -> None:
+    def __init__(
+        self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
+    ) -> None:
         self._sc = spark_context(spark)
+        self._use_gpu = use_gpu
         self._num_ranks = num_ranks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
@@ -59,6 +63,8 @@ class SparkPlacement:
                 "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
             )
         self._launcher.check_available()
+        if self._use_gpu:
+            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
         wait_for_slots(self._sc, self._num_ranks, self._slot_wait_s)
 
     def start(self, job: RankJob) -> None:

@@ -23,11 +23,22 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
 
 SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+# (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
+# this interpreter's pyspark by default; tests/image runs the daemons from the sparkrunner image instead.
+SparkClassCommand = Callable[[dict[str, str], "str | None"], list[str]]
+
+
+def host_spark_class(env: dict[str, str], hostname: str | None) -> list[str]:
+    """spark-class of this interpreter's pyspark (the environment reaches it through the process's own)."""
+    return [SPARK_CLASS]
+
+
 START_TIMEOUT_S = 120.0
 HOSTS_FILE = Path("/etc/hosts")
 DECOY_LINK = "docker0"  # a bridge without ports, as docker leaves one on every host
@@ -85,8 +96,18 @@ class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace ("host"), each with its own address,
     hostname, `slots` task slots and a decoy interface."""
 
-    def __init__(self, hosts: int, slots_per_host: int, variant: int = 0) -> None:
-        """`variant` (0-9) tells apart clusters one test process runs at the same time."""
+    def __init__(
+        self,
+        hosts: int,
+        slots_per_host: int,
+        variant: int = 0,
+        private_tmp: bool = False,
+        spark_class: SparkClassCommand = host_spark_class,
+    ) -> None:
+        """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
+        host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
+        `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
+        self._spark_class = spark_class
         # test sessions may run in separate pid namespaces: a random tag, not the pid, keeps names apart
         self._owner = name = f"{secrets.token_hex(3)}{variant}"
         octet = _free_subnet_octet(213 + 2 * variant)
@@ -98,6 +119,7 @@ class NetnsCluster:
         self.worker_addresses = [f"{net}.{11 + i}" for i in range(hosts)]
         self.hostnames = [f"srhost{name}-{i}" for i in range(hosts)]
         self.slots_per_host = slots_per_host
+        self._private_tmp = private_tmp
         self.logs = Path(f"/tmp/sparkrunner-netns-{name}")
         self._procs: list[subprocess.Popen[bytes]] = []
 
@@ -141,8 +163,10 @@ class NetnsCluster:
         """Start host i's Spark worker, reported (with its executors) by the host's name."""
         hostname = self.hostnames[i]
         # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
-        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", "sh", "-c",
-                   f'hostname {hostname} && exec "$@"', "-"]  # fmt: skip
+        own_tmp = ["--mount", "--propagation", "private"] if self._private_tmp else []
+        mount_tmp = 'mount -t tmpfs tmpfs /tmp && mkdir -p "$SPARK_WORKER_DIR" && ' if own_tmp else ""
+        in_host = ["ip", "netns", "exec", self.namespaces[i], "unshare", "--uts", *own_tmp, "sh", "-c",
+                   f'hostname {hostname} && {mount_tmp}exec "$@"', "-"]  # fmt: skip
         self._spawn(in_host, f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url,
                     "--host", hostname, "--cores", str(self.slots_per_host), "--memory", "1g",
                     "--webui-port", "0", local_ip=self.worker_addresses[i], hostname=hostname)  # fmt: skip
@@ -150,15 +174,15 @@ class NetnsCluster:
     def _spawn(
         self, prefix: list[str], name: str, *args: str, local_ip: str, hostname: str | None = None
     ) -> None:
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
-        env["SPARK_LOCAL_IP"] = local_ip
+        spark_env = {"PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1", "SPARK_LOCAL_IP": local_ip}
         if hostname is not None:
-            env["SPARK_LOCAL_HOSTNAME"] = hostname
-        env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+            spark_env["SPARK_LOCAL_HOSTNAME"] = hostname
+        spark_env["SPARK_WORKER_DIR"] = str(self.logs / f"work-{name}")
+        command = [*prefix, *self._spark_class(spark_env, hostname), *args]
         log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
         self._procs.append(
             subprocess.Popen(
-                [*prefix, SPARK_CLASS, *args], env=env, stdout=log, stderr=log, start_new_session=True
+                command, env={**os.environ, **spark_env}, stdout=log, stderr=log, start_new_session=True
             )
         )
 

@@ -13,15 +13,23 @@ import pytest
 from sparkrunner.data import NumpyLoader, ParquetData, TorchLoader, materialize
 from sparkrunner.errors import InvalidArgumentError, NotEnoughDataError
 from tests.data.readers import both_readers, epoch_ids, write_dataset
+from tests.data.s3_server import S3Server
 
 # 3 files of uneven size, row groups of 40 rows (the last one of each file shorter): 17 row groups, 610 rows
 FILE_ROWS = [250, 200, 160]
 TOTAL = sum(FILE_ROWS)
 
 
-@pytest.fixture
-def data(tmp_path: Path) -> ParquetData:
-    return materialize(write_dataset(tmp_path / "ds", FILE_ROWS, row_group_rows=40))
+@pytest.fixture(params=["local", "s3"])
+def data(request: pytest.FixtureRequest, tmp_path: Path) -> ParquetData:
+    """The same files on the local disk, or on a real S3-API server (read back through s3:// URIs)."""
+    local = write_dataset(tmp_path / "ds", FILE_ROWS, row_group_rows=40)
+    if request.param == "local":
+        return materialize(local)
+    s3: S3Server = request.getfixturevalue("s3")
+    uri = s3.new_prefix()
+    s3.upload(local, uri)
+    return materialize(uri, storage_options=s3.storage_options)
 
 
 def loaders(data: ParquetData, reader: str, world: int, **options: object) -> list[NumpyLoader]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import MlflowTracking, Runner, report_progress
-from sparkrunner.errors import InvalidArgumentError, RankFailedError
+from sparkrunner.errors import InvalidArgumentError, RankFailedError, RunTimeoutError
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -106,3 +106,18 @@ def test_tracking_off_records_nothing(store: str) -> None:
 def test_bad_tracking_argument_is_refused(tracking: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="tracking must be"):
         Runner(np=-1, tracking=tracking)
+
+
+def test_a_timed_out_run_keeps_every_ranks_stacks_as_an_artifact(store: str) -> None:
+    from tests.diagnostics.functions import rank_one_stuck_here
+
+    runner = Runner(np=-2, launcher="direct", timeout=10, tracking=store)
+    with pytest.raises(RunTimeoutError):
+        runner.run(rank_one_stuck_here)
+    run_id = str(runner.last_run.mlflow_run_id) if runner.last_run else ""
+    client = mlflow.MlflowClient(store)
+    artifacts = {a.path for a in client.list_artifacts(run_id, "sparkrunner")}
+    assert "sparkrunner/stacks.txt" in artifacts
+    stacks = client.download_artifacts(run_id, "sparkrunner/stacks.txt")
+    with open(stacks) as f:
+        assert "in stuck_here" in f.read()

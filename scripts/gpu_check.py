@@ -1,0 +1,161 @@
+"""The GPU check behind scripts/gpu_check.sh: real GPUs, real Spark GPU scheduling, NCCL and TF on the GPU.
+
+One local-cluster worker owns up to 2 of this machine's GPUs (found by an nvidia-smi discovery script) and
+runs one task per GPU. Each rank reports the GPU it computes on (by UUID, from torch) and the GPUs Spark gave
+its task (by index, mapped to UUIDs with nvidia-smi here): they must match, and no two ranks may share one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+DISCOVERY = """#!/bin/sh
+# Spark GPU discovery: every GPU nvidia-smi lists, by index
+ids=$(nvidia-smi --query-gpu=index --format=csv,noheader | sed 's/.*/"&"/' | paste -sd, -)
+echo "{\\"name\\": \\"gpu\\", \\"addresses\\": [$ids]}"
+"""
+
+
+def gpu_uuids() -> dict[str, str]:
+    """index -> UUID of every GPU on this machine, from nvidia-smi."""
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(line.split(", ") for line in out.strip().splitlines())
+
+
+def torch_ddp_nccl() -> list[dict[str, Any]]:
+    """Every rank: a DDP step over NCCL on cuda:0 (its only visible GPU); rank 0 returns every rank's view."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    assert torch.cuda.is_available(), "torch sees no GPU (a CPU-only torch build?)"
+    dist.init_process_group("nccl")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1).cuda(), device_ids=[0])
+    loss = model(torch.ones(8, 4, device="cuda")).sum()
+    loss.backward()
+    total = torch.ones(1, device="cuda")
+    dist.all_reduce(total)
+    view = {
+        "rank": dist.get_rank(),
+        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "task_gpus": os.environ.get("SPARKRUNNER_TASK_GPUS"),
+        "device_count": torch.cuda.device_count(),
+        "uuid": "GPU-" + str(torch.cuda.get_device_properties(0).uuid),
+        "allreduce": float(total.item()),
+    }
+    views: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(views, view)
+    dist.destroy_process_group()
+    return views
+
+
+def tf_mwms_fit() -> dict[str, Any]:
+    """Every rank: a Keras fit under MultiWorkerMirroredStrategy with NCCL collectives on its GPU."""
+    import json
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    assert len(gpus) == 1, f"TensorFlow sees {len(gpus)} GPUs, expected its task's one (a CPU-only build?)"
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(1)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+    history = model.fit(x, y, batch_size=32, epochs=3, verbose=0)
+    device = model.layers[0].kernel.device
+    return {
+        "rank": json.loads(os.environ["TF_CONFIG"])["task"]["index"],
+        "device": device,
+        "loss": [float(v) for v in history.history["loss"]],
+    }
+
+
+def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> None:
+    for view in views:
+        assigned = view["task_gpus"]
+        assert assigned and "," not in assigned, (
+            f"rank {view['rank']}: Spark assigned {assigned!r}, expected one"
+        )
+        assert view["visible"] == assigned, (
+            f"rank {view['rank']} sees {view['visible']!r}, task has {assigned!r}"
+        )
+        assert view["device_count"] == 1, f"rank {view['rank']} sees {view['device_count']} GPUs"
+        assert view["uuid"] == uuids[assigned], (
+            f"rank {view['rank']} computes on {view['uuid']}, not GPU {assigned}"
+        )
+        assert view["allreduce"] == len(views), f"NCCL all_reduce gave {view['allreduce']}"
+    used = [view["uuid"] for view in views]
+    assert len(set(used)) == len(used), f"two ranks share a GPU: {used}"
+
+
+def launchers() -> list[str]:
+    """direct always; mpirun too where it can run (Open MPI and Horovod built with MPI)."""
+    from sparkrunner.errors import LauncherUnavailableError
+    from sparkrunner.launch import resolve_launcher
+
+    try:
+        resolve_launcher("mpirun").check_available()
+    except LauncherUnavailableError as exc:
+        print(f"gpu_check: launcher=mpirun skipped: {exc}")
+        return ["direct"]
+    return ["direct", "mpirun"]
+
+
+def main() -> int:
+    from pyspark.sql import SparkSession
+
+    from sparkrunner import Runner
+
+    uuids = gpu_uuids()
+    np_ = min(2, len(uuids))
+    with tempfile.TemporaryDirectory(prefix="sparkrunner-gpu-check-") as tmp:
+        script = os.path.join(tmp, "discover_gpus.sh")
+        with open(script, "w") as f:
+            f.write(DISCOVERY)
+        os.chmod(script, os.stat(script).st_mode | stat.S_IEXEC)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        spark = (
+            SparkSession.builder.master(f"local-cluster[1,{np_},2048]")
+            .config("spark.worker.resource.gpu.amount", str(np_))
+            .config("spark.worker.resource.gpu.discoveryScript", script)
+            .config("spark.executor.resource.gpu.amount", str(np_))
+            .config("spark.executor.resource.gpu.discoveryScript", script)
+            .config("spark.task.resource.gpu.amount", "1")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+        try:
+            for launcher in launchers():
+                views = Runner(np=np_, launcher=launcher, use_gpu=True, tracking=False).run(torch_ddp_nccl)
+                check_torch_views(views, uuids)
+                print(f"gpu_check: torch DDP over NCCL OK (launcher={launcher}):", json.dumps(views))
+            fit = Runner(np=np_, launcher="direct", use_gpu=True, tracking=False).run(tf_mwms_fit)
+            assert "GPU" in fit["device"], f"TensorFlow trained on {fit['device']}, not a GPU"
+            print("gpu_check: TensorFlow MultiWorkerMirroredStrategy fit on GPU OK:", json.dumps(fit))
+        finally:
+            spark.stop()
+    print(f"gpu_check: PASSED on {np_} GPU(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

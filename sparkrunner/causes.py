@@ -1,0 +1,130 @@
+"""The true cause of a failed run: the first rank that died or raised (not a peer's consequential error),
+where it ran (rank, barrier task, host, pid: one numbering) and the last lines it printed."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+
+from sparkrunner import task_report
+from sparkrunner.driver import DriverSession, RankState
+from sparkrunner.errors import RankFailedError, SparkRunnerError
+from sparkrunner.output import ERROR_TAIL_LINES
+from sparkrunner.placement import Placement
+
+log = logging.getLogger("sparkrunner")
+
+SETTLE_S = 1.0
+"""When the first failure looks like a consequence (a peer hung up), wait this long for its cause."""
+DETAIL_WAIT_S = 3.0
+"""How long to wait for the exit code of a rank whose connection ended without a result."""
+OUTPUT_WAIT_S = 2.0
+"""How long to wait for the rest of a failed rank's output."""
+_POLL_S = 0.02
+_CONSEQUENTIAL = re.compile(
+    r"connection (closed|reset) by peer|broken pipe|communicator was aborted|has been shut ?down|"
+    r"timed out|timeout|peer .*(closed|lost|disconnect)",
+    re.IGNORECASE,
+)
+
+
+def wait_until(session: DriverSession, predicate: Callable[[], bool], seconds: float) -> bool:
+    """Wait (holding `session.changed`) until `predicate()`; polled, so changes nobody notifies count."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        session.changed.wait(_POLL_S)
+    return True
+
+
+def location(state: RankState | None) -> str:
+    """``barrier task 1, host h, pid 42``: the same numbering in every message."""
+    if state is None:
+        return ""
+    task = [] if state.task is None else [f"barrier task {state.task}"]
+    return ", ".join([*task, f"host {state.host}", f"pid {state.pid}"])
+
+
+def run_failure(session: DriverSession, placement: Placement) -> RankFailedError:
+    """The error to raise once a rank raised or vanished: the first cause, the others as `other_failures`."""
+    if not any(_is_cause(session, r) for r in _failed_ranks(session)):
+        wait_until(session, lambda: any(_is_cause(session, r) for r in _failed_ranks(session)), SETTLE_S)
+    ranks = _failed_ranks(session)
+    first = next((r for r in ranks if _is_cause(session, r)), ranks[0])
+    error = _describe(session, placement, first, wait=True)
+    error.other_failures = [_describe(session, placement, r, wait=False) for r in ranks if r != first]
+    return error
+
+
+def _failed_ranks(session: DriverSession) -> list[int]:
+    states = session.report.ranks
+    failed = [r for r, s in states.items() if s.failed_at is not None]
+    return sorted(failed, key=lambda r: states[r].failed_at or 0.0)
+
+
+def _raised(session: DriverSession, rank: int) -> RankFailedError | None:
+    return next((e for e in session.report.errors if e.rank == rank), None)
+
+
+def _is_cause(session: DriverSession, rank: int) -> bool:
+    """A rank that died, or raised something other than a peer's hang-up, is a cause, not a consequence."""
+    raised = _raised(session, rank)
+    return raised is None or not _CONSEQUENTIAL.search(f"{raised.exc_type}: {raised.exc_message}")
+
+
+def _describe(session: DriverSession, placement: Placement, rank: int, wait: bool) -> RankFailedError:
+    state = session.report.ranks.get(rank)
+    if wait:  # the relay may still be sending what the rank printed last
+        wait_until(session, lambda: rank in session.report.output_ended, OUTPUT_WAIT_S)
+    full_tail = session.output.tail(rank)
+    tail = tuple(full_tail[-ERROR_TAIL_LINES:])
+    raised = _raised(session, rank)
+    if raised is not None:
+        error = RankFailedError(
+            rank, raised.exc_type, raised.exc_message, raised.remote_traceback, raised.original,
+            location(state), tail,
+        )  # fmt: skip
+    else:
+        detail = _exit_detail(session, placement, state, wait)
+        message = f"its process ended without reporting a result: {detail}"
+        error = RankFailedError(rank, "RankProcessDied", message, "", None, location(state), tail)
+    if full_tail:
+        error.artifacts[f"output_rank{rank}.txt"] = "\n".join(full_tail) + "\n"
+    return error
+
+
+def _exit_detail(session: DriverSession, placement: Placement, state: RankState | None, wait: bool) -> str:
+    """How the rank's process ended: its barrier task's report, else what the placement knows."""
+    reports = session.report.task_reports
+
+    def known() -> str | None:
+        own = reports.get(state.task) if state is not None and state.task is not None else None
+        found = own or next(iter(reports.values()), None)
+        return task_report.describe(found) if found is not None else placement.failure()
+
+    if wait:
+        wait_until(session, lambda: known() is not None, DETAIL_WAIT_S)
+    return known() or "no exit code is known yet"
+
+
+def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> SparkRunnerError:
+    """The ranks (or the Spark stage) ended and `missing` ranks never reported: say what the tasks said."""
+    told = [task_report.describe(r) for _, r in sorted(session.report.task_reports.items())]
+    spark = placement.failure()
+    detail = "\n\n".join([*told, *([spark] if spark else [])]) or "the ranks ended without reporting"
+    return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")
+
+
+def shut_down_after_failure(shut_down: Callable[[], None], run_error: BaseException) -> None:
+    """Shut down after a failed run; an error while doing so is logged and noted, never replaces the run's."""
+    try:
+        shut_down()
+    except BaseException as exc:
+        log.warning("while shutting down after the run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        note = f"(while shutting down after this error, sparkrunner also hit {type(exc).__name__}: {exc})"
+        if hasattr(run_error, "add_note"):
+            run_error.add_note(note)
+        run_error.__dict__.setdefault("shutdown_error", exc)

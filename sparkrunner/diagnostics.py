@@ -1,0 +1,241 @@
+"""Where is every rank? Python stacks of all threads of every live rank, collected over the driver channel.
+
+Rank side: `thread_dump` formats `sys._current_frames()` (it answers from a background thread, so a main
+thread blocked in C code that released the GIL - sleep, a Gloo/NCCL collective - is still seen). Driver
+side: `StackCollector` asks every live rank at once and waits a bounded time; a rank that does not answer
+(stopped, or holding the GIL) is named as such. `StackReport` is what errors, the stall watchdog and
+`Runner.dump_stacks` show.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import sysconfig
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypeVar
+
+from sparkrunner.errors import HangError, StallError
+from sparkrunner.output import ERROR_TAIL_LINES
+
+STACK_ANSWER_TIMEOUT_S = 3.0
+"""How long the driver waits for every rank's stacks."""
+_OWN_THREAD_PREFIX = "sparkrunner-"
+_SPARKRUNNER_DIR = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_DIRS = tuple(
+    {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+# ---- rank side -------------------------------------------------------------------------------------------
+
+
+def _is_user_file(filename: str) -> bool:
+    """True for the user's code: not the standard library, not an installed package, not sparkrunner."""
+    if filename.startswith("<"):
+        return False
+    path = os.path.realpath(filename)
+    return not path.startswith(_LIBRARY_DIRS) and not path.startswith(_SPARKRUNNER_DIR)
+
+
+def _short(filename: str) -> str:
+    return filename if _is_user_file(filename) else os.path.join(*filename.split(os.sep)[-3:])
+
+
+def _frames(frame: FrameType) -> list[traceback.FrameSummary]:
+    """The frames of one thread, outermost first, from the first user frame on (no bootstrap frames)."""
+    stack = list(traceback.extract_stack(frame))
+    first_user = next((i for i, f in enumerate(stack) if _is_user_file(f.filename)), 0)
+    return stack[first_user:]
+
+
+def where(frames: list[traceback.FrameSummary]) -> str:
+    """One line: the innermost frame, and the innermost user frame that led there when they differ."""
+    if not frames:
+        return "no Python frame"
+    inner = frames[-1]
+    text = f"in {inner.name} ({_short(inner.filename)}:{inner.lineno})"
+    users = [f for f in frames if _is_user_file(f.filename)]
+    if users and users[-1] is not inner:
+        text += f", called from {users[-1].name} ({users[-1].filename}:{users[-1].lineno})"
+    return text
+
+
+def thread_dump() -> dict[str, Any]:
+    """Every thread's stack as text (the main thread and the user's threads first) and where main is."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    main_id = threading.main_thread().ident
+    entries = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue  # this answering thread
+        name = names.get(ident, f"thread {ident}")
+        frames = _frames(frame)
+        order = 0 if ident == main_id else 2 if name.startswith(_OWN_THREAD_PREFIX) else 1
+        entries.append((order, name, frames))
+    entries.sort(key=lambda e: e[0])
+    blocks = [
+        f'Thread "{name}"{" (runs your function)" if order == 0 else ""}, most recent call last:\n'
+        + "".join(traceback.format_list(frames))
+        for order, name, frames in entries
+        if order < 2
+    ]
+    own = [name for order, name, _ in entries if order == 2]
+    if own:
+        blocks.append(f"(sparkrunner's own threads, not shown: {', '.join(own)})\n")
+    main_frames = next((frames for order, _, frames in entries if order == 0), [])
+    return {"threads": "\n".join(blocks), "where": where(main_frames), "pid": os.getpid()}
+
+
+# ---- driver side -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankStack:
+    """One rank's state: its threads' stacks (None when it did not answer) and the last lines it printed."""
+
+    rank: int
+    host: str
+    pid: int | None
+    where: str
+    threads: str | None
+    output_tail: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        head = f"--- rank {self.rank} (host {self.host or '?'}, pid {self.pid or '?'}): {self.where} ---"
+        body = self.threads if self.threads is not None else "(no stacks)\n"
+        tail = "\n".join(self.output_tail[-ERROR_TAIL_LINES:]) or "(nothing)"
+        return f"{head}\n{body}\nlast output of rank {self.rank}:\n{tail}\n"
+
+
+@dataclass(frozen=True)
+class StackReport:
+    """Every rank's stacks at one moment; `summary()` is one line per rank, `str()` the full dumps."""
+
+    ranks: dict[int, RankStack]
+
+    def summary(self) -> str:
+        return "\n".join(f"  rank {r}: {s.where}" for r, s in sorted(self.ranks.items()))
+
+    @property
+    def stacks(self) -> dict[int, str | None]:
+        return {r: s.threads for r, s in self.ranks.items()}
+
+    def __str__(self) -> str:
+        return "\n".join(str(s) for _, s in sorted(self.ranks.items()))
+
+
+@dataclass(frozen=True)
+class LiveRank:
+    """What the driver knows about a connected rank it can ask."""
+
+    rank: int
+    host: str
+    pid: int
+
+
+class StackCollector:
+    """Driver side: asks every live rank for its stacks (`Message.DUMP_STACKS`) and gathers the answers."""
+
+    def __init__(self, broadcast: Callable[[dict[str, int]], None]) -> None:
+        self._broadcast = broadcast
+        self._cond = threading.Condition()
+        self._request = 0
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._asking = threading.Lock()
+
+    def on_reply(self, rank: int, data: dict[str, Any]) -> None:
+        with self._cond:
+            if data.get("request") == self._request:
+                self._replies[rank] = data
+                self._cond.notify_all()
+
+    def collect(
+        self,
+        live: list[LiveRank],
+        missing: list[int],
+        tail: Callable[[int], list[str]],
+        timeout: float = STACK_ANSWER_TIMEOUT_S,
+    ) -> StackReport:
+        """Ask `live` ranks for their stacks; `missing` ranks (never connected) are listed as such."""
+        with self._asking:
+            with self._cond:
+                self._request += 1
+                self._replies = {}
+                request = self._request
+            self._broadcast({"request": request})
+            wanted = {r.rank for r in live}
+            with self._cond:
+                self._cond.wait_for(lambda: wanted <= self._replies.keys(), timeout)
+                replies = dict(self._replies)
+        ranks = {r.rank: _rank_stack(r, replies.get(r.rank), tail(r.rank), timeout) for r in live}
+        for rank in missing:
+            ranks[rank] = RankStack(rank, "", None, "never connected to the driver", None, tail(rank))
+        return StackReport(ranks)
+
+
+def _rank_stack(rank: LiveRank, reply: dict[str, Any] | None, tail: list[str], timeout: float) -> RankStack:
+    if reply is None:
+        why = f"did not answer within {timeout:g} s ({_silence_reason(rank)})"
+        return RankStack(rank.rank, rank.host, rank.pid, why, None, tail)
+    return RankStack(rank.rank, rank.host, rank.pid, str(reply["where"]), str(reply["threads"]), tail)
+
+
+def _silence_reason(rank: LiveRank) -> str:
+    """Why a rank may not answer; on the driver's own machine /proc tells whether it is stopped."""
+    if rank.host == socket.gethostname():
+        try:
+            with open(f"/proc/{rank.pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            return "its process is gone"
+        if state in (b"T", b"t"):
+            return "its process is stopped (SIGSTOP?)"
+    return "stopped?, or busy in C code that holds the GIL"
+
+
+E = TypeVar("E", bound=HangError)
+
+
+def hang_error(cls: type[E], message: str, report: StackReport) -> E:
+    """`cls(message)` naming where each rank is; the full stacks as `stack_report` and an artifact."""
+    error = cls(
+        f"{message}\n\nWhere each rank was:\n{report.summary()}\n(every thread's stack and each rank's last "
+        f"output: error.stack_report; also saved as the MLflow artifact sparkrunner/stacks.txt)"
+    )
+    error.stack_report = report
+    error.artifacts["stacks.txt"] = str(report)
+    return error
+
+
+class StallWatch:
+    """The stall watchdog: no output and no progress report for `stall_timeout` s shows every rank's stacks
+    (``on_stall="warn"``, then keeps watching) or fails the run with `StallError` (``on_stall="fail"``)."""
+
+    def __init__(self, stall_timeout: float | None, on_stall: str) -> None:
+        self._timeout = stall_timeout
+        self._fail = on_stall == "fail"
+        self._warned_at = 0.0
+
+    def check(self, last_activity: float, collect: Callable[[], StackReport]) -> None:
+        if self._timeout is None:
+            return
+        quiet_since = max(last_activity, self._warned_at)
+        if time.monotonic() - quiet_since < self._timeout:
+            return
+        report = collect()
+        message = f"no rank printed or reported progress for {self._timeout:g} s (stall_timeout)"
+        if self._fail:
+            raise hang_error(StallError, message + "; every rank was stopped", report)
+        self._warned_at = time.monotonic()
+        print(
+            f"[sparkrunner] {message}; still running. Where each rank is:\n{report.summary()}\n\n{report}",
+            file=sys.stderr,
+            flush=True,
+        )

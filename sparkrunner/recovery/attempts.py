@@ -1,0 +1,157 @@
+"""The attempt loop on the driver: run, and when an attempt fails and attempts remain, run again.
+
+Each attempt is a fresh placement (for Spark: a new barrier stage), whose ranks resume from the latest
+checkpoint. Errors that retrying cannot fix (bad arguments, `DoNotRetry`, a predicate's no) end the run at
+once; when attempts run out the final error carries every attempt's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sparkrunner.errors import (
+    AttemptsFailedError,
+    BarrierModeUnsupportedError,
+    DoNotRetry,
+    InvalidArgumentError,
+    LauncherUnavailableError,
+    NotEnoughSlotsError,
+    NotPicklableError,
+    RankFailedError,
+    RunTimeoutError,
+)
+
+T = TypeVar("T")
+RetryPredicate = Callable[[BaseException], bool]
+
+_NEVER_RETRIED: tuple[type[BaseException], ...] = (
+    InvalidArgumentError,
+    NotPicklableError,
+    LauncherUnavailableError,
+    BarrierModeUnsupportedError,
+    NotEnoughSlotsError,
+    RunTimeoutError,
+    DoNotRetry,
+)
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt of a run (`Runner.last_run.attempts`).
+
+    Attributes:
+        number: 0 for the first attempt, as `rank_context().attempt` says on its ranks.
+        started_at: wall-clock start (seconds since the epoch).
+        ended_at: wall-clock end, or None while it runs.
+        error: what ended it, or None when it succeeded.
+        resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
+    """
+
+    number: int
+    started_at: float
+    ended_at: float | None = None
+    error: BaseException | None = None
+    resumed_from_step: int | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many attempts may fail, and which errors are worth another attempt."""
+
+    max_failures: int = 0
+    retry_if: RetryPredicate | None = None
+
+    def retryable(self, error: BaseException) -> bool:
+        """False for errors another attempt cannot fix; else the user's predicate decides (default: retry)."""
+        if not isinstance(error, Exception) or _never_retried(error):
+            return False
+        return True if self.retry_if is None else bool(self.retry_if(error))
+
+
+def _never_retried(error: BaseException) -> bool:
+    if isinstance(error, _NEVER_RETRIED):
+        return True
+    if isinstance(error, RankFailedError):
+        if error.original is not None:
+            return isinstance(error.original, _NEVER_RETRIED)
+        return error.exc_type.rsplit(".", 1)[-1] == DoNotRetry.__name__  # not unpicklable here: go by name
+    return False
+
+
+def run_attempts(
+    policy: RetryPolicy,
+    attempts: list[AttemptRecord],
+    run_attempt: Callable[[int], T],
+    resume_step: Callable[[], int | None],
+    before_retry: Callable[[], None],
+) -> T:
+    """Call ``run_attempt(n)`` for n = 0, 1, ... until one succeeds or the policy says stop.
+
+    `attempts` receives one record per attempt as it starts; `before_retry` waits for the cluster to be
+    ready again. Prints one line per failed attempt and per retry, for the person watching the driver.
+    """
+    for number in range(policy.max_failures + 1):
+        if number:
+            before_retry()
+        record = AttemptRecord(number, time.time(), resumed_from_step=resume_step() if number else None)
+        attempts.append(record)
+        if number:
+            _say(f"attempt {number} started{_resume_text(record.resumed_from_step)}")
+        try:
+            value = run_attempt(number)
+        except BaseException as exc:
+            record.ended_at, record.error = time.time(), exc
+            if policy.max_failures == 0:
+                raise
+            retry = number < policy.max_failures and policy.retryable(exc)
+            why = _next(retry, number == policy.max_failures, exc)
+            _say(f"attempt {number} failed after {record.duration_s:.1f} s: {_first_line(exc)}{why}")
+            if not retry:
+                raise _final_error(attempts, policy, exc) from exc
+            continue
+        record.ended_at = time.time()
+        if number:
+            _say(f"attempt {number} succeeded")
+        return value
+    raise AssertionError("unreachable: the last attempt either returns or raises")
+
+
+def _final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
+    if len(attempts) == 1:
+        return last
+    why = (
+        f"all {len(attempts)} attempts failed (max_failures={policy.max_failures})"
+        if policy.retryable(last)
+        else f"attempt {len(attempts) - 1} failed with an error that is not retried"
+    )
+    lines = [f"  attempt {a.number}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts]
+    errors = [a.error for a in attempts if a.error is not None]
+    return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
+
+
+def _next(retry: bool, was_last: bool, error: BaseException) -> str:
+    if retry:
+        return "; starting the next attempt from the latest checkpoint"
+    if not isinstance(error, Exception):
+        return ""
+    return "; no attempts left" if was_last else "; this error is not retried"
+
+
+def _resume_text(step: int | None) -> str:
+    return " (no checkpoint yet: starting over)" if step is None else f" (latest checkpoint: step {step})"
+
+
+def _first_line(error: Any) -> str:
+    text = str(error).strip().splitlines()
+    return text[0].rstrip(":; ") if text else type(error).__name__
+
+
+def _say(text: str) -> None:
+    print(f"[sparkrunner] {text}", flush=True)

@@ -1,0 +1,88 @@
+"""Where a run's checkpoints live: validated on the driver, verified on every rank before `main` starts.
+
+For ``np > 0`` the folder must be one path that the driver and every executor see (a shared or mounted file
+system). The driver drops a probe file there; a rank that cannot see it fails at once with a clear error,
+because checkpoints written there would be lost to the next attempt on another host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from sparkrunner.errors import CheckpointDirError
+from sparkrunner.protocol import Env
+
+_PROBE_PREFIX = ".sparkrunner-probe-"
+
+
+def check_options(np: int, max_failures: int, checkpoint_dir: str | None) -> None:
+    """Refuse, before anything starts, a Spark run that must resume but has nowhere to keep checkpoints."""
+    if np > 0 and max_failures > 0 and checkpoint_dir is None:
+        raise CheckpointDirError(
+            f"max_failures={max_failures} resumes failed attempts from checkpoints, which np > 0 runs keep in a "
+            f"folder that the driver and every executor can read: pass checkpoint_dir='/shared/path' (a mounted "
+            f"file system such as NFS, /dbfs/... on Databricks)"
+        )
+    if checkpoint_dir is not None and (
+        not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir)
+    ):
+        raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
+
+
+@dataclass
+class RunCheckpoints:
+    """The checkpoint folder of one run, and the probe that proves ranks see the driver's folder."""
+
+    folder: str
+    probe: str
+    owned: bool
+    """True when sparkrunner made the folder (np < 0 default) and removes it when the run ends."""
+
+    @classmethod
+    def open(cls, checkpoint_dir: str | None, run_id: str, on_driver_only: bool) -> RunCheckpoints:
+        """The run's folder with the probe written; ``np > 0`` runs without `checkpoint_dir` get none."""
+        if checkpoint_dir is None and not on_driver_only:
+            return cls("", "", owned=False)
+        owned = checkpoint_dir is None
+        prefix = f"sparkrunner-checkpoints-{run_id[:12]}-"
+        folder = os.path.abspath(tempfile.mkdtemp(prefix=prefix) if owned else str(checkpoint_dir))
+        try:
+            os.makedirs(folder, exist_ok=True)
+            probe = os.path.join(folder, f"{_PROBE_PREFIX}{run_id}")
+            with open(probe, "w") as f:
+                f.write("sparkrunner checks that every rank sees this folder\n")
+        except OSError as exc:
+            raise CheckpointDirError(
+                f"checkpoint_dir={folder!r} cannot be written on the driver: {exc}"
+            ) from exc
+        return cls(folder, probe, owned)
+
+    def rank_env(self) -> dict[str, str]:
+        return {Env.CHECKPOINT_DIR: self.folder, Env.CHECKPOINT_PROBE: self.probe} if self.folder else {}
+
+    def close(self) -> None:
+        """Remove the probe; remove the whole folder when sparkrunner made it."""
+        if not self.folder:
+            return
+        if self.owned:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.probe)
+
+
+def verify_on_rank() -> None:
+    """Inside a rank, before `main`: fail clearly when the driver's checkpoint folder is not visible here."""
+    probe = os.environ.get(Env.CHECKPOINT_PROBE)
+    if probe and not os.path.exists(probe):
+        import socket
+
+        raise CheckpointDirError(
+            f"checkpoint_dir={os.path.dirname(probe)!r} is not shared: the driver wrote {os.path.basename(probe)} "
+            f"there, but host {socket.gethostname()} does not see it. Use a path on a file system that the driver "
+            f"and every executor mount (NFS, /dbfs/..., a FUSE-mounted bucket)."
+        )

@@ -1,0 +1,34 @@
+"""Placements and launchers every diagnostics test runs under (named in each test id)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from sparkrunner.placement.slots import task_slots
+
+LAUNCHERS = ["direct", "mpirun"]
+
+
+@pytest.fixture(params=["np-2-on-driver", "spark"])
+def np2(request: pytest.FixtureRequest) -> int:
+    """2 ranks: on the driver (np=-2), or in a barrier stage on local-cluster[2,1,1024] (np=2)."""
+    if request.param == "spark":
+        wait_for_both_executors(request.getfixturevalue("spark_cluster"))
+        return 2
+    return -2
+
+
+def wait_for_both_executors(spark: Any, seconds: float = 120.0) -> None:
+    """A failed mpirun run may cost an executor (issue 9's "a failed run costs an executor", fixed apart from
+    this suite); Spark starts a new one: wait for it, so these tests see the cluster they ask for."""
+    deadline = time.monotonic() + seconds
+    while task_slots(spark.sparkContext) < 2 and time.monotonic() < deadline:
+        time.sleep(1.0)
+
+
+def timeout_for(np: int) -> float:
+    """Long enough for every rank to start and settle (Spark executors start slower on a busy machine)."""
+    return 25.0 if np > 0 else 10.0

@@ -1,0 +1,84 @@
+"""Every live rank's Python stack on the driver: on a run timeout, a stall, and on demand (dump_stacks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import RunTimeoutError, StallError
+from tests.diagnostics.conftest import LAUNCHERS, timeout_for
+from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
+    runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2), tracking=False)
+    with pytest.raises(RunTimeoutError) as info:
+        runner.run(rank_one_stuck_here)
+    text = str(info.value)
+    assert "rank 1: in stuck_here" in text
+    assert "rank 0: in rank_one_stuck_here" in text
+    report = info.value.stack_report
+    assert "in rank_one_stuck_here" in report.ranks[1].threads and "in stuck_here" in report.ranks[1].threads
+    assert report.ranks[0].output_tail == ["rank 0 is up"]
+    assert "stuck_here" in info.value.artifacts["stacks.txt"]
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_rank_blocked_in_gloo_all_reduce_and_its_stopped_peer(np2: int, launcher: str) -> None:
+    runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2) + 10, tracking=False)
+    with pytest.raises(RunTimeoutError) as info:
+        runner.run(all_reduce_with_a_stopped_peer)
+    lines = {line.split(":")[0].strip(): line for line in str(info.value).splitlines() if ": " in line}
+    assert "in all_reduce" in lines["rank 0"]
+    assert "all_reduce_with_a_stopped_peer" in lines["rank 0"]
+    assert "did not answer" in lines["rank 1"] and "stopped" in lines["rank 1"]
+    assert info.value.stack_report.ranks[1].threads is None
+
+
+def test_stall_watchdog_fails_with_every_ranks_stack() -> None:
+    runner = Runner(np=-2, launcher="direct", stall_timeout=3, on_stall="fail", timeout=120, tracking=False)
+    with pytest.raises(StallError) as info:
+        runner.run(rank_one_stuck_here)
+    assert "stall_timeout" in str(info.value)
+    assert "rank 1: in stuck_here" in str(info.value)
+
+
+def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    release = tmp_path / "release"
+    threading.Timer(8.0, release.touch).start()
+    runner = Runner(np=-2, launcher="mpirun", stall_timeout=3, on_stall="warn", tracking=False)
+    assert runner.run(rank_one_stuck_here, str(release)) == "done"
+    err = capfd.readouterr().err
+    assert "no rank printed or reported progress for 3 s" in err
+    assert "rank 1: in stuck_here" in err
+
+
+def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
+    np2: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    release = tmp_path / "release"
+    # the active session is thread-local: a run started in another thread is given it
+    spark = request.getfixturevalue("spark_cluster") if np2 > 0 else None
+    runner = Runner(np=np2, spark=spark, launcher="direct", timeout=180, tracking=False)
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(runner.run(rank_one_stuck_here, str(release))))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        summary = ""
+        expected = ("rank 1: in stuck_here", "rank 0: in rank_one_stuck_here")
+        while not all(e in summary for e in expected) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            if runner._session is not None:
+                summary = runner.dump_stacks().summary()
+        assert "rank 1: in stuck_here" in summary
+        assert "rank 0: in rank_one_stuck_here" in summary
+    finally:
+        release.touch()
+        thread.join(180)
+    assert outcome == ["done"]

@@ -1,0 +1,43 @@
+"""Find the executor JVM that hosts a rank, from the process table (the test's own oracle)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.helpers import rank_processes
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def rank_pid(rank: int, seconds: float = 60) -> int:
+    """The pid of this test session's live rank process `rank` (RANK=<rank> in its environment)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for pid in rank_processes():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if f"RANK={rank}".encode() in env and "sparkrunner.worker" in _cmdline(pid):
+                return pid
+        time.sleep(0.1)
+    raise AssertionError(f"no process of rank {rank} appeared")
+
+
+def executor_jvm_of(pid: int) -> int:
+    """The CoarseGrainedExecutorBackend JVM among `pid`'s ancestors (rank -> Python worker -> daemon -> JVM)."""
+    current = pid
+    while current > 1:
+        if "CoarseGrainedExecutorBackend" in _cmdline(current):
+            return current
+        current = _parent(current)
+    raise AssertionError(f"process {pid} does not run under an executor JVM")

@@ -1,0 +1,122 @@
+"""Recovery on real Spark (local-cluster[2,1,1024]: two executor JVMs): a failed attempt resumes from the
+latest checkpoint in a new barrier stage, after a rank's exit or an executor JVM's SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import RankFailedError
+from sparkrunner.placement.slots import task_slots
+from tests.helpers import leftover_rank_processes
+from tests.recovery.processes import executor_jvm_of, rank_pid
+from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> dict[str, Any]:
+    """The reference: the same training without any failure (direct launcher, np=-2, same seeds)."""
+    return Runner(np=-2, launcher="direct", tracking=False, progress=False).run(ddp_checkpointed)
+
+
+def assert_resumed_at_failing_epoch(
+    runner: Runner, result: dict[str, Any], reference: dict[str, Any]
+) -> None:
+    record = runner.last_run
+    assert record is not None and len(record.attempts) == 2
+    first, second = record.attempts
+    assert first.error is not None and second.error is None
+    assert second.resumed_from_step == FAILING_EPOCH
+    before = [(0, e) for e in range(FAILING_EPOCH)]
+    after = [(1, e) for e in range(FAILING_EPOCH, EPOCHS)]
+    assert result["history"] == before + after, (
+        "attempt 1 must run exactly the epochs attempt 0 did not finish"
+    )
+    assert result["weights"] == reference["weights"], (
+        "resumed training must end where an uninterrupted one does"
+    )
+
+
+def wait_for_slots(spark: Any, needed: int = 2, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while task_slots(spark.sparkContext) < needed and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+def test_ddp_resumes_after_a_rank_exits(
+    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, capsys: Any
+) -> None:
+    """Placement: Spark barrier stage (np=2). Rank 1 os._exit()s in epoch 3 of attempt 0 only."""
+    runner = Runner(
+        np=2, launcher=launcher, max_failures=1, checkpoint_dir=str(tmp_path), tracking=False, progress=False
+    )
+    result = runner.run(ddp_checkpointed, "exit")
+    assert_resumed_at_failing_epoch(runner, result, uninterrupted)
+    out = capsys.readouterr().out
+    assert "[sparkrunner] attempt 0 failed" in out and "[sparkrunner] attempt 1 started" in out
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def test_ddp_resumes_after_an_executor_jvm_is_killed(
+    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], capsys: Any
+) -> None:
+    """Placement: Spark barrier stage (np=2), launcher direct. In epoch 3 of attempt 0 the test SIGKILLs the
+    executor JVM that hosts rank 1; the next attempt runs on the executor left and the one Spark brings back."""
+    marker = tmp_path / "rank1-waits"
+    runner = Runner(
+        np=2,
+        launcher="direct",
+        max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        start_timeout=180,
+        tracking=False,
+        progress=False,
+    )
+    killed: list[int] = []
+
+    def kill_when_waiting() -> None:
+        deadline = time.monotonic() + 300
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        jvm = executor_jvm_of(rank_pid(1))
+        os.kill(jvm, signal.SIGKILL)
+        killed.append(jvm)
+
+    killer = threading.Thread(target=kill_when_waiting, daemon=True)
+    killer.start()
+    try:
+        result = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
+    finally:
+        killer.join(timeout=5)
+        wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
+    assert killed, "the executor JVM was never killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed[0], 0)
+    assert_resumed_at_failing_epoch(runner, result, uninterrupted)
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def fails_on_rank_one() -> None:
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank 1 always fails")
+    time.sleep(60)
+
+
+def test_max_failures_zero_raises_the_first_error_as_before(spark_cluster: Any) -> None:
+    """Placement: Spark barrier stage (np=2), launcher direct; the default max_failures=0."""
+    runner = Runner(np=2, launcher="direct", tracking=False, progress=False)
+    with pytest.raises(RankFailedError) as info:
+        runner.run(fails_on_rank_one)
+    assert info.value.rank == 1 and info.value.exc_type == "ValueError"
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1
+    assert leftover_rank_processes(grace_s=5.0) == {}
