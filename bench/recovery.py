@@ -88,7 +88,7 @@ def rank_one_executor_jvm(run_id: str) -> int:
 
 def one_recovery(spark: Any) -> dict[str, float]:
     from sparkrunner import Runner
-    from sparkrunner.placement.spark import task_slots
+    from sparkrunner.placement.slots import task_slots
 
     with tempfile.TemporaryDirectory(prefix="sparkrunner-bench-recovery-") as tmp:
         marker, first_step = os.path.join(tmp, "ready"), os.path.join(tmp, "first-step")

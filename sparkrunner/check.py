@@ -38,7 +38,7 @@ def _version(distribution: str) -> str | None:
 
 
 def _spark_lines(spark: Any | None) -> Iterator[str]:
-    from sparkrunner.placement.spark import task_slots
+    from sparkrunner.placement.slots import task_slots
     from sparkrunner.sessions import is_connect_session
 
     if spark is None:

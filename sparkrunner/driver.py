@@ -76,6 +76,7 @@ class DriverSession:
         verbosity: str,
         bind_host: str,
         listeners: list[MessageListener] | None = None,
+        port: int = 0,
     ) -> None:
         self.secret = new_secret()
         self.report = RunReport(num_ranks)
@@ -90,7 +91,7 @@ class DriverSession:
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
         self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
         self._warned: set[str] = set()
-        self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host)
+        self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
 
     @property
     def port(self) -> int:

@@ -57,3 +57,4 @@ class Env:
     STOP_GRACE_S = "SPARKRUNNER_STOP_GRACE_S"  # seconds between SIGTERM (stop) and the rank killing itself
     DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
+    PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range

@@ -21,6 +21,7 @@ from sparkrunner.errors import (
 )
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, resolve_launcher
+from sparkrunner.network import configured_port_range, free_ports, own_ports
 from sparkrunner.observers import Observers, RunObserver, RunRecord
 from sparkrunner.payload import dumps_call
 from sparkrunner.placement import Placement
@@ -33,7 +34,6 @@ from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
 from sparkrunner.recovery.checkpoints import list_checkpoints
 from sparkrunner.recovery.options import RecoveryOptions
-from sparkrunner.recovery.slots import wait_for_slots
 from sparkrunner.script import module_call, script_call
 from sparkrunner.sessions import find_spark_session, is_connect_session
 from sparkrunner.tracking import tracking_observer
@@ -42,7 +42,6 @@ log = logging.getLogger("sparkrunner")
 
 _POLL_S = 0.1
 _FINISH_GRACE_S = 5.0
-_SLOT_WAIT_MAX_S = 60.0
 
 
 class Runner:
@@ -83,6 +82,9 @@ class Runner:
         ranks_per_task: ranks each Spark task starts (``np > 0``): ``np / ranks_per_task`` barrier tasks, the
             task's GPUs split among its ranks. ``None`` (default): the task's GPU count when Spark gives tasks
             more than one GPU, else 1.
+        port_range: ``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents,
+            torch/TF/MPI listening ports) comes from this range, for firewalls and network policies. Defaults
+            to ``SPARKRUNNER_PORT_RANGE`` ("low-high") when set, else any free port.
 
     After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
     MLflow id).
@@ -110,6 +112,7 @@ class Runner:
         horovod: bool | None = None,
         use_gpu: bool | None = None,
         ranks_per_task: int | None = None,
+        port_range: tuple[int, int] | None = None,
     ) -> None:
         _check_np(np)
         self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
@@ -140,6 +143,7 @@ class Runner:
         self.use_gpu = use_gpu
         self._spark = spark
         self.horovod = horovod
+        self.port_range = configured_port_range(port_range)
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
@@ -236,8 +240,15 @@ class Runner:
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
         placement = self._placement(launcher, spark, abs(self.np) // spec.ranks_per_task)
+        own = own_ports(self.port_range)
+        port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
         session = DriverSession(
-            payload, abs(self.np), self.driver_log_verbosity, placement.bind_host, [observers.on_message]
+            payload,
+            abs(self.np),
+            self.driver_log_verbosity,
+            placement.bind_host,
+            [observers.on_message],
+            port,
         )
         driver = (placement.driver_host, session.port)
         job = RankJob(
@@ -247,6 +258,7 @@ class Runner:
             spec.env,
             spec.uses_horovod,
             self.use_gpu,
+            port_range=self.port_range,
             ranks_per_task=spec.ranks_per_task,
         )
         stall = StallWatch(self.stall_timeout, self.on_stall)
@@ -262,9 +274,7 @@ class Runner:
 
     def _before_retry(self, launcher: Launcher, spark: Any, tasks: int) -> None:
         """Wait for the cluster to offer the slots again (executors lost with the failed attempt come back)."""
-        if self.np > 0:
-            wait_for_slots(spark, tasks, self.start_timeout)
-        self._placement(launcher, spark, tasks).check()
+        self._placement(launcher, spark, tasks).check()  # on Spark: waits up to start_timeout for the slots
 
     def dump_stacks(self) -> StackReport:
         """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
@@ -284,8 +294,7 @@ class Runner:
             return LocalPlacement(-self.np, launcher, self.use_gpu)
         if is_connect_session(spark):
             return ConnectPlacement(spark, tasks, launcher, self.use_gpu)
-        slot_wait_s = min(self.start_timeout, _SLOT_WAIT_MAX_S)
-        return SparkPlacement(spark, tasks, launcher, slot_wait_s, self.use_gpu)
+        return SparkPlacement(spark, tasks, launcher, self.start_timeout, self.use_gpu)
 
 
 class HorovodRunner(Runner):

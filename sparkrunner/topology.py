@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -68,17 +67,3 @@ class Topology:
     def cross_rank(self, index: int) -> int:
         """Index of this peer's host among all hosts (Horovod's cross rank)."""
         return self.hosts().index(self.peers[index].host)
-
-
-def free_ports(count: int, host: str = "") -> tuple[int, ...]:
-    """Ports that were free a moment ago. Sockets are held together so the ports are distinct."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            socks.append(s)
-        return tuple(int(s.getsockname()[1]) for s in socks)
-    finally:
-        for s in socks:
-            s.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, processes, rank
+from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, network, processes, rank
 from sparkrunner.errors import CheckpointDirError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.output_relay import OutputRelay
@@ -97,6 +97,8 @@ def _wire_frameworks_under_mpirun() -> None:
         os.environ.update(frameworks.mpi_rank_environment(topology, index))
         if Env.TASK_GPUS in os.environ:  # a Spark run: this rank's own task's GPUs, not its host's
             os.environ[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
+        for name, value in network.socket_environment(topology.peers[index].host).items():
+            os.environ.setdefault(name, value)  # an interface the user or the cluster chose wins
 
 
 def main() -> int:

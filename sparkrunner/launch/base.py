@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, gpus, processes
+from sparkrunner import frameworks, gpus, network, processes
+from sparkrunner.network import PortRange
 from sparkrunner.protocol import Env
 from sparkrunner.topology import PORTS_PER_TASK, Topology
 
@@ -29,6 +30,8 @@ class RankJob:
     """`Runner(use_gpu=...)`: None pins each rank to its task's GPUs and warns about unused ones."""
     ranks_per_task: int = 1
     """Ranks each barrier task starts; the topology holds one peer per rank, task by task."""
+    port_range: PortRange | None = None
+    """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ def rank_process_environment(
     env = dict(os.environ)
     env.update(job.user_env)
     env.update(frameworks.rank_environment(topology, index))
+    for name, value in network.socket_environment(topology.peers[index].host).items():
+        env.setdefault(name, value)  # an interface the user or the cluster chose wins
     env.update(
         {
             Env.RUN_ID: job.run_id,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import ipaddress
 import logging
 import os
 import shlex
@@ -32,6 +31,7 @@ from sparkrunner.launch.base import (
 )
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
+from sparkrunner.network import PortRange, local_interface, mpi_ports
 from sparkrunner.processes import RankProcess
 from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
@@ -76,24 +76,27 @@ def exported_names(env: dict[str, str], job: RankJob) -> list[str]:
     return sorted(names)
 
 
-def network_of(address: str) -> str | None:
-    """The IPv4 network (CIDR) of the local interface that holds `address`; None when no interface does."""
-    import psutil
-
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            if a.address == address and a.netmask:
-                return str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network)
-    return None
-
-
-def mpirun_command(np: int, placement: list[str], env_names: list[str], network: str | None) -> list[str]:
-    """The mpirun command: explicit env, root allowed, our rsh agent, interfaces from Spark's addresses."""
+def mpirun_command(
+    np: int, placement: list[str], env_names: list[str], network: str | None, ports: PortRange | None = None
+) -> list[str]:
+    """The mpirun command: explicit env, root allowed, our rsh agent, the network that joins the peers'
+    addresses (never a decoy such as docker0), and MPI's TCP ports inside `ports` when given."""
     agent = f"{sys.executable} -m sparkrunner.launch.rsh_agent"
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
     cmd += [*placement, "--mca", "plm_rsh_agent", agent]
     if network is not None:
         cmd += ["--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network]
+    if ports is not None:
+        low, high = mpi_ports(ports)
+        cmd += [
+            "--mca",
+            "btl_tcp_port_min_v4",
+            str(low),
+            "--mca",
+            "btl_tcp_port_range_v4",
+            str(high - low + 1),
+        ]
+        cmd += ["--mca", "oob_tcp_dynamic_ipv4_ports", f"{low}-{high}"]
     for name in env_names:
         cmd += ["-x", name]
     return cmd + worker_command()
@@ -124,7 +127,7 @@ class MpirunLauncher(Launcher):
     def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
         env = shared_environment(job, topology, in_spark_task=False)
         placement = ["--host", f"localhost:{topology.size}"]
-        cmd = mpirun_command(topology.size, placement, exported_names(env, job), None)
+        cmd = mpirun_command(topology.size, placement, exported_names(env, job), None, job.port_range)
         drop = SecretDrop()
         drop.put_run_secret(job.secret, range(topology.size))
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
@@ -158,14 +161,15 @@ class MpirunLauncher(Launcher):
         env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
         env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
-        network = network_of(topology.peers[0].host)
+        interface = local_interface(topology.peers[0].host)
+        network = interface.network if interface is not None else None
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:
             drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
             drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
             env.update(drop.env())
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text(hostfile_text(topology))
-            cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network)
+            cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network, job.port_range)
             log.debug("task 0 starts mpirun: %s", shlex.join(cmd))
             proc = RankProcess(cmd, env, echo_to=1)
             code = proc.wait()

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner import gpus, processes, task_report
 from sparkrunner.launch import Launcher, RankJob
-from sparkrunner.topology import Peer, Topology, free_ports
+from sparkrunner.network import free_ports, own_ports, peer_address
+from sparkrunner.topology import Peer, Topology
 
 _LEFTOVER_GRACE_S = 0.5
 
@@ -25,16 +26,18 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
-def exchange_topology(ctx: object, ports_per_task: int, ranks_per_task: int = 1) -> tuple[Topology, int]:
-    """Every task learns every rank's host, reserved ports and GPUs (one allGather); returns the topology
+def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[Topology, int]:
+    """Every task learns every rank's address, reserved ports and GPUs (one allGather); returns the topology
     (one peer per rank, task by task) and the index of this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
-    host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
-    ports = free_ports(ports_per_task * ranks_per_task)
-    split = split_gpus(_task_gpus(ctx), ranks_per_task)
+    spark_host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
+    host = peer_address(spark_host, job.driver[0])
+    per_task = job.ranks_per_task
+    ports = free_ports(ports_per_task * per_task, port_range=own_ports(job.port_range), slot=index)
+    split = split_gpus(_task_gpus(ctx), per_task)
     mine = [
         {"host": host, "ports": ports[j * ports_per_task : (j + 1) * ports_per_task], "gpus": split[j]}
-        for j in range(ranks_per_task)
+        for j in range(per_task)
     ]
     gathered = ctx.allGather(json.dumps(mine))  # type: ignore[attr-defined]
     peers = tuple(
@@ -42,7 +45,7 @@ def exchange_topology(ctx: object, ports_per_task: int, ranks_per_task: int = 1)
         for task in map(json.loads, gathered)
         for p in task
     )
-    return Topology(peers), index * ranks_per_task
+    return Topology(peers), index * per_task
 
 
 def split_gpus(task_gpus: tuple[str, ...], ranks: int) -> list[tuple[str, ...]]:
@@ -58,7 +61,7 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    topology, first = exchange_topology(ctx, launcher.ports_per_task, job.ranks_per_task)
+    topology, first = exchange_topology(ctx, launcher.ports_per_task, job)
     index = ctx.partitionId()
     about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
     try:

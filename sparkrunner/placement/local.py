@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from sparkrunner import gpus
 from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.network import free_ports, own_ports
 from sparkrunner.processes import RankProcess
-from sparkrunner.topology import Peer, Topology, free_ports
+from sparkrunner.topology import Peer, Topology
 
 LOOPBACK = "127.0.0.1"
 
@@ -26,7 +27,9 @@ class LocalPlacement:
             gpus.require_host_gpus()
 
     def start(self, job: RankJob) -> None:
-        ports = free_ports(self._num_ranks * self._launcher.ports_per_task, LOOPBACK)
+        ports = free_ports(
+            self._num_ranks * self._launcher.ports_per_task, LOOPBACK, own_ports(job.port_range)
+        )
         k = self._launcher.ports_per_task
         peers = tuple(Peer(LOOPBACK, ports[i * k : (i + 1) * k]) for i in range(self._num_ranks))
         self._procs = self._launcher.start_local(job, Topology(peers))

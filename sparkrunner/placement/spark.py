@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any
 
 from sparkrunner import gpus
-from sparkrunner.errors import BarrierModeUnsupportedError, NotEnoughSlotsError
+from sparkrunner.errors import BarrierModeUnsupportedError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
+from sparkrunner.placement.slots import wait_for_slots
 
-_SLOT_WAIT_STABLE_S = 3.0
 _STOP_JOIN_S = 60.0
 
 
@@ -25,19 +24,7 @@ def spark_context(spark: Any) -> Any:
         ) from exc
 
 
-def task_slots(sc: Any) -> int:
-    """How many tasks the cluster can run at once with the default resource profile."""
-    jsc = sc._jsc.sc()
-    try:
-        profile = jsc.resourceProfileManager().defaultResourceProfile()
-        return int(jsc.maxNumConcurrentTasks(profile))
-    except Exception:
-        return int(sc.defaultParallelism)
-
-
 class SparkPlacement:
-    bind_host = "0.0.0.0"
-
     def __init__(
         self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
     ) -> None:
@@ -46,7 +33,10 @@ class SparkPlacement:
         self._num_ranks = num_ranks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
-        self.driver_host = str(self._sc.getConf().get("spark.driver.host", "127.0.0.1"))
+        conf = self._sc.getConf()
+        self.driver_host = str(conf.get("spark.driver.host", "127.0.0.1"))
+        # the driver channel listens where Spark's driver does, not on every interface
+        self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
         self._group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._thread: threading.Thread | None = None
         self._records: list[dict[str, object]] = []
@@ -58,24 +48,7 @@ class SparkPlacement:
         self._launcher.check_available()
         if self._use_gpu:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
-        self._wait_for_slots()
-
-    def _wait_for_slots(self) -> None:
-        """Executors register over time: wait while there are none or their count still grows, then refuse."""
-        deadline = time.monotonic() + self._slot_wait_s
-        slots, changed_at = task_slots(self._sc), time.monotonic()
-        while slots < self._num_ranks:
-            now = time.monotonic()
-            if now > deadline or (slots > 0 and now - changed_at > _SLOT_WAIT_STABLE_S):
-                raise NotEnoughSlotsError(
-                    f"np={self._num_ranks} needs {self._num_ranks} task slots at once, but this Spark cluster "
-                    f"has {slots}. A barrier stage would wait forever; ask for np <= {slots}, or add executors "
-                    f"or cores (spark.task.cpus also counts)."
-                )
-            time.sleep(0.25)
-            latest = task_slots(self._sc)
-            if latest != slots:
-                slots, changed_at = latest, time.monotonic()
+        wait_for_slots(self._sc, self._num_ranks, self._slot_wait_s)
 
     def start(self, job: RankJob) -> None:
         self._thread = threading.Thread(target=self._run_job, args=(job,), name=self._group, daemon=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sparkrunner.placement.spark import task_slots
-from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces, remove_stale
+from sparkrunner.placement.slots import task_slots
+from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.conftest import spark_session, stop_spark_session
 
 HOSTS = 2
@@ -54,7 +54,6 @@ def executor_hosts(spark: Any) -> list[str]:
 def netns_cluster() -> Iterator[NetnsCluster]:
     """The hosts and their Spark master and workers, for the whole test session; removed even on failure."""
     skip_without_namespaces()
-    remove_stale()
     cluster = NetnsCluster(hosts=HOSTS, slots_per_host=SLOTS_PER_HOST)
     try:
         cluster.start()

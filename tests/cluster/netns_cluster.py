@@ -7,8 +7,7 @@ into the bridge (.11, .12, ...), its own hostname (resolvable everywhere through
 also has a decoy interface (docker0: a bridge with no ports), listed before the real one, whose address (the same on every host, like
 docker0) reaches no other host: a naive "first non-loopback interface" choice picks it and fails.
 
-Every name carries the creating process's pid; `close()` removes everything, and `remove_stale()` what a
-killed test process left behind.
+Every name carries a random tag; `close()` removes everything, even when a step of it fails.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -49,10 +49,6 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
-def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
-
-
 def _edit_hosts_file(keep: object) -> None:
     """Rewrite /etc/hosts in place (it may be a bind mount) keeping the lines for which `keep(line)` holds."""
     with open(HOSTS_FILE, "r+") as f:
@@ -65,35 +61,23 @@ def _edit_hosts_file(keep: object) -> None:
             f.truncate()
 
 
-def _add_hosts_entries(entries: dict[str, str], owner: int) -> None:
+def _add_hosts_entries(entries: dict[str, str], owner: str) -> None:
     with open(HOSTS_FILE, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.write("".join(f"{address} {name}  # {_MARKER}{owner}\n" for name, address in entries.items()))
 
 
-def _owner_of_hosts_line(line: str) -> int | None:
-    match = re.search(rf"# {_MARKER}(\d+)$", line.strip())
-    return int(match.group(1)) if match else None
+def _owner_of_hosts_line(line: str) -> str | None:
+    match = re.search(rf"# {_MARKER}(\w+)$", line.strip())
+    return match.group(1) if match else None
 
 
-def remove_stale() -> None:
-    """Delete namespaces, bridges and /etc/hosts entries left by test processes that no longer exist."""
-    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    for ns in re.findall(r"^(srns(\d+)\d-\d+)", listing, flags=re.M):
-        if not _alive(int(ns[1])):
-            _delete_namespace(ns[0])
-    links = subprocess.run(
-        ["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True
-    ).stdout
-    for bridge, pid in re.findall(r"^\d+: (srb(\d+)\d):", links, flags=re.M):
-        if not _alive(int(pid)):
-            subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-
-    def live_or_foreign(line: str) -> bool:
-        owner = _owner_of_hosts_line(line)
-        return owner is None or _alive(owner)
-
-    _edit_hosts_file(live_or_foreign)
+def _free_subnet_octet(second: int) -> int:
+    """A third octet for 10.<second>.X.0/24 that no interface here uses (other test sessions' clusters)."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    taken = {int(x) for x in re.findall(rf"inet 10\.{second}\.(\d+)\.", used)}
+    free = [x for x in range(1, 250) if x not in taken]
+    return secrets.choice(free)
 
 
 def _namespace_pids(ns: str) -> list[int]:
@@ -124,18 +108,19 @@ class NetnsCluster:
         host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
         `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
         self._spark_class = spark_class
-        self._owner = os.getpid()
-        name = f"{self._owner}{variant}"
-        net = f"10.{213 + 2 * variant}.{self._owner % 250}"
+        # test sessions may run in separate pid namespaces: a random tag, not the pid, keeps names apart
+        self._owner = name = f"{secrets.token_hex(3)}{variant}"
+        octet = _free_subnet_octet(213 + 2 * variant)
+        net = f"10.{213 + 2 * variant}.{octet}"
         self.master_host = f"{net}.1"
-        self.decoy_address = f"10.{214 + 2 * variant}.{self._owner % 250}.1"
+        self.decoy_address = f"10.{214 + 2 * variant}.{octet}.1"
         self._bridge = f"srb{name}"
         self.namespaces = [f"srns{name}-{i}" for i in range(hosts)]
         self.worker_addresses = [f"{net}.{11 + i}" for i in range(hosts)]
         self.hostnames = [f"srhost{name}-{i}" for i in range(hosts)]
         self.slots_per_host = slots_per_host
         self._private_tmp = private_tmp
-        self.logs = Path(f"/tmp/sparkrunner-netns-{self._owner}")
+        self.logs = Path(f"/tmp/sparkrunner-netns-{name}")
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
@@ -220,30 +205,26 @@ class NetnsCluster:
         return done.stdout
 
     def close(self) -> None:
-        """Stop every process started here (and their children), then delete namespaces, links, host names."""
+        """Stop every process started here (and their children), then delete namespaces, links, host names;
+        each step runs even when an earlier one failed."""
         for proc in self._procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
         for proc in self._procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         for ns in self.namespaces:
             _delete_namespace(ns)
         subprocess.run(["ip", "link", "del", self._bridge], capture_output=True)
-        mine = set(self.hostnames)
-        _edit_hosts_file(
-            lambda line: _owner_of_hosts_line(line) != self._owner or not mine & set(line.split())
-        )
+        _edit_hosts_file(lambda line: _owner_of_hosts_line(line) != self._owner)
         shutil.rmtree(self.logs, ignore_errors=True)
 
 
 def can_create_namespaces() -> str | None:
     """None when this machine lets us create network namespaces, else the reason it does not."""
-    probe = f"srprobe{os.getpid()}"
+    probe = f"srprobe{secrets.token_hex(3)}"
     try:
         result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     except FileNotFoundError:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from sparkrunner.placement.spark import task_slots
+from sparkrunner.placement.slots import task_slots
 from tests.cluster.fixtures import HOSTS, SLOTS_PER_HOST, TwoHosts, executor_hosts
 from tests.cluster.netns_cluster import DECOY_LINK
 

@@ -57,9 +57,13 @@ def dataset(spark_local: Any, tmp_path_factory: pytest.TempPathFactory) -> Parqu
 
 
 @pytest.mark.spark
-def test_spark_ranks_read_disjoint_equal_shards(spark_local: Any, dataset: ParquetData) -> None:
-    check_shards(Runner(np=2, spark=spark_local).run(read_shards, dataset, BATCH, EPOCHS), world=2)
+def test_spark_ranks_read_disjoint_equal_shards(
+    spark_local: Any, dataset: ParquetData, launcher: str
+) -> None:
+    check_shards(
+        Runner(np=2, spark=spark_local, launcher=launcher).run(read_shards, dataset, BATCH, EPOCHS), world=2
+    )
 
 
-def test_local_ranks_read_disjoint_equal_shards(dataset: ParquetData, tmp_path: Path) -> None:
-    check_shards(Runner(np=-2).run(read_shards, dataset, BATCH, EPOCHS), world=2)
+def test_local_ranks_read_disjoint_equal_shards(dataset: ParquetData, tmp_path: Path, launcher: str) -> None:
+    check_shards(Runner(np=-2, launcher=launcher).run(read_shards, dataset, BATCH, EPOCHS), world=2)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparkrunner.placement.spark import task_slots
+from sparkrunner.placement.slots import task_slots
 
 LAUNCHERS = ["direct", "mpirun"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
-from sparkrunner.placement.spark import task_slots
+from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
 from tests.recovery.processes import executor_jvm_of, rank_pid
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed

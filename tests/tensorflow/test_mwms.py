@@ -42,8 +42,8 @@ def assert_trained_in_lockstep(result: dict[str, Any], weights_dir: Path) -> Non
         np.testing.assert_array_equal(ranks[0][name], ranks[1][name])
 
 
-def test_tf_config_names_every_worker_and_this_rank() -> None:
-    config, legacy = Runner(np=-3).run(tf_config)
+def test_tf_config_names_every_worker_and_this_rank(launcher: str) -> None:
+    config, legacy = Runner(np=-3, launcher=launcher).run(tf_config)
     workers = config["cluster"]["worker"]
     assert len(workers) == 3 and len(set(workers)) == 3
     assert all(w.startswith("127.0.0.1:") for w in workers)
@@ -52,8 +52,8 @@ def test_tf_config_names_every_worker_and_this_rank() -> None:
 
 
 @pytest.mark.slow
-def test_keras_trains_with_two_local_workers(tmp_path: Path) -> None:
-    runner = Runner(np=-2)
+def test_keras_trains_with_two_local_workers(tmp_path: Path, launcher: str) -> None:
+    runner = Runner(np=-2, launcher=launcher)
     result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
     assert_progress_reported(runner)
@@ -61,8 +61,8 @@ def test_keras_trains_with_two_local_workers(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_keras_trains_in_a_barrier_stage(spark_local: Any, tmp_path: Path) -> None:
-    runner = Runner(np=2, spark=spark_local)
+def test_keras_trains_in_a_barrier_stage(spark_local: Any, tmp_path: Path, launcher: str) -> None:
+    runner = Runner(np=2, spark=spark_local, launcher=launcher)
     result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
     assert_progress_reported(runner)

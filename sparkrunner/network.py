@@ -1,0 +1,155 @@
+"""Which address and interface ranks use to reach each other, and which ports sparkrunner may open.
+
+Spark may know an executor by a hostname, and a host may have several interfaces (docker0, VPNs) of which
+only one reaches the other hosts: ranks use the address Spark reaches the executor at when this machine holds
+it, otherwise the address this machine routes to the driver from, and name that address's interface to MPI,
+Gloo and NCCL.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.protocol import Env
+
+PortRange = tuple[int, int]
+
+SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+_MIN_RANGE_PORTS = 16
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    network: str  # CIDR, e.g. "10.0.0.0/24"
+
+
+def local_interface(address: str) -> Interface | None:
+    """The local interface that holds the IPv4 `address`; None when none does."""
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            if a.family == socket.AF_INET and a.address == address and a.netmask:
+                return Interface(name, str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network))
+    return None
+
+
+def _resolve(host: str) -> str | None:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return None
+
+
+def _route_source(destination: str) -> str:
+    """The local address the kernel sends from to reach `destination` (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((destination, 9))
+        return str(probe.getsockname()[0])
+
+
+def peer_address(spark_host: str, driver_host: str) -> str:
+    """This task's IPv4 address that its peers can reach.
+
+    Spark's own address for the executor (a hostname is resolved) when this machine holds it and it is not
+    loopback (unless the driver is local too); otherwise the address this machine reaches the driver from.
+    """
+    address = _resolve(spark_host)
+    driver = _resolve(driver_host) or driver_host
+    loopback_ok = ipaddress.ip_address(driver).is_loopback
+    usable = address is not None and (loopback_ok or not ipaddress.ip_address(address).is_loopback)
+    if usable and local_interface(address) is not None:  # type: ignore[arg-type]
+        return address  # type: ignore[return-value]
+    return _route_source(driver)
+
+
+def socket_environment(address: str) -> dict[str, str]:
+    """Gloo's and NCCL's interface variables for a rank whose peers reach it at `address` (on its host)."""
+    interface = local_interface(address)
+    if interface is None:
+        return {}
+    return {name: interface.name for name in SOCKET_INTERFACE_VARIABLES}
+
+
+def parse_port_range(value: object, source: str) -> PortRange:
+    """(low, high) from a tuple or a "LOW-HIGH" string, checked; a clear error naming `source` otherwise."""
+    try:
+        text = value if isinstance(value, str) else "-".join(str(int(v)) for v in value)  # type: ignore[attr-defined]
+        low, high = (int(part) for part in text.split("-"))
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"{source}={value!r} is not a port range; give two port numbers, e.g. (40000, 40100) or '40000-40100'"
+        ) from None
+    if not 1024 <= low <= high <= 65535 or high - low + 1 < _MIN_RANGE_PORTS:
+        raise InvalidArgumentError(
+            f"{source}={value!r} must satisfy 1024 <= low <= high <= 65535 and hold at least {_MIN_RANGE_PORTS} "
+            f"ports (half for sparkrunner's own listeners, half for MPI's)"
+        )
+    return low, high
+
+
+def own_ports(port_range: PortRange | None) -> PortRange | None:
+    """The lower half of the range: the ports sparkrunner reserves (driver channel, topology ports)."""
+    if port_range is None:
+        return None
+    low, high = port_range
+    return low, (low + high) // 2
+
+
+def mpi_ports(port_range: PortRange) -> PortRange:
+    """The upper half: MPI binds its own listeners there, so they never take a port sparkrunner reserved."""
+    low, high = port_range
+    return (low + high) // 2 + 1, high
+
+
+def configured_port_range(value: object = None) -> PortRange | None:
+    """The port range from `Runner(port_range=...)`, else from SPARKRUNNER_PORT_RANGE, else None (any port)."""
+    if value is not None:
+        return parse_port_range(value, "port_range")
+    text = os.environ.get(Env.PORT_RANGE)
+    return parse_port_range(text, Env.PORT_RANGE) if text else None
+
+
+def free_ports(
+    count: int, host: str = "", port_range: PortRange | None = None, slot: int = 0
+) -> tuple[int, ...]:
+    """`count` distinct ports that were free a moment ago: any port, or ones in `port_range`, tried from
+    position `slot * count` on (so tasks that probe at once on one host, each with its own slot, do not pick
+    the same ports; slot -1 starts from the top). Sockets are held together so the ports are distinct."""
+    socks: list[socket.socket] = []
+    candidates = _candidates(port_range, slot * count)
+    try:
+        while len(socks) < count:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((host, next(candidates)))
+            except OSError:
+                s.close()
+                continue
+            except StopIteration:
+                s.close()
+                raise InvalidArgumentError(
+                    f"the port range {port_range} has fewer than {count} free ports on {host or 'this host'}; "
+                    f"widen it ({Env.PORT_RANGE} or Runner(port_range=...))"
+                ) from None
+            socks.append(s)
+        return tuple(int(s.getsockname()[1]) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _candidates(port_range: PortRange | None, offset: int) -> Iterator[int]:
+    if port_range is None:
+        while True:
+            yield 0  # the kernel picks
+    low, high = port_range
+    ports = list(range(low, high + 1))
+    start = offset % len(ports)
+    yield from ports[start:] + ports[:start]

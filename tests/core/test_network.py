@@ -1,0 +1,51 @@
+"""Port ranges and slot ceilings: bad input is refused with a clear error before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.network import free_ports, mpi_ports, own_ports, socket_environment
+from sparkrunner.placement.slots import slot_ceiling
+
+
+@pytest.mark.parametrize("bad", [(2000, 1000), (80, 200), "40000-40005", "forty", (1, 2, 3)])
+def test_a_bad_port_range_is_refused_when_the_runner_is_made(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="port_range"):
+        Runner(np=-2, launcher="direct", port_range=bad)  # type: ignore[arg-type]
+
+
+def test_a_bad_port_range_in_the_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKRUNNER_PORT_RANGE", "50000")
+    with pytest.raises(InvalidArgumentError, match="SPARKRUNNER_PORT_RANGE"):
+        Runner(np=-2, launcher="direct")
+
+
+def test_ports_come_from_the_range_and_tasks_do_not_share_them() -> None:
+    ours = own_ports((45000, 45099))
+    first, second = free_ports(4, "127.0.0.1", ours, slot=0), free_ports(4, "127.0.0.1", ours, slot=1)
+    assert all(45000 <= p <= 45049 for p in first + second)
+    assert not set(first) & set(second)
+    assert mpi_ports((45000, 45099)) == (45050, 45099)
+
+
+def test_loopback_ranks_name_the_loopback_interface() -> None:
+    assert socket_environment("127.0.0.1") == {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+
+
+@pytest.mark.parametrize(
+    ("conf", "master", "ceiling"),
+    [
+        ({}, "local[3]", 3),
+        ({"spark.task.cpus": "2"}, "local-cluster[2,2,1024]", 2),
+        ({"spark.cores.max": "6"}, "spark://m:7077", 6),
+        ({"spark.executor.instances": "3", "spark.executor.cores": "4"}, "k8s://api:443", 12),
+        ({}, "spark://m:7077", None),
+    ],
+)
+def test_the_slot_ceiling_comes_from_the_clusters_configuration(
+    conf: dict[str, str], master: str, ceiling: int | None
+) -> None:
+    found = slot_ceiling(conf, master)
+    assert (found[0] if found else None) == ceiling
