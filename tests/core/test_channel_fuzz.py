@@ -12,6 +12,7 @@ import pickle
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -213,9 +214,14 @@ def test_a_record_reflected_to_its_sender_is_refused(recorded: Any) -> None:
     """Each direction has its own key: the server's record sent back to it does not authenticate."""
     server, secret, recorder = recorded
     conn = connect(("127.0.0.1", server.port), secret)
+    conn.send("ready", 0)  # once the server has read it, the connection is among those it broadcasts to
+    deadline = time.monotonic() + 15
+    while not recorder.messages and time.monotonic() < deadline:
+        time.sleep(0.01)
+    conn._sock.settimeout(15)
     server.broadcast("from the server", 1)
     header = channel._recv_exact(conn._sock, 5)
     sealed = channel._recv_exact(conn._sock, int.from_bytes(header[:4], "big"))
     conn._sock.sendall(bytes(header) + bytes(sealed))
     assert recorder.disconnected.wait(15)
-    assert recorder.messages == []
+    assert recorder.messages == [("ready", 0)]
