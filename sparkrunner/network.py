@@ -61,11 +61,13 @@ def peer_address(spark_host: str, driver_host: str) -> str:
     loopback (unless the driver is local too); otherwise the address this machine reaches the driver from.
     """
     address = _resolve(spark_host)
-    driver = _resolve(driver_host) or driver_host
-    loopback_ok = ipaddress.ip_address(driver).is_loopback
+    driver = _resolve(driver_host)
+    loopback_ok = driver is None or ipaddress.ip_address(driver).is_loopback
     usable = address is not None and (loopback_ok or not ipaddress.ip_address(address).is_loopback)
     if usable and local_interface(address) is not None:  # type: ignore[arg-type]
         return address  # type: ignore[return-value]
+    if driver is None:  # the driver's name does not resolve here: the rank will say it cannot reach it
+        return address or spark_host
     return _route_source(driver)
 
 

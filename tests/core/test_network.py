@@ -6,7 +6,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.network import free_ports, mpi_ports, own_ports, socket_environment
+from sparkrunner.network import free_ports, mpi_ports, own_ports, peer_address, socket_environment
 from sparkrunner.placement.slots import slot_ceiling
 
 
@@ -49,3 +49,9 @@ def test_the_slot_ceiling_comes_from_the_clusters_configuration(
 ) -> None:
     found = slot_ceiling(conf, master)
     assert (found[0] if found else None) == ceiling
+
+
+def test_a_driver_name_that_does_not_resolve_leaves_the_tasks_own_address() -> None:
+    """A Connect client may give executors a name they cannot resolve: the task still names its address
+    (the rank then reports that it cannot reach the driver) instead of failing on the name."""
+    assert peer_address("127.0.0.1", "unreachable.invalid") == "127.0.0.1"
