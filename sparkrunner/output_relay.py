@@ -64,15 +64,17 @@ def _relay(
     driver: tuple[str, int], secret: bytes, rank: int, read_fds: dict[int, int], echo_fds: dict[int, int]
 ) -> int:
     """Body of the relay process: forward both streams until every writer has closed them."""
+    conn: channel.Connection | None
     try:
         conn = channel.connect(driver, secret)
         conn.send(Message.OUTPUT_STREAM, {"rank": rank})
     except channel.ChannelError:
-        return 1
+        conn = None  # the driver is out of reach: still echo what the rank prints (its task's tail keeps it)
 
     def send(kind: str, data: object) -> None:
-        with contextlib.suppress(channel.ChannelError):
-            conn.send(kind, data)
+        if conn is not None:
+            with contextlib.suppress(channel.ChannelError):
+                conn.send(kind, data)
 
     threads = []
     for fd, name in _STREAMS:
@@ -86,5 +88,6 @@ def _relay(
         threads[-1].start()
     for thread in threads:
         thread.join()
-    conn.close()
+    if conn is not None:
+        conn.close()
     return 0
