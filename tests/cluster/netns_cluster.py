@@ -26,17 +26,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyspark
-
-SPARK_CLASS = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 # (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
 # this interpreter's pyspark by default; tests/image runs the daemons from the sparkrunner image instead.
 SparkClassCommand = Callable[[dict[str, str], "str | None"], list[str]]
 
 
 def host_spark_class(env: dict[str, str], hostname: str | None) -> list[str]:
-    """spark-class of this interpreter's pyspark (the environment reaches it through the process's own)."""
-    return [SPARK_CLASS]
+    """spark-class of this interpreter's pyspark (the environment reaches it through the process's own).
+
+    pyspark is imported here, not at module level: the Petastorm environment loads this plugin without it."""
+    import pyspark
+
+    return [str(Path(pyspark.__file__).parent / "bin" / "spark-class")]
 
 
 START_TIMEOUT_S = 120.0
