@@ -100,13 +100,21 @@ def _exit_detail(session: DriverSession, placement: Placement, state: RankState 
     """How the rank's process ended: its barrier task's report, else what the placement knows."""
     reports = session.report.task_reports
 
-    def known() -> str | None:
-        own = reports.get(state.task) if state is not None and state.task is not None else None
-        found = own or next(iter(reports.values()), None)
-        return task_report.describe(found) if found is not None else placement.failure()
+    task = state.task if state is not None else None
 
-    if wait:
-        wait_until(session, lambda: known() is not None, DETAIL_WAIT_S)
+    def known() -> str | None:
+        found = reports.get(task) if task is not None else None
+        found = found or next(iter(reports.values()), None)
+        if found is not None:
+            return task_report.describe(found)
+        return placement.failure(state.pid if state is not None else None)
+
+    if wait:  # the rank's own task's report, when it ran in one, before any other task's
+        wait_until(
+            session,
+            (lambda: task in reports) if task is not None else (lambda: known() is not None),
+            DETAIL_WAIT_S,
+        )
     return known() or "no exit code is known yet"
 
 

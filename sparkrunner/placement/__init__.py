@@ -22,8 +22,10 @@ class Placement(Protocol):
     def start(self, job: RankJob) -> None:
         """Start the ranks; returns at once."""
 
-    def failure(self) -> str | None:
-        """Why the ranks ended abnormally, once known (exit codes, output tails); None otherwise."""
+    def failure(self, pid: int | None = None) -> str | None:
+        """Why the ranks ended abnormally, once known (exit codes, output tails); None otherwise.
+
+        `pid`: the process of the rank in question, when the placement can tell its processes apart."""
 
     def finished(self) -> bool:
         """True once every rank process (or the whole Spark job) has ended."""

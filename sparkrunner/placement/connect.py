@@ -113,7 +113,7 @@ class ConnectPlacement:
         finally:
             self._spark.removeTag(self._tag)
 
-    def failure(self) -> str | None:
+    def failure(self, pid: int | None = None) -> str | None:
         detail = describe_failure(self._job_error, self._records)
         if detail is not None and _UNREACHABLE in detail:
             detail += (

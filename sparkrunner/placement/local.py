@@ -34,8 +34,9 @@ class LocalPlacement:
         peers = tuple(Peer(LOOPBACK, ports[i * k : (i + 1) * k]) for i in range(self._num_ranks))
         self._procs = self._launcher.start_local(job, Topology(peers))
 
-    def failure(self) -> str | None:
-        for proc in self._procs:
+    def failure(self, pid: int | None = None) -> str | None:
+        procs = sorted(self._procs, key=lambda proc: proc.pid != pid)  # that rank's own process first
+        for proc in procs:
             code = proc.poll()
             if code not in (None, 0):
                 return f"process {proc.pid} exited with code {code}; its last output:\n{proc.output_tail()}"

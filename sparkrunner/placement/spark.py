@@ -63,7 +63,7 @@ class SparkPlacement:
         except BaseException as exc:
             self._job_error = exc
 
-    def failure(self) -> str | None:
+    def failure(self, pid: int | None = None) -> str | None:
         return describe_failure(self._job_error, self._records)
 
     def finished(self) -> bool:

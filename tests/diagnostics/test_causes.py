@@ -79,7 +79,9 @@ class _CancelFailsPlacement(LocalPlacement):
 
 def test_an_error_while_shutting_down_never_replaces_the_runs_error(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = Runner(np=-2, launcher="direct", tracking=False)
-    monkeypatch.setattr(runner, "_placement", lambda launcher: _CancelFailsPlacement(2, launcher))
+    monkeypatch.setattr(
+        runner, "_placement", lambda launcher, spark, tasks: _CancelFailsPlacement(2, launcher)
+    )
     with pytest.raises(RankFailedError) as info:
         runner.run(killed_on_rank_one)
     assert info.value.rank == 1
