@@ -46,6 +46,11 @@ def spark_session(master: str, **conf: str) -> Any:
 
     key = (master, tuple(sorted(conf.items())))
     current = _session.get("spark")
+    if (
+        current is not None and current.sparkContext._jsc is None
+    ):  # stopped by code under test (e.g. an example)
+        _session.clear()
+        current = None
     if current is not None and _session["key"] == key:
         return current
     if current is not None:

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ def free_port(host: str) -> int:
 def s3_server(host: str = "127.0.0.1") -> Iterator[S3Server]:
     """The server this test run shares (started here, and stopped on exit, unless a parent process started it)."""
     given = os.environ.get(S3_ENDPOINT_ENV)
-    if given:
+    if given and urllib.parse.urlsplit(given).hostname == host:  # one listening where this caller needs it
         yield S3Server(given)
         return
     port = free_port(host)
