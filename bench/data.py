@@ -6,7 +6,7 @@ Measures, in one run and on the same files: the limits of this machine for the r
 multi-threaded decode of its row groups into memory (the decode ceiling) and a memory copy of the same
 decoded bytes (the bandwidth ceiling) -; raw pyarrow.parquet iter_batches -> numpy (a naive loop);
 sparkrunner's native reader (numpy) and torch loader, from local files and from a local S3-API server
-(moto); and - in the pinned Petastorm environment (.venv-petastorm), as a subprocess - Petastorm's
+(moto), with that server's own limit (the rank's files fetched whole in parallel, no decode); and - in the pinned Petastorm environment (.venv-petastorm), as a subprocess - Petastorm's
 make_batch_reader and BatchedDataLoader with cur_shard/shard_count. Targets: torch loader >= 0.8x the
 decode ceiling; reading from the S3 server >= 0.5x local; torch loader >= 2x BatchedDataLoader.
 """
@@ -116,6 +116,29 @@ def copy_ceiling(path: Path) -> Callable[[], Iterable[dict[str, Any]]]:
     return copy
 
 
+def s3_ceiling(s3_uri: str, s3_options: dict[str, Any], path: Path) -> Callable[[], Iterable[dict[str, Any]]]:
+    """The S3 server's own limit: the rank's files fetched whole, in parallel, with no decode (moto's ceiling)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    filesystem = pafs.S3FileSystem(**s3_options)
+    files = rank_files(path)
+    rows = np.empty(sum(pq.read_metadata(file).num_rows for file in files), dtype=np.int8)
+
+    def fetch(file: Path) -> int:
+        with filesystem.open_input_file(f"{s3_uri.removeprefix('s3://')}/{file.name}") as opened:
+            return len(opened.read_buffer(opened.size()))
+
+    def fetch_all() -> Iterable[dict[str, Any]]:
+        with ThreadPoolExecutor(len(files)) as pool:
+            list(pool.map(fetch, files))
+        yield {"label": rows}
+
+    return fetch_all
+
+
 def main_side(
     path: Path, batch_size: int, repeats: int, s3_uri: str, s3_options: dict[str, Any]
 ) -> dict[str, float]:
@@ -132,6 +155,7 @@ def main_side(
         "sparkrunner native reader, shuffled": lambda: NumpyLoader(data, batch_size, shuffle=True, **shard),
         "sparkrunner torch loader": lambda: TorchLoader(data, batch_size, shuffle=False, **shard),
         "sparkrunner torch loader, shuffled": lambda: TorchLoader(data, batch_size, shuffle=True, **shard),
+        "S3 server: raw parallel GET, no decode": s3_ceiling(s3_uri, s3_options, path),
         "sparkrunner torch loader, S3 server": lambda: TorchLoader(
             remote, batch_size, shuffle=False, **shard
         ),
@@ -187,6 +211,11 @@ def report(results: dict[str, float], rows: int) -> None:
         "torch loader, S3 server / local": (
             results["sparkrunner torch loader, S3 server"] / results["sparkrunner torch loader"],
             "(target >= 0.5x)",
+        ),
+        "torch loader, S3 server / server's GET": (
+            results["sparkrunner torch loader, S3 server"]
+            / results["S3 server: raw parallel GET, no decode"],
+            "",
         ),
     }
     print()
