@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
 
-from sparkrunner.data import NumpyLoader, materialize, storage
+from sparkrunner.data import NumpyLoader, ParquetData, materialize, storage
 from sparkrunner.errors import DataNotSharedError, InvalidArgumentError
 from tests.data.readers import write_dataset
 from tests.data.s3_server import S3Server
@@ -79,3 +80,30 @@ def test_a_rank_that_cannot_see_the_files_is_refused_with_the_uri_to_use(tmp_pat
     with pytest.raises(DataNotSharedError, match=r"rank 1 on .* cannot read 1 of the 2 files") as caught:
         NumpyLoader(data, 5, rank=1, world_size=2)
     assert "s3://bucket/prefix" in str(caught.value)
+
+
+def _shard(data: ParquetData, rank: int, shuffle: bool) -> tuple[np.ndarray, np.ndarray]:
+    batches = list(NumpyLoader(data, 5, rank=rank, world_size=2, shuffle=shuffle, seed=3))
+    return np.concatenate([b["id"] for b in batches]), np.concatenate([b["x"] for b in batches])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_shards_read_from_the_s3_server_match_the_files_row_for_row(
+    s3: S3Server, tmp_path: Path, shuffle: bool
+) -> None:
+    """Unshuffled, rank 0 fetches both its files whole and rank 1 reads 5 of file 1's 20 rows by row group
+    and file 2 whole; shuffled, row groups are read one by one. Either way: the files' own rows, in order."""
+    path = write_dataset(tmp_path / "ds", [30, 20, 40], row_group_rows=10)
+    uri = s3.new_prefix()
+    s3.upload(path, uri)
+    remote, local = materialize(uri, storage_options=s3.storage_options), materialize(path)
+    source = pq.read_table(sorted(path.glob("*.parquet")))
+    by_id = dict(zip(source.column("id").to_pylist(), source.column("x").to_pylist(), strict=True))
+    shards = [_shard(remote, rank, shuffle) for rank in (0, 1)]
+    for rank, (ids, x) in enumerate(shards):
+        np.testing.assert_array_equal(ids, _shard(local, rank, shuffle)[0])
+        np.testing.assert_array_equal(x, np.array([by_id[i] for i in ids.tolist()]))
+    everything = np.concatenate([ids for ids, _ in shards])
+    if not shuffle:  # contiguous halves in file order
+        np.testing.assert_array_equal(everything, source.column("id").to_numpy())
+    assert sorted(everything.tolist()) == sorted(source.column("id").to_pylist())
