@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the test suite (after scripts/setup.sh).
-#   bash scripts/run_tests.sh                 the whole suite in the main environment, then the Spark 3.5 subset
+#   bash scripts/run_tests.sh                 the whole suite in the main environment, the Spark 3.5 subset, then
+#                                             the cluster image: built (cached by its inputs' hash) and tested
 #   bash scripts/run_tests.sh ARGS...         pytest ARGS in the main environment
 #   SPARKRUNNER_ENV=spark35 bash scripts/run_tests.sh ARGS...   pytest ARGS in the Spark 3.5 environment
+#   SPARKRUNNER_SKIP_IMAGE=1 bash scripts/run_tests.sh          the whole suite without the image part
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -24,6 +26,11 @@ spark35() {
   .venv-spark35/bin/python -m pytest -ra --durations=10 "$@"
 }
 
+# The cluster image of this tree (docker/build_image.sh: seconds when its inputs did not change), tested inside.
+image_tests() {
+  bash docker/build_image.sh && SPARKRUNNER_IMAGE_TESTS=1 .venv/bin/python -m pytest -ra --durations=5 tests/image
+}
+
 if [ "${SPARKRUNNER_ENV:-main}" = spark35 ]; then
   spark35 "$@"
 elif [ $# -gt 0 ]; then
@@ -33,5 +40,11 @@ else
   .venv/bin/python -m pytest -ra --durations=15 || status=$?
   echo "== run_tests: the Spark 3.5 environment"
   spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
+  if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
+    echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
+  else
+    echo "== run_tests: the cluster image (docker/build_image.sh, tests/image)"
+    image_tests || status=$?
+  fi
   exit $status
 fi
