@@ -35,8 +35,9 @@ class LocalPlacement:
         self._procs = self._launcher.start_local(job, Topology(peers))
 
     def failure(self, pid: int | None = None) -> str | None:
-        procs = sorted(self._procs, key=lambda proc: proc.pid != pid)  # that rank's own process first
-        for proc in procs:
+        """How a process ended abnormally: the rank's own (`pid`) when it is one of ours, else any."""
+        own = [proc for proc in self._procs if proc.pid == pid]
+        for proc in own or self._procs:  # a peer that failed in consequence is never the rank's exit
             code = proc.poll()
             if code not in (None, 0):
                 return f"process {proc.pid} exited with code {code}; its last output:\n{proc.output_tail()}"

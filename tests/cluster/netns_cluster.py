@@ -7,7 +7,9 @@ into the bridge (.11, .12, ...), its own hostname (resolvable everywhere through
 also has a decoy interface (docker0: a bridge with no ports), listed before the real one, whose address (the same on every host, like
 docker0) reaches no other host: a naive "first non-loopback interface" choice picks it and fails.
 
-Every name carries a random tag; `close()` removes everything, even when a step of it fails.
+Every name carries a random tag; `close()` removes everything, even when a step of it fails. A cluster holds a
+lease (a locked file) while it lives: `start()` first removes what clusters of killed test runs left behind
+(their lease is no longer locked), so an interrupted run never leaves the next one to clean up by hand.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 # (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
 # this interpreter's pyspark by default; tests/image runs the daemons from the sparkrunner image instead.
@@ -44,6 +47,7 @@ START_TIMEOUT_S = 120.0
 HOSTS_FILE = Path("/etc/hosts")
 DECOY_LINK = "docker0"  # a bridge without ports, as docker leaves one on every host
 _MARKER = "sparkrunner-netns-"
+_LEASES = Path("/run/lock/sparkrunner-netns")
 
 
 def _ip(*args: str) -> None:
@@ -93,6 +97,38 @@ def _delete_namespace(ns: str) -> None:
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
+def _kill_daemons_of(owner: str) -> None:
+    """SIGKILL every Spark daemon a cluster started (they run in sessions of their own, so outlive pytest)."""
+    marker = f"SPARK_WORKER_DIR=/tmp/{_MARKER}{owner}/".encode()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def _remove_everything_of(owner: str) -> None:
+    """Remove what the cluster tagged `owner` made; each step runs even when an earlier one failed."""
+    _kill_daemons_of(owner)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for ns in re.findall(rf"^(srns{owner}-\d+)", listed, re.MULTILINE):
+        _delete_namespace(ns)
+    subprocess.run(["ip", "link", "del", f"srb{owner}"], capture_output=True)
+    _edit_hosts_file(lambda line: _owner_of_hosts_line(line) != owner)
+    shutil.rmtree(f"/tmp/{_MARKER}{owner}", ignore_errors=True)
+
+
+def _sweep_stale_clusters() -> None:
+    """Remove the clusters whose lease nobody holds any more (their test process was killed)."""
+    for lease in _LEASES.glob("*.lock"):
+        with contextlib.suppress(OSError), open(lease, "a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live cluster
+            _remove_everything_of(lease.stem)
+            lease.unlink()
+
+
 class NetnsCluster:
     """A Spark master in the root namespace and one worker per namespace ("host"), each with its own address,
     hostname, `slots` task slots and a decoy interface."""
@@ -123,6 +159,7 @@ class NetnsCluster:
         self._private_tmp = private_tmp
         self.logs = Path(f"/tmp/sparkrunner-netns-{name}")
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._lease: IO[str] | None = None
 
     @property
     def url(self) -> str:
@@ -131,6 +168,10 @@ class NetnsCluster:
     def start(self, workers: int | None = None) -> str:
         """Create every host, start the master and the first `workers` workers (all by default); returns the
         master URL. On failure, call `close()`: it removes whatever was made."""
+        _LEASES.mkdir(parents=True, exist_ok=True)
+        _sweep_stale_clusters()
+        self._lease = open(_LEASES / f"{self._owner}.lock", "a")  # noqa: SIM115 - held while the cluster lives
+        fcntl.flock(self._lease, fcntl.LOCK_EX)
         self.logs.mkdir(exist_ok=True)
         _ip("link", "add", self._bridge, "type", "bridge")
         _ip("addr", "add", f"{self.master_host}/24", "dev", self._bridge)
@@ -216,11 +257,11 @@ class NetnsCluster:
                 proc.wait(timeout=15)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-        for ns in self.namespaces:
-            _delete_namespace(ns)
-        subprocess.run(["ip", "link", "del", self._bridge], capture_output=True)
-        _edit_hosts_file(lambda line: _owner_of_hosts_line(line) != self._owner)
-        shutil.rmtree(self.logs, ignore_errors=True)
+        _remove_everything_of(self._owner)
+        if self._lease is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._lease.name)
+            self._lease.close()
 
 
 def can_create_namespaces() -> str | None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from sparkrunner.placement.slots import task_slots
-from tests.cluster.fixtures import HOSTS, SLOTS_PER_HOST, TwoHosts, executor_hosts
-from tests.cluster.netns_cluster import DECOY_LINK
+from tests.cluster.fixtures import HOSTS, SLOTS_PER_HOST, TwoHosts, executor_hosts, skip_without_namespaces
+from tests.cluster.netns_cluster import DECOY_LINK, NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -31,3 +34,46 @@ def test_a_naive_interface_choice_picks_the_unroutable_decoy(two_hosts: TwoHosts
         other = cluster.worker_addresses[(i + 1) % HOSTS]
         route = cluster.run_in(i, ["ip", "-4", "route", "get", other, "from", cluster.decoy_address])
         assert DECOY_LINK not in route
+
+
+_START_AND_HANG = (
+    "import time; from tests.cluster.netns_cluster import NetnsCluster\n"
+    "c = NetnsCluster(1, 1, variant=9); c.start(workers=0)\n"
+    "print(c._owner, c.namespaces[0], flush=True); time.sleep(600)\n"
+)
+
+
+def _spark_daemons_tagged(owner: str) -> list[int]:
+    """The test's own /proc scan (not the fixture's): processes whose environment names the cluster's folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if (
+                entry.name.isdigit()
+                and f"sparkrunner-netns-{owner}/".encode() in (entry / "environ").read_bytes()
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+def test_what_a_killed_test_run_left_behind_is_removed_by_the_next_cluster() -> None:
+    skip_without_namespaces()
+    hanging = subprocess.Popen([sys.executable, "-c", _START_AND_HANG], stdout=subprocess.PIPE, text=True)
+    assert hanging.stdout is not None
+    owner, namespace = hanging.stdout.readline().split()
+    hanging.kill()  # as a killed pytest: no close()
+    hanging.wait()
+    assert namespace in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert _spark_daemons_tagged(owner)  # its master outlived it
+    assert owner in Path("/etc/hosts").read_text()
+    next_cluster = NetnsCluster(1, 1, variant=8)
+    try:
+        next_cluster.start(workers=0)
+        assert namespace not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert (
+            f"srb{owner}" not in subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        )
+        assert owner not in Path("/etc/hosts").read_text()
+        assert _spark_daemons_tagged(owner) == []
+    finally:
+        next_cluster.close()

@@ -9,7 +9,11 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, SparkRunnerError
+from sparkrunner.launch import RankJob
+from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement
+from sparkrunner.processes import RankProcess
+from sparkrunner.topology import Topology
 from tests.diagnostics.conftest import LAUNCHERS, wait_for_both_executors
 from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
 
@@ -87,3 +91,26 @@ def test_an_error_while_shutting_down_never_replaces_the_runs_error(monkeypatch:
     assert info.value.rank == 1
     assert isinstance(info.value.__dict__["shutdown_error"], RuntimeError)
     assert any("cancel failed while stopping" in note for note in getattr(info.value, "__notes__", []))
+
+
+class _TwoShellRanks(DirectLauncher):
+    """Stand-in launcher (np<0 placement, real processes): rank 1 exits with code 7 after rank 0 failed (code 1),
+    the order in which a peer that lost its connection fails before the rank that hung up has died."""
+
+    def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
+        env = {"PATH": os.environ["PATH"]}
+        return [RankProcess(["sh", "-c", "exit 1"], env), RankProcess(["sh", "-c", "sleep 1; exit 7"], env)]
+
+
+def test_np_below_zero_describes_the_dead_ranks_own_exit_never_a_peers() -> None:
+    placement = LocalPlacement(2, _TwoShellRanks())
+    placement.start(RankJob("run", ("127.0.0.1", 1), b"secret"))
+    first, second = placement._procs
+    try:
+        first.wait()
+        assert placement.failure(second.pid) is None  # rank 1 still runs: its exit is not known yet
+        second.wait()
+        assert f"process {second.pid} exited with code 7" in str(placement.failure(second.pid))
+        assert f"process {first.pid} exited with code 1" in str(placement.failure(None))
+    finally:
+        placement.stop()
