@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from typing import Any
@@ -13,6 +14,9 @@ from sparkrunner.placement.barrier_task import barrier_partition_fn
 from sparkrunner.placement.slots import wait_for_slots
 
 _STOP_JOIN_S = 60.0
+_PYTHON_EXCEPTION_LINE = re.compile(
+    r"(?!org\.apache\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(Error|Exception): "
+)
 
 
 def spark_context(spark: Any) -> Any:
@@ -106,7 +110,12 @@ def _short_spark_error(exc: BaseException) -> str:
             "the executors' Python cannot import sparkrunner. Install it where the executors run, or point "
             "them at this environment's interpreter (PYSPARK_PYTHON, set before the SparkSession starts)."
         )
-    for line in text.splitlines():
+    lines = text.splitlines()
+    # the Python exception a task raised (its traceback's last line) says more than the JVM's wrapper of it
+    python_line = next((line for line in lines if _PYTHON_EXCEPTION_LINE.match(line)), None)
+    if python_line is not None:
+        return python_line.strip()[:2000]
+    for line in lines:
         if "Exception" in line or "Error" in line:
             return line.strip()[:2000]
     return text[:2000]
