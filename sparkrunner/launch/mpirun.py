@@ -16,6 +16,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sparkrunner.errors import LauncherUnavailableError
@@ -25,6 +26,7 @@ from sparkrunner.launch.base import (
     Launcher,
     RankJob,
     TaskOutcome,
+    barrier_task_of,
     close_after,
     rank_process_environment,
     worker_command,
@@ -129,7 +131,10 @@ class MpirunLauncher(Launcher):
         close_after(ranks, drop.close)
         return ranks
 
-    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
+    def run_in_task(
+        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+    ) -> TaskOutcome:
+        """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
         # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
         key = agent_key(job.secret)
         if index == 0:
@@ -141,7 +146,11 @@ class MpirunLauncher(Launcher):
                 notice.ended(outcome)
             return outcome
         serves = index in agent_tasks(topology).values()
-        agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
+        agent = (
+            TaskAgent(job.run_id, job.secret, topology, index, barrier_task_of(job, index))
+            if serves
+            else None
+        )
         try:
             return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
         finally:

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Iterable, Iterator
 
 from sparkrunner import address_exchange, gpus, processes, task_report
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher, RankJob, TaskOutcome
 from sparkrunner.network import free_ports, own_ports, peer_address
 from sparkrunner.topology import Peer, Topology
 
@@ -60,18 +60,26 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     topology, first = exchange_topology(ctx, launcher.ports_per_task, job)
     index = ctx.partitionId()
     about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
+    reported: list[TaskOutcome] = []
+
+    def report_failure(outcome: TaskOutcome) -> None:
+        """Tell the driver how this task's (first failed) process ended; once."""
+        if not reported:
+            reported.append(outcome)
+            failure = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+            task_report.send(job.driver, job.secret, failure)
+
     try:
-        outcome = launcher.run_in_task(job, topology, first)
+        outcome = launcher.run_in_task(job, topology, first, report_failure)
     except BaseException:
         task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
         raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
-        leftover = processes.sweep_run(job.run_id, task=first, grace_s=_LEFTOVER_GRACE_S)
+        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
-        report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
-        task_report.send(job.driver, job.secret, report)
+        report_failure(outcome)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 
