@@ -31,6 +31,9 @@ class Message:
     DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
     # a barrier task -> driver (its own connection, no HELLO)
     TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
+    JOIN = "join"  # {"task", "tasks", "entries": [{"host", "ports", "gpus"} per rank]}: `address_exchange`
+    # driver -> a barrier task
+    TOPOLOGY = "topology"  # [entries of task 0, of task 1, ...]: every task's JOIN, once all of them joined
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended

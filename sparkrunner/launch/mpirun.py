@@ -33,7 +33,7 @@ from sparkrunner.launch.base import (
 )
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
-from sparkrunner.network import PortRange, local_interface, mpi_ports
+from sparkrunner.network import PortRange, local_interface, mpi_port_split
 from sparkrunner.processes import RankProcess
 from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
@@ -89,16 +89,10 @@ def mpirun_command(
     if network is not None:
         cmd += ["--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network]
     if ports is not None:
-        low, high = mpi_ports(ports)
-        cmd += [
-            "--mca",
-            "btl_tcp_port_min_v4",
-            str(low),
-            "--mca",
-            "btl_tcp_port_range_v4",
-            str(high - low + 1),
-        ]
-        cmd += ["--mca", "oob_tcp_dynamic_ipv4_ports", f"{low}-{high}"]
+        (low, high), (oob_low, oob_high) = mpi_port_split(ports)
+        for v in ("4", "6"):  # ranks and daemons listen on both families, each on its own port
+            cmd += ["--mca", f"btl_tcp_port_min_v{v}", str(low), "--mca", f"btl_tcp_port_range_v{v}"]
+            cmd += [str(high - low + 1), "--mca", f"oob_tcp_dynamic_ipv{v}_ports", f"{oob_low}-{oob_high}"]
     for name in env_names:
         cmd += ["-x", name]
     return cmd + worker_command()
