@@ -1,6 +1,7 @@
 # The two commands of the README: `make demo` (set up, then train on the digits data) and `make test`.
-# `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh);
-# `make image-test` tests it from inside (not part of `make test`: a fresh vfs build takes tens of minutes).
+# `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh, cached by
+# the hash of its inputs); `make image-test` builds it when this tree changed it and tests it from inside.
+# `make test` ends with both (scripts/run_tests.sh).
 .PHONY: setup demo test lint image image-test
 
 setup:

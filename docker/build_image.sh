@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# `make image`: builds localhost/sparkrunner:latest from docker/Dockerfile with buildah (vfs storage, chroot
-# isolation; docker/buildah.sh says where the storage lives). Idempotent and cached:
+# `make image`: builds localhost/sparkrunner:latest from docker/Dockerfile with buildah (chroot isolation; overlay
+# storage where it mounts, else vfs: docker/buildah.sh). Idempotent and cached:
+#   - the inputs: a hash of everything the image is made from (docker/, requirements/image.txt, pyproject.toml,
+#     sparkrunner/, the build settings) names the image, localhost/sparkrunner:inputs-HASH; when that image is
+#     there, nothing is built (a second or two) and :latest points to it. Only the newest inputs-* image is kept.
 #   - the base: $SPARKRUNNER_IMAGE_BASE when set; else python:3.11-slim-bookworm when it is in the storage or
 #     can be pulled; else a Debian bookworm root filesystem made by debootstrap (docker/base/make_base.sh,
 #     tarball cached under $SPARKRUNNER_CACHE/image);
@@ -8,17 +11,43 @@
 #     and built once by Debian's python3.11 (3.11.2, as in the image) with this machine's pip configuration into
 #     $SPARKRUNNER_CACHE/image/wheelhouse, plus the Horovod wheel that scripts/setup.sh built (same Python 3.11
 #     ABI, torch and Open MPI 4.1.4 as the image); elsewhere the image installs from the package indexes;
-#   - the layers: buildah --layers reuses every step whose inputs did not change.
+#   - the layers: buildah --layers reuses every step whose inputs did not change (a code change rebuilds the
+#     last three small steps only).
+#
+#   bash docker/build_image.sh                  build (or find) the image of this tree
+#   bash docker/build_image.sh --print-image    print the name of this tree's image (built or not)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${SPARKRUNNER_CACHE:-$HOME/.cache/sparkrunner}
 IMAGE=${SPARKRUNNER_IMAGE:-localhost/sparkrunner:latest}
+REPOSITORY=${IMAGE%:*}
 REGISTRY_BASE=docker.io/library/python:3.11-slim-bookworm
+TORCH_VARIANT=cpu
 HOROVOD_VERSION=0.28.1
 DEBIAN_PYTHON=/usr/bin/python3.11
 buildah() { bash docker/buildah.sh "$@"; }
 say() { printf 'build_image: %s\n' "$*"; }
 start=$(date +%s)
+
+inputs_hash() {
+  {
+    echo "base=${SPARKRUNNER_IMAGE_BASE:-auto} torch=$TORCH_VARIANT horovod=$HOROVOD_VERSION"
+    find docker requirements/image.txt pyproject.toml sparkrunner -type f -not -path 'docker/wheelhouse/*' \
+      -not -path '*/__pycache__/*' -not -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+  } | sha256sum | cut -c1-16
+}
+
+forget_older_builds() {
+  local name
+  for name in $(buildah images --format '{{.Name}}:{{.Tag}}' | grep "^$REPOSITORY:inputs-" || true); do
+    [ "$name" = "$TREE_IMAGE" ] || buildah rmi "$name" >/dev/null 2>&1 || true  # (in use by a container: next time)
+  done
+  buildah rmi --prune >/dev/null 2>&1 || true  # layers of earlier builds that no tag or cached step uses
+  if [ "$(bash docker/buildah.sh --print-driver)" = overlay ] && [ -d "$CACHE/buildah/storage" ]; then
+    say "removing the vfs storage of earlier builds ($CACHE/buildah/storage, $(du -sh "$CACHE/buildah/storage" | cut -f1))"
+    rm -rf "$CACHE/buildah/storage" "$CACHE/buildah/run"
+  fi
+}
 
 pick_base() {
   if [ -n "${SPARKRUNNER_IMAGE_BASE:-}" ]; then echo "$SPARKRUNNER_IMAGE_BASE"; return; fi
@@ -59,6 +88,15 @@ add_horovod_wheel() {
   fi
 }
 
+TREE_IMAGE="$REPOSITORY:inputs-$(inputs_hash)"
+if [ "${1:-}" = --print-image ]; then echo "$TREE_IMAGE"; exit 0; fi
+if buildah inspect --type image "$TREE_IMAGE" >/dev/null 2>&1; then
+  buildah tag "$TREE_IMAGE" "$IMAGE"
+  forget_older_builds
+  say "$IMAGE is up to date: $TREE_IMAGE, built from these inputs before ($(( $(date +%s) - start )) s)"
+  exit 0
+fi
+
 BASE=$(pick_base)
 find docker/wheelhouse -name '*.whl' -delete
 trap "find docker/wheelhouse -name '*.whl' -delete" EXIT  # the wheels stay in the cache, not in the clone
@@ -71,11 +109,12 @@ else
 fi
 say "building $IMAGE from $BASE"
 log="$CACHE/image/build.log"
-if ! buildah bud --layers --force-rm --isolation chroot -f docker/Dockerfile --build-arg BASE="$BASE" -t "$IMAGE" . > "$log" 2>&1; then
+if ! buildah bud --layers --force-rm --isolation chroot -f docker/Dockerfile --build-arg BASE="$BASE" \
+       --build-arg TORCH_VARIANT="$TORCH_VARIANT" --build-arg HOROVOD_VERSION="$HOROVOD_VERSION" -t "$IMAGE" -t "$TREE_IMAGE" . > "$log" 2>&1; then
   tail -30 "$log" >&2
   echo "build_image: the build failed (full log: $log)" >&2
   exit 1
 fi
 grep -E '^(STEP [0-9]+/[0-9]+: (FROM|RUN|COPY)|--> Using cache)' "$log" | cut -c1-110
-buildah rmi --prune >/dev/null 2>&1 || true  # images of earlier builds that no tag or cached step uses
-say "built $IMAGE ($(buildah images --format '{{.Size}}' "$IMAGE")) in $(( $(date +%s) - start )) s"
+forget_older_builds
+say "built $IMAGE ($(buildah images --format '{{.Size}}' "$TREE_IMAGE" | head -1)) in $(( $(date +%s) - start )) s"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the test suite (after scripts/setup.sh).
-#   bash scripts/run_tests.sh                 the whole suite in the main environment, then the Spark 3.5 subset
+#   bash scripts/run_tests.sh                 the whole suite in the main environment, the Spark 3.5 subset, then
+#                                             the cluster image: built (cached by its inputs' hash) and tested
 #   bash scripts/run_tests.sh ARGS...         pytest ARGS in the main environment
 #   SPARKRUNNER_ENV=spark35 bash scripts/run_tests.sh ARGS...   pytest ARGS in the Spark 3.5 environment
+#   SPARKRUNNER_SKIP_IMAGE=1 bash scripts/run_tests.sh          the whole suite without the image part
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -24,14 +26,42 @@ spark35() {
   .venv-spark35/bin/python -m pytest -ra --durations=10 "$@"
 }
 
+# The cluster image of this tree (docker/build_image.sh: seconds when its inputs did not change) is built in the
+# background, at the lowest CPU priority, while the suites run (on a fresh machine that hides its ~7 minutes),
+# then tested inside.
+IMAGE_LOG=${TMPDIR:-/tmp}/sparkrunner-image-build.$$.log
+start_image_build() {
+  setsid nice -n 19 bash docker/build_image.sh > "$IMAGE_LOG" 2>&1 &
+  IMAGE_BUILD=$!
+  # an interrupted run takes the build (its own session: buildah and pip included) down with it
+  trap 'kill -- -"$IMAGE_BUILD" 2>/dev/null || true' EXIT
+}
+image_tests() {
+  if ! wait "$IMAGE_BUILD"; then
+    echo "run_tests: the image build failed; its log:" >&2
+    tail -n 60 "$IMAGE_LOG" >&2
+    return 1
+  fi
+  tail -n 3 "$IMAGE_LOG"
+  SPARKRUNNER_IMAGE_TESTS=1 .venv/bin/python -m pytest -ra --durations=5 tests/image
+}
+
 if [ "${SPARKRUNNER_ENV:-main}" = spark35 ]; then
   spark35 "$@"
 elif [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -ra --durations=15 "$@"
 else
   status=0
+  [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
   .venv/bin/python -m pytest -ra --durations=15 || status=$?
   echo "== run_tests: the Spark 3.5 environment"
   spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
+  if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
+    echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
+  else
+    echo "== run_tests: the cluster image (docker/build_image.sh, tests/image)"
+    image_tests || status=$?
+    rm -f "$IMAGE_LOG"
+  fi
   exit $status
 fi

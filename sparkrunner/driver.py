@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrunner.address_exchange import AddressBook
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import RankFailedError, SparkRunnerWarning
@@ -91,6 +92,7 @@ class DriverSession:
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
         self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
         self._warned: set[str] = set()
+        self._addresses = AddressBook()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
 
     @property
@@ -103,6 +105,9 @@ class DriverSession:
             return
         if kind == Message.OUTPUT_STREAM:
             self._relays[id(conn)] = int(data["rank"])
+            return
+        if kind == Message.JOIN:
+            self._addresses.join(conn, data)
             return
         if kind == Message.TASK_REPORT:
             with self.changed:

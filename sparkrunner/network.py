@@ -21,6 +21,7 @@ PortRange = tuple[int, int]
 
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 _MIN_RANGE_PORTS = 16
+OOB_PORTS = 2
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,14 @@ def mpi_ports(port_range: PortRange) -> PortRange:
     """The upper half: MPI binds its own listeners there, so they never take a port sparkrunner reserved."""
     low, high = port_range
     return (low + high) // 2 + 1, high
+
+
+def mpi_port_split(port_range: PortRange) -> tuple[PortRange, PortRange]:
+    """(MPI's data ports, its daemons' control ports) within the upper half. Open MPI's daemons (mpirun,
+    orted) listen on every free port of the control block, so it is kept to the last `OOB_PORTS`; each rank
+    takes one data port."""
+    low, high = mpi_ports(port_range)
+    return (low, high - OOB_PORTS), (high - OOB_PORTS + 1, high)
 
 
 def configured_port_range(value: object = None) -> PortRange | None:

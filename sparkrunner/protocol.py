@@ -31,6 +31,9 @@ class Message:
     DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
     # a barrier task -> driver (its own connection, no HELLO)
     TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
+    JOIN = "join"  # {"task", "tasks", "entries": [{"host", "ports", "gpus"} per rank]}: `address_exchange`
+    # driver -> a barrier task
+    TOPOLOGY = "topology"  # [entries of task 0, of task 1, ...]: every task's JOIN, once all of them joined
     # mpirun's rsh agent <-> a barrier task's agent
     EXEC = "exec"  # {"argv"}: run this command on the agent's host
     EXIT = "exit"  # {"code", "tail"}: how that command ended
@@ -47,8 +50,9 @@ class Env:
     ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
-    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task that started it (its clean-up
-    # ends it): the task's own rank, its mpirun and what that starts locally, or what its task agent started
+    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task (Spark partition id, never a
+    # rank) that started it, whose clean-up ends it: the task's own ranks, its mpirun and what that starts
+    # locally, or what its task agent started; ranks send it in HELLO, so causes name that task
     TASK_GPUS = "SPARKRUNNER_TASK_GPUS"  # Spark runs only: its task's GPUs (device ids, comma-separated)
     USE_GPU = "SPARKRUNNER_USE_GPU"  # Runner(use_gpu=...): "auto", "1" or "0"
     ATTEMPT = "SPARKRUNNER_ATTEMPT"  # 0 on the first attempt of a run, then 1, 2, ... (max_failures)

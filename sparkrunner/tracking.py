@@ -8,6 +8,7 @@ inside `main` (on rank 0, usually) land in the same run.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -99,23 +100,30 @@ class MlflowTracking(RunObserver):
     def on_end(self, record: RunRecord) -> None:
         self._flush()
         client, run_id = self._client, self._run_id
-        client.log_metric(run_id, "duration_s", record.duration_s or 0.0)
+        now = int(time.time() * 1000)
+        metrics = [_metric("duration_s", record.duration_s or 0.0, now)]
+        tags: dict[str, str] = {}
         if record.timings is not None:
-            _log_timings(client, run_id, record)
-        _log_attempts(client, run_id, record)
+            _log_timings(client, run_id, record, now, metrics, tags)
+        _attempts(record, now, metrics, tags)
         if record.error is not None:
-            client.set_tag(
-                run_id, "sparkrunner.error", f"{type(record.error).__name__}: {record.error}"[:5000]
-            )
+            tags["sparkrunner.error"] = f"{type(record.error).__name__}: {record.error}"[:5000]
             client.log_text(
                 run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt"
             )
             for name, text in getattr(record.error, "artifacts", {}).items():
                 client.log_text(run_id, text, f"{_ARTIFACTS}/{name}")
+        from mlflow.entities import RunTag
+
+        # one write for every metric and tag: each call is a transaction of the tracking store
+        client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
         client.set_terminated(run_id, _status(record.error))
 
 
-def _log_timings(client: Any, run_id: str, record: RunRecord) -> None:
+def _log_timings(
+    client: Any, run_id: str, record: RunRecord, now: int, metrics: list[Any], tags: dict[str, str]
+) -> None:
+    """Log the timing tables as artifacts; add the per-rank speed metrics and the slowest rank's tag."""
     assert record.timings is not None
     client.log_text(run_id, record.timings.to_csv(index=False), f"{_ARTIFACTS}/timings.csv")
     table = record.rank_throughput()
@@ -124,19 +132,25 @@ def _log_timings(client: Any, run_id: str, record: RunRecord) -> None:
     client.log_text(run_id, table.to_csv(), f"{_ARTIFACTS}/rank_throughput.csv")
     for rank, row in table.iterrows():
         if row["steps_per_s"] == row["steps_per_s"]:  # not NaN
-            client.log_metric(run_id, f"rank{rank}.steps_per_s", float(row["steps_per_s"]))
-    client.set_tag(run_id, "sparkrunner.slowest_rank", str(record.slowest_rank))
+            metrics.append(_metric(f"rank{rank}.steps_per_s", float(row["steps_per_s"]), now))
+    tags["sparkrunner.slowest_rank"] = str(record.slowest_rank)
 
 
-def _log_attempts(client: Any, run_id: str, record: RunRecord) -> None:
+def _attempts(record: RunRecord, now: int, metrics: list[Any], tags: dict[str, str]) -> None:
     """Attempts as metrics by attempt number (duration, failed 0/1) and each failed attempt's error as a tag."""
-    client.set_tag(run_id, "sparkrunner.attempts", str(len(record.attempts)))
+    tags["sparkrunner.attempts"] = str(len(record.attempts))
     for attempt in record.attempts:
-        client.log_metric(run_id, "attempt.duration_s", attempt.duration_s or 0.0, step=attempt.number)
-        client.log_metric(run_id, "attempt.failed", float(attempt.error is not None), step=attempt.number)
+        metrics.append(_metric("attempt.duration_s", attempt.duration_s or 0.0, now, attempt.number))
+        metrics.append(_metric("attempt.failed", float(attempt.error is not None), now, attempt.number))
         if attempt.error is not None:
             text = f"{type(attempt.error).__name__}: {attempt.error}"[:5000]
-            client.set_tag(run_id, f"sparkrunner.attempt.{attempt.number}.error", text)
+            tags[f"sparkrunner.attempt.{attempt.number}.error"] = text
+
+
+def _metric(key: str, value: float, timestamp_ms: int, step: int = 0) -> Any:
+    from mlflow.entities import Metric
+
+    return Metric(key, value, timestamp_ms, step)
 
 
 def _status(error: BaseException | None) -> str:
@@ -151,8 +165,11 @@ def _param(key: str, value: object) -> Any:
     return Param(key, str(value))
 
 
+@functools.cache
 def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries a run depends on (missing ones are left out)."""
+    """Installed versions of the libraries a run depends on (missing ones are left out); read once per
+    process: each lookup scans the environment's metadata, and a newly installed version needs a restart
+    of this Python process to be used anyway."""
     found = {}
     for name in _VERSIONED:
         try:

@@ -64,8 +64,13 @@ def spark_session(master: str, **conf: str) -> Any:
         .config("spark.executor.memory", "768m")
         .config("spark.python.worker.reuse", "true")
     )
-    # explicit, because a session bound elsewhere (the multi-host test) leaves its driver address in the JVM
-    defaults = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    # explicit, because a stopped session's settings stay in the JVM for the next one (the multi-host tests
+    # bind the driver elsewhere; tests/cluster/test_ranks_per_task_two_hosts.py sets spark.task.cpus=2)
+    defaults = {
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.task.cpus": "1",
+    }
     for name, value in {**defaults, **conf}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()

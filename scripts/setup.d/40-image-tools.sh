@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Setup step: the tools `make image` builds the cluster image with (no Docker engine needed): buildah (vfs
-# storage, chroot isolation) and debootstrap (the Debian bookworm base when no registry base can be pulled).
+# Setup step: the tools `make image` builds the cluster image with (no Docker engine needed): buildah (overlay
+# or vfs storage, chroot isolation) and debootstrap (the Debian bookworm base when no registry base can be pulled).
 set -euo pipefail
 missing=()
 for pkg in buildah debootstrap; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done

@@ -4,7 +4,8 @@ The key holds the whole analyzed plan (Spark's printed plan stops after 25 field
 with no limit), each input file's identity, and the write options. Plans whose data cannot be named from
 outside the running Spark application - Python or JVM UDFs, local or RDD data, JDBC and other non-file
 sources, non-deterministic expressions, inputs that cannot be looked at - are keyed to this application
-too, so another session never reuses their cache entries.
+too, so another session never reuses their cache entries. Spark Connect DataFrames (no JVM object on the
+client) are described by `connect_plan` under the same rules.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from typing import Any
 
 from sparkrunner.data import storage
+from sparkrunner.data.connect_plan import connect_plan, is_connect_frame
 from sparkrunner.errors import InvalidArgumentError
 
 FORMAT_VERSION = 2
@@ -37,6 +39,8 @@ def cache_key(frame: Any, options: dict[str, int]) -> str:
 
 def cache_description(frame: Any, options: dict[str, int]) -> dict[str, Any]:
     """What the key is made of; holds "session" when the data can be told apart only inside this application."""
+    if is_connect_frame(frame):
+        return _connect_description(frame, options)
     plan = _analyzed_plan(frame)
     text = _full_text(plan)
     leaves = [_leaf_description(leaf) for leaf in _leaves(plan)]
@@ -59,11 +63,27 @@ def cache_description(frame: Any, options: dict[str, int]) -> dict[str, Any]:
     return described
 
 
+def _connect_description(frame: Any, options: dict[str, int]) -> dict[str, Any]:
+    """A Spark Connect DataFrame: the client's plan, the server's analyzed plan, the input files."""
+    plan = connect_plan(frame)
+    files = storage.file_identities(sorted(frame.inputFiles()))
+    described: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "client_plan": plan.client_plan,
+        "plan": _renumbered(plan.analyzed),
+        "files": files,
+        "options": options,
+    }
+    if files is None or plan.opaque:  # the session's id and the plan with its own ids: this DataFrame only
+        described["session"] = list(plan.session)
+    return described
+
+
 def _analyzed_plan(frame: Any) -> Any:
     jdf = getattr(frame, "_jdf", None)
     if jdf is None:
         raise InvalidArgumentError(
-            "materialize needs a classic SparkSession DataFrame (Spark Connect is not supported)"
+            f"materialize takes a classic or a Spark Connect DataFrame, not a {type(frame).__name__}"
         )
     return jdf.queryExecution().analyzed()
 

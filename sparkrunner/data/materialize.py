@@ -10,6 +10,7 @@ from typing import Any
 
 from sparkrunner.data import columns, shared, storage
 from sparkrunner.data.cache_key import cache_key
+from sparkrunner.data.connect_plan import is_connect_frame
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.progress_report import WriteProgress
 from sparkrunner.data.writer import WriteOptions, write
@@ -60,7 +61,7 @@ def materialize(
     cache = storage.resolve(cache_dir or default_cache_dir(), storage_options)
     root = cache.child(cache_key(frame, dataclasses.asdict(options)))
     if read_manifest(root) is None:
-        report = WriteProgress(frame.sparkSession.sparkContext, root.uri, progress)
+        report = WriteProgress(frame.sparkSession, root.uri, progress)
         write(frame, root, storage_options or {}, options, report)
     data = scan(root.uri, storage_options)
     shared.check_hosts_see(frame.sparkSession, data)
@@ -69,8 +70,12 @@ def materialize(
 
 def _converted(frame: Any, float32: bool) -> Any:
     """Vectors to arrays, and doubles to floats when asked, keeping the column order."""
-    from pyspark.ml.functions import vector_to_array
-    from pyspark.sql import functions as F
+    if is_connect_frame(frame):  # the classic functions build classic columns when both kinds are loaded
+        from pyspark.ml.connect.functions import vector_to_array
+        from pyspark.sql.connect import functions as F
+    else:
+        from pyspark.ml.functions import vector_to_array
+        from pyspark.sql import functions as F  # type: ignore[no-redef]
 
     float_type = "float32" if float32 else "float64"
     selected = []

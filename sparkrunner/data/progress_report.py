@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from sparkrunner.data.dataset import human_bytes
+from sparkrunner.data.dataset import DataFile, human_bytes
+from sparkrunner.sessions import is_connect_session
 
 _EVERY_S = 5.0
 
@@ -23,18 +24,23 @@ class _Totals:
 
 
 class WriteProgress:
-    """A line every few seconds while the write runs (as tasks finish), and a last line with the totals."""
+    """A line every few seconds while the write runs (as tasks finish), and a last line with the totals.
 
-    def __init__(self, spark_context: Any, target: str, enabled: bool = True) -> None:
-        self.accumulator = spark_context.accumulator((0, 0, 0, 0), _Totals())
+    Spark Connect has no accumulators: there, only the last line (from the files the tasks reported)."""
+
+    def __init__(self, spark: Any, target: str, enabled: bool = True) -> None:
+        self.accumulator = (
+            None if is_connect_session(spark) else spark.sparkContext.accumulator((0,) * 4, _Totals())
+        )
         self.target, self.enabled = target, enabled
+        self.files: list[DataFile] = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._report, name="sparkrunner-materialize", daemon=True)
         self._started = 0.0
 
     def __enter__(self) -> WriteProgress:
         self._started = time.monotonic()
-        if self.enabled:
+        if self.enabled and self.accumulator is not None:
             self._thread.start()
         return self
 
@@ -43,15 +49,15 @@ class WriteProgress:
         if self._thread.is_alive():
             self._thread.join()
         if self.enabled and failure[0] is None:
-            _, files, rows, size = self.accumulator.value
+            rows, size = sum(f.num_rows for f in self.files), sum(f.size for f in self.files)
             elapsed = time.monotonic() - self._started
             _say(
-                f"materialized {rows:,} rows into {files} Parquet files, {human_bytes(size)}, "
+                f"materialized {rows:,} rows into {len(self.files)} Parquet files, {human_bytes(size)}, "
                 f"at {self.target} in {elapsed:.1f} s"
             )
 
     def _report(self) -> None:
-        while not self._done.wait(_EVERY_S):
+        while not self._done.wait(_EVERY_S) and self.accumulator is not None:
             done, files, rows, size = self.accumulator.value
             _say(
                 f"materializing to {self.target}: {done} partitions done, {files} files, "

@@ -5,11 +5,12 @@ the driver read; a difference fails with a message that says which location to u
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkrunner.data.dataset import ParquetData, human_bytes, path_in
 from sparkrunner.errors import DataNotSharedError
+from sparkrunner.sessions import is_connect_session
 
 _ADVICE = (
     "Every host of the run must read the same files: materialize into storage they all share, e.g. "
@@ -30,16 +31,12 @@ def check_writers_shared(data_uri: str, written_on: list[str], missing: list[str
 def check_hosts_see(spark: Any, data: ParquetData) -> None:
     """Run one small Spark task per task slot; each counts the rows it can open. Only for local paths on a
     cluster (local masters share the driver's disk, object stores are shared by nature)."""
-    master = str(spark.sparkContext.master)
+    master = str(spark.conf.get("spark.master", "local"))
     if master.startswith("local") or not data.location().is_local:
         return
-    slots = max(1, int(spark.sparkContext.defaultParallelism))
-    seen = (
-        spark.sparkContext.parallelize(range(slots), slots)
-        .mapPartitions(lambda _: _rows_seen(data))
-        .collect()
-    )
-    short = sorted({(host, rows) for host, rows in seen if rows != data.num_rows})
+    slots = _task_slots(spark)
+    counted = spark.range(0, slots, 1, slots).mapInArrow(_rows_seen(data), "host string, rows long")
+    short = sorted({(row.host, row.rows) for row in counted.collect() if row.rows != data.num_rows})
     if short:
         views = "; ".join(f"{host} sees {rows:,} rows" for host, rows in short)
         raise DataNotSharedError(
@@ -47,17 +44,32 @@ def check_hosts_see(spark: Any, data: ParquetData) -> None:
         )
 
 
-def _rows_seen(data: ParquetData) -> Iterator[tuple[str, int]]:
-    import pyarrow.parquet as pq
+def _task_slots(spark: Any) -> int:
+    """The cluster's task slots; over Spark Connect what the master's name or spark.default.parallelism says."""
+    if is_connect_session(spark):
+        from sparkrunner.placement.connect import connect_slots
 
-    root, rows = data.location(), 0
-    for file in data.files:
-        try:
-            with root.filesystem.open_input_file(path_in(root, file.name)) as opened:
-                rows += pq.ParquetFile(opened).metadata.num_rows
-        except OSError:
-            continue
-    yield socket.gethostname(), rows
+        return connect_slots(spark) or int(spark.conf.get("spark.default.parallelism", "2") or 2)
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def _rows_seen(data: ParquetData) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The mapInArrow function: this host's name and how many of the dataset's rows it can open."""
+
+    def count(_: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        root, rows = data.location(), 0
+        for file in data.files:
+            try:
+                with root.filesystem.open_input_file(path_in(root, file.name)) as opened:
+                    rows += pq.ParquetFile(opened).metadata.num_rows
+            except OSError:
+                continue
+        yield pa.RecordBatch.from_pylist([{"host": socket.gethostname(), "rows": rows}])
+
+    return count
 
 
 def check_rank_sees(data: ParquetData, rank: int) -> None:

@@ -43,7 +43,9 @@ def write(
     task = _partition_writer(root.uri, dict(storage_options), options, write_id, progress.accumulator)
     with progress:
         reports = frame.mapInArrow(task, _REPORT_SCHEMA).collect()
-    files = sorted((DataFile(r.name, r.size, r.num_rows) for r in reports), key=lambda f: f.name)
+        files = progress.files = sorted(
+            (DataFile(r.name, r.size, r.num_rows) for r in reports), key=lambda f: f.name
+        )
     hosts = sorted({r.host for r in reports})
     if root.is_local:
         infos = root.filesystem.get_file_info([path_in(root, f.name) for f in files])
@@ -71,7 +73,8 @@ def _partition_writer(
         root = storage.resolve(uri, storage_options)
         root.filesystem.create_dir(root.path, recursive=True)  # a host that does not share the driver's disk
         written = _write_batches(root, prefix, batches, options)
-        accumulator.add((1, len(written), sum(f.num_rows for f in written), sum(f.size for f in written)))
+        if accumulator is not None:  # none on Spark Connect
+            accumulator.add((1, len(written), sum(f.num_rows for f in written), sum(f.size for f in written)))
         host = socket.gethostname()
         yield pa.RecordBatch.from_pylist(
             [{"name": f.name, "size": f.size, "num_rows": f.num_rows, "host": host} for f in written],

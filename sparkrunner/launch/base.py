@@ -65,10 +65,15 @@ def rank_process_environment(
         }
     )
     if in_spark_task:
-        env[Env.STARTED_BY_TASK] = str(index - index % job.ranks_per_task)  # the task's first rank
+        env[Env.STARTED_BY_TASK] = str(barrier_task_of(job, index))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env
+
+
+def barrier_task_of(job: RankJob, index: int) -> int:
+    """The index of the barrier task that runs the rank at `index` (tasks hold `ranks_per_task` ranks each)."""
+    return index // job.ranks_per_task
 
 
 def close_after(ranks: list[processes.RankProcess], *closers: Callable[[], object]) -> None:
@@ -103,5 +108,9 @@ class Launcher(ABC):
         """Start every rank on this machine and return the processes to supervise."""
 
     @abstractmethod
-    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
-        """Inside barrier task `index`: start what this task owns and block until it ends."""
+    def run_in_task(
+        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+    ) -> TaskOutcome:
+        """Inside the barrier task whose first rank is `index`: start what this task owns and block until it
+        ends. A launcher whose task holds several processes calls `report_failure` as soon as one fails, so
+        the driver learns that exit while the task's other processes still run."""

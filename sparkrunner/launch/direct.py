@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from sparkrunner import frameworks
 from sparkrunner.handover import SecretDrop
 from sparkrunner.launch.base import (
@@ -14,6 +17,8 @@ from sparkrunner.launch.base import (
 )
 from sparkrunner.processes import RankProcess
 from sparkrunner.topology import Topology
+
+_POLL_S = 0.05
 
 
 class DirectLauncher(Launcher):
@@ -35,7 +40,9 @@ class DirectLauncher(Launcher):
         close_after(ranks, drop.close, lambda: services.__exit__(None, None, None))
         return ranks
 
-    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
+    def run_in_task(
+        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+    ) -> TaskOutcome:
         """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
         ranks = range(index, index + job.ranks_per_task)
         with frameworks.task_services(topology, index, job.uses_horovod), SecretDrop() as drop:
@@ -48,6 +55,20 @@ class DirectLauncher(Launcher):
                 )
                 for i in ranks
             ]
-            codes = [proc.wait() for proc in procs]
-        failed = next((i for i, code in enumerate(codes) if code != 0), 0)
-        return TaskOutcome(codes[failed], procs[failed].output_tail())
+            return _wait_for_all(procs, report_failure)
+
+
+def _wait_for_all(procs: list[RankProcess], report_failure: Callable[[TaskOutcome], None]) -> TaskOutcome:
+    """Wait for every process; the first to fail (in time) is reported at once and is the task's outcome."""
+    first_failure: TaskOutcome | None = None
+    running = list(procs)
+    while running:
+        for proc in [p for p in running if p.poll() is not None]:
+            running.remove(proc)
+            code = proc.wait()  # ended: this only lets its output reach the tail
+            if code != 0 and first_failure is None:
+                first_failure = TaskOutcome(code, proc.output_tail())
+                report_failure(first_failure)
+        if running:
+            time.sleep(_POLL_S)
+    return first_failure or TaskOutcome(0, procs[0].output_tail())

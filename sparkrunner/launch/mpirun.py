@@ -16,6 +16,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from sparkrunner.errors import LauncherUnavailableError
@@ -25,13 +26,14 @@ from sparkrunner.launch.base import (
     Launcher,
     RankJob,
     TaskOutcome,
+    barrier_task_of,
     close_after,
     rank_process_environment,
     worker_command,
 )
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
-from sparkrunner.network import PortRange, local_interface, mpi_ports
+from sparkrunner.network import PortRange, local_interface, mpi_port_split
 from sparkrunner.processes import RankProcess
 from sparkrunner.protocol import Env
 from sparkrunner.topology import Topology
@@ -87,16 +89,10 @@ def mpirun_command(
     if network is not None:
         cmd += ["--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network]
     if ports is not None:
-        low, high = mpi_ports(ports)
-        cmd += [
-            "--mca",
-            "btl_tcp_port_min_v4",
-            str(low),
-            "--mca",
-            "btl_tcp_port_range_v4",
-            str(high - low + 1),
-        ]
-        cmd += ["--mca", "oob_tcp_dynamic_ipv4_ports", f"{low}-{high}"]
+        (low, high), (oob_low, oob_high) = mpi_port_split(ports)
+        for v in ("4", "6"):  # ranks and daemons listen on both families, each on its own port
+            cmd += ["--mca", f"btl_tcp_port_min_v{v}", str(low), "--mca", f"btl_tcp_port_range_v{v}"]
+            cmd += [str(high - low + 1), "--mca", f"oob_tcp_dynamic_ipv{v}_ports", f"{oob_low}-{oob_high}"]
     for name in env_names:
         cmd += ["-x", name]
     return cmd + worker_command()
@@ -135,7 +131,10 @@ class MpirunLauncher(Launcher):
         close_after(ranks, drop.close)
         return ranks
 
-    def run_in_task(self, job: RankJob, topology: Topology, index: int) -> TaskOutcome:
+    def run_in_task(
+        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+    ) -> TaskOutcome:
+        """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
         # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
         key = agent_key(job.secret)
         if index == 0:
@@ -147,7 +146,11 @@ class MpirunLauncher(Launcher):
                 notice.ended(outcome)
             return outcome
         serves = index in agent_tasks(topology).values()
-        agent = TaskAgent(job.run_id, job.secret, topology, index) if serves else None
+        agent = (
+            TaskAgent(job.run_id, job.secret, topology, index, barrier_task_of(job, index))
+            if serves
+            else None
+        )
         try:
             return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
         finally:

@@ -50,9 +50,10 @@ def host_gpus(topology: Topology, host: str) -> str:
 
 
 class TaskAgent:
-    """Runs remote-start commands for this task's host; every process it starts carries the run id."""
+    """Runs remote-start commands for this task's host; every process it starts carries the run id and the
+    index of barrier task `task`, whose first rank is at `index` in the topology."""
 
-    def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int) -> None:
+    def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int, task: int) -> None:
         peer = topology.peers[index]
         # the ranks mpirun's daemon starts here inherit the daemon's environment: they find their secret here
         self._secrets = SecretDrop()
@@ -61,7 +62,7 @@ class TaskAgent:
             **os.environ,
             **self._secrets.env(),
             Env.RUN_ID: run_id,
-            Env.STARTED_BY_TASK: str(index),
+            Env.STARTED_BY_TASK: str(task),
             "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []

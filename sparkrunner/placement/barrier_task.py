@@ -5,13 +5,12 @@ Kept free of driver-side imports: it is unpickled and run by executor Python wor
 
 from __future__ import annotations
 
-import json
 import os
 import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import gpus, processes, task_report
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner import address_exchange, gpus, processes, task_report
+from sparkrunner.launch import Launcher, RankJob, TaskOutcome
 from sparkrunner.network import free_ports, own_ports, peer_address
 from sparkrunner.topology import Peer, Topology
 
@@ -27,10 +26,11 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
 
 
 def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[Topology, int]:
-    """Every task learns every rank's address, reserved ports and GPUs (one allGather); returns the topology
-    (one peer per rank, task by task) and the index of this task's first rank."""
+    """Every task learns every rank's address, reserved ports and GPUs (through the driver, see
+    `address_exchange`); returns the topology (one peer per rank, task by task) and this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
-    spark_host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]  # type: ignore[attr-defined]
+    infos = ctx.getTaskInfos()  # type: ignore[attr-defined]
+    spark_host = infos[index].address.rsplit(":", 1)[0]
     host = peer_address(spark_host, job.driver[0])
     per_task = job.ranks_per_task
     ports = free_ports(ports_per_task * per_task, port_range=own_ports(job.port_range), slot=index)
@@ -39,12 +39,8 @@ def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[T
         {"host": host, "ports": ports[j * ports_per_task : (j + 1) * ports_per_task], "gpus": split[j]}
         for j in range(per_task)
     ]
-    gathered = ctx.allGather(json.dumps(mine))  # type: ignore[attr-defined]
-    peers = tuple(
-        Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"]))
-        for task in map(json.loads, gathered)
-        for p in task
-    )
+    gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), mine)
+    peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for task in gathered for p in task)
     return Topology(peers), index * per_task
 
 
@@ -64,18 +60,26 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     topology, first = exchange_topology(ctx, launcher.ports_per_task, job)
     index = ctx.partitionId()
     about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
+    reported: list[TaskOutcome] = []
+
+    def report_failure(outcome: TaskOutcome) -> None:
+        """Tell the driver how this task's (first failed) process ended; once."""
+        if not reported:
+            reported.append(outcome)
+            failure = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+            task_report.send(job.driver, job.secret, failure)
+
     try:
-        outcome = launcher.run_in_task(job, topology, first)
+        outcome = launcher.run_in_task(job, topology, first, report_failure)
     except BaseException:
         task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
         raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
-        leftover = processes.sweep_run(job.run_id, task=first, grace_s=_LEFTOVER_GRACE_S)
+        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
-        report = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
-        task_report.send(job.driver, job.secret, report)
+        report_failure(outcome)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 

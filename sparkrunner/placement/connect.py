@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import socket
-import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -21,12 +20,12 @@ from typing import Any
 from sparkrunner import gpus
 from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.placement.background_job import BackgroundJob
 from sparkrunner.placement.barrier_task import run_barrier_task
-from sparkrunner.placement.spark import describe_failure, refuse_dynamic_allocation
+from sparkrunner.placement.spark import refuse_dynamic_allocation
 from sparkrunner.protocol import Env
 
 RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"
-_STOP_JOIN_S = 60.0
 _UNREACHABLE = "cannot reach the driver at"
 _LOCAL = re.compile(r"local(?:\[(\d+)(?:,\d+)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]$")
@@ -78,9 +77,7 @@ class ConnectPlacement:
         self._launcher = launcher
         self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
         self._tag = f"sparkrunner-{uuid.uuid4().hex[:12]}"
-        self._thread: threading.Thread | None = None
-        self._records: list[dict[str, object]] = []
-        self._job_error: BaseException | None = None
+        self._job: BackgroundJob | None = None
 
     def check(self) -> None:
         conf = self._spark.conf
@@ -97,24 +94,23 @@ class ConnectPlacement:
             )
 
     def start(self, job: RankJob) -> None:
-        self._thread = threading.Thread(target=self._run_job, args=(job,), name=self._tag, daemon=True)
-        self._thread.start()
+        self._job = BackgroundJob(
+            self._tag, lambda: self._collect(job), lambda: self._spark.interruptTag(self._tag)
+        )
 
-    def _run_job(self, job: RankJob) -> None:
+    def _collect(self, job: RankJob) -> list[dict[str, object]]:
         self._spark.addTag(self._tag)  # tags are per thread: only this job carries it
         try:
             frame = self._spark.range(0, self._num_ranks, 1, self._num_ranks)
             rows = frame.mapInArrow(
                 barrier_arrow_fn(job, self._launcher), RECORD_SCHEMA, barrier=True
             ).collect()
-            self._records = [row.asDict() for row in rows]
-        except BaseException as exc:
-            self._job_error = exc
+            return [row.asDict() for row in rows]
         finally:
             self._spark.removeTag(self._tag)
 
     def failure(self, pid: int | None = None) -> str | None:
-        detail = describe_failure(self._job_error, self._records)
+        detail = None if self._job is None else self._job.failure()
         if detail is not None and _UNREACHABLE in detail:
             detail += (
                 f"\n\nThe executors could not connect to this Spark Connect client at {self.driver_host}: "
@@ -125,11 +121,8 @@ class ConnectPlacement:
         return detail
 
     def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive()
+        return self._job is not None and self._job.finished()
 
     def stop(self) -> None:
-        if self._thread is None:
-            return
-        if self._thread.is_alive():
-            self._spark.interruptTag(self._tag)
-        self._thread.join(_STOP_JOIN_S)
+        if self._job is not None:
+            self._job.stop()

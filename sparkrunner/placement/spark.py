@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
 
 from sparkrunner import gpus
 from sparkrunner.errors import BarrierModeUnsupportedError
 from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.placement.background_job import BackgroundJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
 from sparkrunner.placement.slots import wait_for_slots
-
-_STOP_JOIN_S = 60.0
 
 
 def spark_context(spark: Any) -> Any:
@@ -38,9 +36,7 @@ class SparkPlacement:
         # the driver channel listens where Spark's driver does, not on every interface
         self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
         self._group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
-        self._thread: threading.Thread | None = None
-        self._records: list[dict[str, object]] = []
-        self._job_error: BaseException | None = None
+        self._job: BackgroundJob | None = None
 
     def check(self) -> None:
         conf = self._sc.getConf()
@@ -51,30 +47,26 @@ class SparkPlacement:
         wait_for_slots(self._sc, self._num_ranks, self._slot_wait_s)
 
     def start(self, job: RankJob) -> None:
-        self._thread = threading.Thread(target=self._run_job, args=(job,), name=self._group, daemon=True)
-        self._thread.start()
+        self._job = BackgroundJob(self._group, lambda: self._collect(job), self._cancel)
 
-    def _run_job(self, job: RankJob) -> None:
+    def _collect(self, job: RankJob) -> list[dict[str, object]]:
         sc = self._sc
         sc.setJobGroup(self._group, f"sparkrunner run {job.run_id}", interruptOnCancel=True)
-        try:
-            rdd = sc.parallelize(range(self._num_ranks), self._num_ranks)
-            self._records = rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect()
-        except BaseException as exc:
-            self._job_error = exc
+        rdd = sc.parallelize(range(self._num_ranks), self._num_ranks)
+        return list(rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect())
+
+    def _cancel(self) -> None:
+        self._sc.cancelJobGroup(self._group)
 
     def failure(self, pid: int | None = None) -> str | None:
-        return describe_failure(self._job_error, self._records)
+        return None if self._job is None else self._job.failure()
 
     def finished(self) -> bool:
-        return self._thread is not None and not self._thread.is_alive()
+        return self._job is not None and self._job.finished()
 
     def stop(self) -> None:
-        if self._thread is None:
-            return
-        if self._thread.is_alive():
-            self._sc.cancelJobGroup(self._group)
-        self._thread.join(_STOP_JOIN_S)
+        if self._job is not None:
+            self._job.stop()
 
 
 def refuse_dynamic_allocation(enabled: str | None) -> None:
@@ -84,29 +76,3 @@ def refuse_dynamic_allocation(enabled: str | None) -> None:
             "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
             "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
         )
-
-
-def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:
-    """Why a barrier stage's ranks ended abnormally: the job's error, or the first task's non-zero exit."""
-    if job_error is not None:
-        return f"the Spark barrier stage failed: {_short_spark_error(job_error)}"
-    for record in records:
-        if record["exit_code"] != 0:
-            return (
-                f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
-                f"its last output:\n{record['tail']}"
-            )
-    return None
-
-
-def _short_spark_error(exc: BaseException) -> str:
-    text = str(exc)
-    if "No module named 'sparkrunner'" in text:
-        return (
-            "the executors' Python cannot import sparkrunner. Install it where the executors run, or point "
-            "them at this environment's interpreter (PYSPARK_PYTHON, set before the SparkSession starts)."
-        )
-    for line in text.splitlines():
-        if "Exception" in line or "Error" in line:
-            return line.strip()[:2000]
-    return text[:2000]

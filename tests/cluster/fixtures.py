@@ -6,9 +6,11 @@ with every executor registered. Registered as a plugin in tests/conftest.py, so 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,16 +40,30 @@ def skip_without_namespaces() -> None:
         pytest.skip(f"multi-host cluster tests skipped: {why}")
 
 
-def session_on(cluster: NetnsCluster) -> Any:
+def session_on(cluster: NetnsCluster, **conf: str) -> Any:
     """A SparkSession whose driver listens on the cluster's bridge address (reachable from every host)."""
     driver = {"spark.driver.host": cluster.master_host, "spark.driver.bindAddress": cluster.master_host}
-    return spark_session(cluster.url, **driver)
+    return spark_session(cluster.url, **driver, **conf)
 
 
 def executor_hosts(spark: Any) -> list[str]:
     """The hosts of the registered executors, as Spark reports them (the driver left out)."""
     driver = spark.sparkContext.getConf().get("spark.driver.host")
     return sorted(e.host for e in spark.sparkContext.statusTracker().getExecutorInfos() if e.host != driver)
+
+
+def run_leftovers_on_hosts(cluster: NetnsCluster) -> dict[str, list[str]]:
+    """Command lines of sparkrunner's processes (ranks, mpirun, its daemons, the rsh agent) still in each host's
+    namespace, read from the process table: empty lists when a run left nothing behind."""
+    ours = ("orted", "mpirun", "sparkrunner.worker", "rsh_agent")
+    found: dict[str, list[str]] = {}
+    for ns in cluster.namespaces:
+        lines = []
+        for pid in cluster.pids_in(ns):
+            with contextlib.suppress(OSError):
+                lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        found[ns] = [line for line in lines if any(word in line for word in ours)]
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +82,25 @@ def netns_cluster() -> Iterator[NetnsCluster]:
 @pytest.fixture(scope="module")
 def two_hosts(netns_cluster: NetnsCluster) -> TwoHosts:
     """A SparkSession on the two hosts with all 4 task slots registered."""
-    spark = session_on(netns_cluster)
+    return registered(netns_cluster, session_on(netns_cluster), HOSTS * SLOTS_PER_HOST)
+
+
+@contextlib.contextmanager
+def cluster_session(cluster: NetnsCluster, slots: int) -> Iterator[TwoHosts]:
+    """Start `cluster` and a session on it with `slots` task slots registered; both go at the end, even on
+    failure (the session first, so no executor waits for its driver)."""
+    try:
+        cluster.start()
+        yield registered(cluster, session_on(cluster), slots)
+    finally:
+        stop_spark_session(cluster.url)
+        cluster.close()
+
+
+def registered(netns_cluster: NetnsCluster, spark: Any, slots: int) -> TwoHosts:
+    """Wait until `spark` has an executor on every host and `slots` task slots."""
     deadline = time.monotonic() + _REGISTER_TIMEOUT_S
-    while task_slots(spark.sparkContext) < HOSTS * SLOTS_PER_HOST or len(executor_hosts(spark)) < HOSTS:
+    while task_slots(spark.sparkContext) < slots or len(executor_hosts(spark)) < HOSTS:
         if time.monotonic() > deadline:
             raise TimeoutError(
                 f"the executors did not register in {_REGISTER_TIMEOUT_S} s; see {netns_cluster.logs}"

@@ -3,25 +3,14 @@ a Spark standalone master and one worker per host. Remote ranks must start throu
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-
 import pytest
 
 from sparkrunner import Runner
-from tests.cluster.fixtures import TwoHosts
+from tests.cluster.fixtures import TwoHosts, run_leftovers_on_hosts
 from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def _command_lines(pids: list[int]) -> list[str]:
-    lines = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            lines.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-    return lines
 
 
 def test_mpirun_across_two_namespace_hosts(two_hosts: TwoHosts) -> None:
@@ -41,7 +30,4 @@ def test_mpirun_across_two_namespace_hosts(two_hosts: TwoHosts) -> None:
     assert remote[0] is not None and remote[0].isdigit() and remote[0] != "0" and remote[0] == remote[1]
 
     assert rank_processes(result["ranks"][0]["run_id"]) == {}
-    for ns in cluster.namespaces:
-        ours = ("orted", "mpirun", "sparkrunner.worker", "rsh_agent")
-        leftovers = [c for c in _command_lines(cluster.pids_in(ns)) if any(word in c for word in ours)]
-        assert leftovers == [], f"left running in {ns}: {leftovers}"
+    assert run_leftovers_on_hosts(cluster) == {ns: [] for ns in cluster.namespaces}

@@ -1,5 +1,5 @@
-"""The image tests run under `make image-test` (after `make image`), not in the main suite: building the image
-takes tens of minutes on vfs storage, more than CI's budget allows on top of the suite."""
+"""The image tests need the image of this tree, which scripts/run_tests.sh (`make test`, after the main suite) and
+`make image-test` build first (docker/build_image.sh); so a plain pytest run leaves them out."""
 
 from __future__ import annotations
 
@@ -13,5 +13,5 @@ if os.environ.get(IMAGE_TESTS_ENV) != "1":
 
 def pytest_report_header() -> str | None:
     if os.environ.get(IMAGE_TESTS_ENV) != "1":
-        return f"tests/image skipped: run `make image-test` ({IMAGE_TESTS_ENV}=1) to build and test the image"
+        return f"tests/image left out: `make image-test` ({IMAGE_TESTS_ENV}=1) builds and tests the image"
     return None

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-IMAGE = os.environ.get("SPARKRUNNER_IMAGE", "localhost/sparkrunner:latest")
 BUILDAH = ["bash", str(ROOT / "docker" / "buildah.sh")]
 CHECKS_DIR = "/checks"  # tests/image mounted read-only: in_image.py runs from there
 RESULT_PREFIX = "RESULT "
@@ -23,6 +22,17 @@ def why_no_image() -> str | None:
     return None
 
 
+def tree_image() -> str:
+    """The name of the image built from this checkout's current inputs (docker/build_image.sh hashes them)."""
+    done = subprocess.run(
+        ["bash", str(ROOT / "docker" / "build_image.sh"), "--print-image"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
 def buildah(*args: str, timeout: float = 600) -> str:
     done = subprocess.run([*BUILDAH, *args], capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
@@ -31,11 +41,14 @@ def buildah(*args: str, timeout: float = 600) -> str:
 
 
 class ImageContainer:
-    """One working container of IMAGE; `run_command` builds the command line that runs inside it."""
+    """One working container of this checkout's image; `run_command` builds the command line that runs inside it."""
 
-    def __init__(self, image: str = IMAGE) -> None:
+    def __init__(self) -> None:
+        image = tree_image()
         if subprocess.run([*BUILDAH, "inspect", "--type", "image", image], capture_output=True).returncode:
-            raise RuntimeError(f"the image {image} is not built: run `make image` first")
+            raise RuntimeError(
+                f"no image is built from this checkout's current code ({image}): run `make image`"
+            )
         self.name = f"sparkrunner-test-{os.getpid()}"
         if self._exists():  # left by a killed earlier run with this pid
             buildah("rm", self.name, timeout=300)

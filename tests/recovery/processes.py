@@ -1,8 +1,12 @@
-"""Find the executor JVM that hosts a rank, from the process table (the test's own oracle)."""
+"""Find the executor JVM that hosts a rank, from the process table (the test's own oracle), and kill it."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
+from pathlib import Path
 
 from tests.helpers import rank_processes
 
@@ -41,3 +45,26 @@ def executor_jvm_of(pid: int) -> int:
             return current
         current = _parent(current)
     raise AssertionError(f"process {pid} does not run under an executor JVM")
+
+
+class ExecutorKiller:
+    """In the background: once `marker` exists (rank 1 waits there), SIGKILL the executor JVM hosting rank 1."""
+
+    def __init__(self, marker: Path, seconds: float) -> None:
+        self.killed: list[int] = []
+        self._marker, self._seconds = marker, seconds
+        self._thread = threading.Thread(target=self._kill_when_waiting, daemon=True)
+        self._thread.start()
+
+    def _kill_when_waiting(self) -> None:
+        deadline = time.monotonic() + self._seconds
+        while not self._marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        jvm = executor_jvm_of(rank_pid(1))
+        os.kill(jvm, signal.SIGKILL)
+        self.killed.append(jvm)
+
+    def join(self) -> list[int]:
+        """The pids killed (none when the marker never appeared)."""
+        self._thread.join(timeout=5)
+        return self.killed

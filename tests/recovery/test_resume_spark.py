@@ -4,8 +4,6 @@ latest checkpoint in a new barrier stage, after a rank's exit or an executor JVM
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
 from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
-from tests.recovery.processes import executor_jvm_of, rank_pid
+from tests.recovery.processes import ExecutorKiller
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
 
 pytestmark = pytest.mark.timeout(600)
@@ -82,22 +80,11 @@ def test_ddp_resumes_after_an_executor_jvm_is_killed(
         tracking=False,
         progress=False,
     )
-    killed: list[int] = []
-
-    def kill_when_waiting() -> None:
-        deadline = time.monotonic() + 300
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        jvm = executor_jvm_of(rank_pid(1))
-        os.kill(jvm, signal.SIGKILL)
-        killed.append(jvm)
-
-    killer = threading.Thread(target=kill_when_waiting, daemon=True)
-    killer.start()
+    killer = ExecutorKiller(marker, seconds=300)
     try:
         result = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
     finally:
-        killer.join(timeout=5)
+        killed = killer.join()
         wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
     assert killed, "the executor JVM was never killed"
     with pytest.raises(ProcessLookupError):

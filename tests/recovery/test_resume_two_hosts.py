@@ -1,22 +1,22 @@
 """Recovery across two hosts (the multi-host fixture: 2 network-namespace hosts x 2 task slots, Spark
 standalone): an executor JVM on one host is SIGKILLed mid-epoch; the next attempt (a new barrier stage of 4
-tasks, launcher direct) runs once Spark has brought an executor back, and resumes from the shared checkpoint."""
+tasks, launcher direct) runs once Spark has brought an executor back, and resumes from the shared checkpoint.
+On hosts that share no /tmp, a checkpoint_dir there is refused when the ranks start, and never retried."""
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sparkrunner import Runner
-from tests.cluster.fixtures import TwoHosts
+from sparkrunner.errors import RankFailedError
+from tests.cluster.fixtures import TwoHosts, cluster_session, skip_without_namespaces
+from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import leftover_rank_processes
-from tests.recovery.processes import executor_jvm_of, rank_pid
+from tests.recovery.processes import ExecutorKiller
 from tests.recovery.test_resume_spark import assert_resumed_at_failing_epoch
 from tests.recovery.training import ddp_checkpointed
 
@@ -39,20 +39,49 @@ def test_ddp_on_two_hosts_resumes_after_an_executor_jvm_is_killed(
         tracking=False,
         progress=False,
     )
-    killed: list[int] = []
-
-    def kill_when_waiting() -> None:
-        deadline = time.monotonic() + 400
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        jvm = executor_jvm_of(rank_pid(1))
-        os.kill(jvm, signal.SIGKILL)
-        killed.append(jvm)
-
-    killer = threading.Thread(target=kill_when_waiting, daemon=True)
-    killer.start()
+    killer = ExecutorKiller(marker, seconds=400)
     result: Any = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
-    killer.join(timeout=5)
-    assert killed, "the executor JVM was never killed"
+    assert killer.join(), "the executor JVM was never killed"
     assert_resumed_at_failing_epoch(runner, result, reference)
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+@pytest.fixture(scope="module")
+def private_tmp_hosts() -> Iterator[TwoHosts]:
+    """2 hosts x 1 slot, each with a mount namespace and an empty tmpfs of its own on /tmp."""
+    skip_without_namespaces()
+    with cluster_session(
+        NetnsCluster(hosts=2, slots_per_host=1, variant=5, private_tmp=True), slots=2
+    ) as hosts:
+        yield hosts
+
+
+def never_reached() -> None:
+    raise AssertionError("the training function must not start with a checkpoint_dir the ranks cannot see")
+
+
+def test_a_checkpoint_dir_private_to_each_host_is_refused_at_start(
+    private_tmp_hosts: TwoHosts, tmp_path: Path
+) -> None:
+    """Placement: Spark barrier stage (np=2, one task per host), launcher direct, max_failures=2."""
+    folder = tmp_path / "checkpoints"  # under the driver's /tmp: no host sees it
+    runner = Runner(
+        np=2,
+        spark=private_tmp_hosts.spark,
+        launcher="direct",
+        max_failures=2,
+        checkpoint_dir=str(folder),
+        start_timeout=180,
+        timeout=300,
+        tracking=False,
+        progress=False,
+    )
+    with pytest.raises(RankFailedError) as info:
+        runner.run(never_reached)
+    error = info.value
+    assert error.exc_type.endswith("CheckpointDirError"), error
+    assert f"checkpoint_dir={str(folder)!r} is not shared" in str(error)
+    assert any(host in str(error) for host in private_tmp_hosts.cluster.hostnames), str(error)
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1, "another attempt cannot fix it"
+    assert [p.name for p in folder.iterdir()] == [], "the driver's probe is removed"
     assert leftover_rank_processes(grace_s=5.0) == {}

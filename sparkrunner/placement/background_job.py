@@ -1,0 +1,77 @@
+"""A Spark job on a thread of its own: `collect()` blocks until the barrier stage ends, the run does not."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+
+_STOP_JOIN_S = 60.0
+_PYTHON_EXCEPTION_LINE = re.compile(
+    r"(?!org\.apache\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(Error|Exception): "
+)
+
+Records = list[dict[str, object]]
+
+
+class BackgroundJob:
+    """Runs `collect` (the barrier stage, returning one record per task) on a named thread; `cancel` ends it
+    early (a job group or a job tag, whichever the session has)."""
+
+    def __init__(self, name: str, collect: Callable[[], Records], cancel: Callable[[], None]) -> None:
+        self._collect = collect
+        self._cancel = cancel
+        self._records: Records = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._records = self._collect()
+        except BaseException as exc:
+            self._error = exc
+
+    def failure(self) -> str | None:
+        """Why the stage's ranks ended abnormally (see `describe_failure`), or None."""
+        return describe_failure(self._error, self._records)
+
+    def finished(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Cancel the job if it still runs, then wait (bounded) for the thread to end."""
+        if self._thread.is_alive():
+            self._cancel()
+        self._thread.join(_STOP_JOIN_S)
+
+
+def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:
+    """Why a barrier stage's ranks ended abnormally: the job's error, or the first task's non-zero exit."""
+    if job_error is not None:
+        return f"the Spark barrier stage failed: {_short_spark_error(job_error)}"
+    for record in records:
+        if record["exit_code"] != 0:
+            return (
+                f"barrier task {record['index']} ended with exit code {record['exit_code']}; "
+                f"its last output:\n{record['tail']}"
+            )
+    return None
+
+
+def _short_spark_error(exc: BaseException) -> str:
+    text = str(exc)
+    if "No module named 'sparkrunner'" in text:
+        return (
+            "the executors' Python cannot import sparkrunner. Install it where the executors run, or point "
+            "them at this environment's interpreter (PYSPARK_PYTHON, set before the SparkSession starts)."
+        )
+    lines = text.splitlines()
+    # the Python exception a task raised (its traceback's last line) says more than the JVM's wrapper of it
+    python_line = next((line for line in lines if _PYTHON_EXCEPTION_LINE.match(line)), None)
+    if python_line is not None:
+        return python_line.strip()[:2000]
+    for line in lines:
+        if "Exception" in line or "Error" in line:
+            return line.strip()[:2000]
+    return text[:2000]

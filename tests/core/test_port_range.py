@@ -1,0 +1,112 @@
+"""Runner(port_range=...) on `local-cluster[2,1,1024]`: every port a run's processes listen on comes from the
+range, except those the libraries give no way to choose (see docs/networking.md): each rank's one Gloo pair
+listener, and mpirun's PMIx server for its local ranks, which listens on loopback only. The oracle reads /proc
+itself: the processes of the run, their sockets, and the kernel's table of listening TCP sockets."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+from tests.helpers import rank_processes
+
+pytestmark = pytest.mark.spark
+
+PORT_RANGE = (42000, 42100)
+_LISTEN = "0A"
+_LOOPBACK = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
+
+
+def hold_sockets_open(flags: str, with_horovod: bool) -> dict[str, int]:
+    """Join a Gloo process group (and Horovod over MPI under mpirun), then keep every socket open until the
+    test has looked at them; returns the rank's view of the ports it was given."""
+    import torch
+    import torch.distributed as dist
+
+    if with_horovod:
+        import horovod.torch as hvd
+
+        hvd.init()
+        hvd.allreduce(torch.ones(1))
+    dist.init_process_group("gloo")
+    dist.all_reduce(torch.ones(1))
+    Path(flags, f"ready-{dist.get_rank()}").touch()
+    deadline = time.monotonic() + 120
+    while not Path(flags, "go").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"master_port": int(os.environ["MASTER_PORT"])}
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(local address in /proc's hex, port) of every TCP socket (IPv4 and IPv6) process `pid` listens on."""
+    mine = _socket_inodes(pid)
+    found = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == _LISTEN and int(fields[9]) in mine:
+                    address, port = fields[1].rsplit(":", 1)
+                    found.add((address, int(port, 16)))
+    return found
+
+
+def _wait_for(flags: Path, count: int, run: threading.Thread) -> None:
+    deadline = time.monotonic() + 180
+    while len(list(flags.glob("ready-*"))) < count:
+        assert run.is_alive(), "the run ended before its ranks were ready"
+        assert time.monotonic() < deadline, "the ranks did not get ready in time"
+        time.sleep(0.1)
+
+
+def test_listening_ports_come_from_the_port_range(spark_cluster: Any, launcher: str, tmp_path: Path) -> None:
+    result: dict[str, Any] = {}
+    runner = Runner(np=2, launcher=launcher, port_range=PORT_RANGE, tracking=False, timeout=300)
+
+    def run() -> None:
+        result["value"] = runner.run(hold_sockets_open, str(tmp_path), launcher == "mpirun")
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        _wait_for(tmp_path, 2, thread)
+        processes = rank_processes()
+        sockets = {pid: listening_sockets(pid) for pid in processes}
+    finally:
+        (tmp_path / "go").touch()
+        thread.join(300)
+    low, high = PORT_RANGE
+    outside = {pid: {s for s in found if not low <= s[1] <= high} for pid, found in sockets.items()}
+    ranks = [pid for pid, argv in processes.items() if argv.split()[1:3] == ["-m", "sparkrunner.worker"]]
+    ranks = [
+        pid for pid in ranks if sockets[pid]
+    ]  # not their output relays (forked, no sockets of their own)
+    assert len(ranks) == 2, processes
+    for pid in ranks:  # Gloo's pair listener: one per rank, its port chosen by the kernel
+        assert len(outside.pop(pid)) == 1, sockets[pid]
+    for pid, found in outside.items():  # mpirun: its PMIx server for the local ranks, on loopback only
+        assert all(address == _LOOPBACK for address, _ in found), (processes[pid], sorted(found))
+    if launcher == "mpirun":
+        assert any(low <= port <= high for pid in processes for _, port in sockets[pid] if pid not in ranks)
+    inside = {port for found in sockets.values() for _, port in found if low <= port <= high}
+    assert result["value"]["master_port"] in inside  # torch's store listens where sparkrunner said
