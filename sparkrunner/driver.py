@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -15,7 +16,7 @@ from typing import Any
 from sparkrunner.address_exchange import AddressBook
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
-from sparkrunner.errors import RankFailedError, SparkRunnerWarning
+from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 from sparkrunner.output import RankOutput
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Message
@@ -85,12 +86,15 @@ class DriverSession:
         self._payload = payload
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
+        self._rank_conns: dict[
+            int, Connection
+        ] = {}  # rank -> its live connection (not its relay's or task's)
         self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank
         self._files_dir: str | None = None
         self.output = RankOutput(show=verbosity == "all")
         self.last_activity = time.monotonic()
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
-        self._stacks = StackCollector(lambda request: self._server.broadcast(Message.DUMP_STACKS, request))
+        self._stacks = StackCollector(self._ask_ranks_for_stacks)
         self._warned: set[str] = set()
         self._addresses = AddressBook()
         self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
@@ -139,6 +143,7 @@ class DriverSession:
     def _on_hello(self, conn: Connection, data: dict[str, Any]) -> None:
         rank = int(data["rank"])
         self._conn_rank[id(conn)] = rank
+        self._rank_conns[rank] = conn
         with self.changed:
             task = data.get("task")
             state = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]), task=task)
@@ -146,6 +151,13 @@ class DriverSession:
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
         conn.send(Message.PAYLOAD, self._payload)
+
+    def _ask_ranks_for_stacks(self, request: Any) -> None:
+        """Only rank connections answer `Message.DUMP_STACKS`: relays never read, and a task waiting in the
+        address exchange expects nothing but `Message.TOPOLOGY`."""
+        for conn in list(self._rank_conns.values()):
+            with contextlib.suppress(ChannelError):
+                conn.send(Message.DUMP_STACKS, request)
 
     def _warn_once(self, text: str) -> None:
         """Ranks on one host send the same warning: show each text once per run."""
@@ -185,6 +197,8 @@ class DriverSession:
         rank = self._conn_rank.get(id(conn))
         if rank is None:
             return
+        if self._rank_conns.get(rank) is conn:
+            del self._rank_conns[rank]
         with self.changed:
             self.report.ranks[rank].gone = True
             if not self.report.ranks[rank].done:

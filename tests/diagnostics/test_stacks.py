@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner import Runner
+from sparkrunner import Runner, address_exchange, channel
+from sparkrunner.driver import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
+from sparkrunner.payload import dumps_call
+from sparkrunner.protocol import Message
 from tests.diagnostics.conftest import LAUNCHERS, timeout_for
 from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
 
@@ -82,3 +85,20 @@ def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
         release.touch()
         thread.join(180)
     assert outcome == ["done"]
+
+
+def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange() -> None:
+    """Driver side, real channel: a barrier task that joined the address exchange gets the topology as its one
+    answer, even when `dump_stacks` is called before the last task has joined."""
+    session = DriverSession(dumps_call(print, (), {}), 2, "all", "127.0.0.1")
+    entries = [{"host": "127.0.0.1", "ports": [1], "gpus": []}]
+    waiting = channel.connect(("127.0.0.1", session.port), session.secret)
+    try:
+        waiting.send(Message.JOIN, {"task": 0, "tasks": 2, "entries": entries})
+        time.sleep(0.5)  # the driver has taken task 0's join by now
+        session.collect_stacks()
+        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, entries)
+        assert waiting.recv() == (Message.TOPOLOGY, [entries, entries])
+    finally:
+        waiting.close()
+        session.close()
