@@ -116,7 +116,12 @@ def _session(args: argparse.Namespace) -> Any:
     if args.remote:
         builder = builder.remote(args.remote)
     elif args.master or not _inside_spark_submit():
-        builder = builder.master(args.master or "local[*]")
+        master = args.master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith(
+            "local"
+        ):  # executors on this machine run this command's interpreter, not python3
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in _pairs("--conf", args.conf).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

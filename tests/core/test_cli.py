@@ -24,10 +24,17 @@ if os.environ["RANK"] == "1" and "--fail" in sys.argv:
 
 
 def cli(
-    *args: str, cwd: Path, prefix: tuple[str, ...] = (sys.executable, "-m", "sparkrunner")
+    *args: str,
+    cwd: Path,
+    prefix: tuple[str, ...] = (sys.executable, "-m", "sparkrunner"),
+    spark_python: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    """Run the command as a user's shell would: no PYSPARK_PYTHON (the suite sets one for itself) unless
+    `spark_python` (spark-submit needs to be told which interpreter runs the driver)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["PYTHONPATH"] = str(ROOT)
+    if spark_python:
+        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
     return subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=540)
 
 
@@ -117,6 +124,7 @@ def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
         "--fail",
         cwd=tmp_path,
         prefix=(submit,),
+        spark_python=True,
     )
     assert done.returncode == 3, done.stderr[-3000:]
     assert "[rank 0] rank 0 of 2 argv=['--fail']" in done.stdout
