@@ -11,9 +11,10 @@ Exits with the run's status: 0, the script's own exit code, 1 for any other fail
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sparkrunner.errors import RankFailedError, SparkRunnerError
@@ -76,36 +77,48 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from sparkrunner.runner import Runner
 
-    spark = _session(args) if args.np > 0 else None
-    runner = Runner(
-        args.np,
-        spark=spark,
-        launcher=args.launcher,
-        start_timeout=args.start_timeout,
-        timeout=args.timeout,
-        env=_pairs("--env", args.env),
-        progress=False,
-    )
-    if args.module:
-        runner.run_module(args.target, *args.script_args, code_dir=args.code_dir)
-    else:
-        runner.run_script(args.target, *args.script_args, code_dir=args.code_dir)
+    with _session_for(args, args.np > 0) as spark:
+        runner = Runner(
+            args.np,
+            spark=spark,
+            launcher=args.launcher,
+            start_timeout=args.start_timeout,
+            timeout=args.timeout,
+            env=_pairs("--env", args.env),
+            progress=False,
+        )
+        if args.module:
+            runner.run_module(args.target, *args.script_args, code_dir=args.code_dir)
+        else:
+            runner.run_script(args.target, *args.script_args, code_dir=args.code_dir)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
     from sparkrunner.check import report
 
-    wants_spark = args.master or args.remote or _inside_spark_submit()
-    spark = _session(args) if wants_spark else None
-    for line in report(spark):
-        print(line, flush=True)
+    wants_spark = bool(args.master or args.remote or _inside_spark_submit())
+    with _session_for(args, wants_spark) as spark:
+        for line in report(spark):
+            print(line, flush=True)
     return 0
 
 
 def _entry_point(_: argparse.Namespace) -> int:
     print(os.path.join(os.path.dirname(os.path.abspath(__file__)), "__main__.py"))
     return 0
+
+
+@contextlib.contextmanager
+def _session_for(args: argparse.Namespace, wanted: bool) -> Iterator[Any]:
+    """The SparkSession a command uses (None when not `wanted`); one this command started is stopped at the
+    end, so a local cluster shuts down in order instead of under the JVM's exit hooks."""
+    spark = _session(args) if wanted else None
+    try:
+        yield spark
+    finally:
+        if spark is not None and not _inside_spark_submit():
+            spark.stop()
 
 
 def _session(args: argparse.Namespace) -> Any:
