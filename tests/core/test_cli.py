@@ -16,9 +16,10 @@ import tomllib
 from tests.helpers import ROOT
 
 SCRIPT = """
-import os, sys
+import os, sys, time
 print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} argv={sys.argv[1:]}", flush=True)
 if os.environ["RANK"] == "1" and "--fail" in sys.argv:
+    time.sleep(2)  # rank 0 has printed by then: its line is asserted, not raced against the abort
     sys.exit(3)
 """
 
@@ -55,7 +56,7 @@ def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
     done = cli("run", "--np", "-2", "--launcher", "mpirun", script(tmp_path), "--fail", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "rank 1 failed with sparkrunner.errors.ScriptExitError: train.py exited with code 3" in done.stderr
-    assert 'File "' + str(tmp_path / "train.py") + '", line 5, in <module>' in done.stderr
+    assert 'File "' + str(tmp_path / "train.py") + '", line 6, in <module>' in done.stderr
 
 
 def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
