@@ -86,9 +86,8 @@ class DriverSession:
         self._payload = payload
         self._listeners = list(listeners or [])
         self._conn_rank: dict[int, int] = {}
-        self._rank_conns: dict[
-            int, Connection
-        ] = {}  # rank -> its live connection (not its relay's or task's)
+        # rank -> its live connection (not its output relay's, nor its barrier task's)
+        self._rank_conns: dict[int, Connection] = {}
         self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank
         self._files_dir: str | None = None
         self.output = RankOutput(show=verbosity == "all")
