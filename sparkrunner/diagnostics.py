@@ -207,7 +207,7 @@ def hang_error(cls: type[E], message: str, report: StackReport) -> E:
     """`cls(message)` naming where each rank is; the full stacks as `stack_report` and an artifact."""
     error = cls(
         f"{message}\n\nWhere each rank was:\n{report.summary()}\n(every thread's stack and each rank's last "
-        f"output: error.stack_report; also saved as the MLflow artifact sparkrunner/stacks.txt)"
+        f"output: error.stack_report; with MLflow tracking on, also the run's artifact sparkrunner/stacks.txt)"
     )
     error.stack_report = report
     error.artifacts["stacks.txt"] = str(report)

@@ -10,6 +10,12 @@ _STOP_JOIN_S = 60.0
 _PYTHON_EXCEPTION_LINE = re.compile(
     r"(?!org\.apache\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(Error|Exception): "
 )
+_SPARK_EXCEPTION_PREFIX = re.compile(
+    r"^[:\s]*(?:(?:org\.apache|java|scala)\.[\w.$]+(?:Exception|Error):\s*)?"
+)
+_EXECUTOR_LOST = re.compile(
+    r"ExecutorLostFailure \(executor (?P<executor>\S+)[^)]*\)(?: Reason: [^\n]*?code (?P<code>-?\d+))?"
+)
 
 Records = list[dict[str, object]]
 
@@ -71,7 +77,35 @@ def _short_spark_error(exc: BaseException) -> str:
     python_line = next((line for line in lines if _PYTHON_EXCEPTION_LINE.match(line)), None)
     if python_line is not None:
         return python_line.strip()[:2000]
-    for line in lines:
-        if "Exception" in line or "Error" in line:
-            return line.strip()[:2000]
-    return text[:2000]
+    reason = _spark_reason(lines)
+    lost = _EXECUTOR_LOST.search(reason)
+    if lost is not None:
+        return f"{_lost_executor_advice(lost)} (Spark: {reason})"[:2000]
+    return reason[:2000]
+
+
+def _spark_reason(lines: list[str]) -> str:
+    """Spark's own message, on one line: the exception's line and the reason lines after it, without py4j's
+    "An error occurred while calling ..." header, the exception's class name or the JVM stack."""
+    start = next((i for i, line in enumerate(lines) if "Exception" in line or "Error" in line), None)
+    if start is None:
+        return " ".join(lines).strip()
+    kept = [_SPARK_EXCEPTION_PREFIX.sub("", lines[start]).strip()]
+    for line in lines[start + 1 :]:
+        if line.startswith(("\tat ", "Driver stacktrace")) or not line.strip():
+            break
+        kept.append(line.strip())
+    return " ".join(kept)
+
+
+def _lost_executor_advice(lost: re.Match[str]) -> str:
+    """What a lost executor means, in the words of the person who has to do something about it."""
+    code = lost.group("code")
+    why = f"Spark executor {lost.group('executor')}, which ran a barrier task of this run, was lost"
+    if code == "137":
+        return (
+            f"{why}: its JVM was killed with SIGKILL (exit code 137): the OS's out-of-memory killer, a "
+            "preempted or decommissioned node, or a kill by hand. Check the executor's memory "
+            "(spark.executor.memory, spark.executor.memoryOverhead) and its host's log"
+        )
+    return why + (f" (exit code {code})" if code else "")

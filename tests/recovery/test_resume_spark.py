@@ -90,6 +90,11 @@ def test_ddp_resumes_after_an_executor_jvm_is_killed(
     with pytest.raises(ProcessLookupError):
         os.kill(killed[0], 0)
     assert_resumed_at_failing_epoch(runner, result, uninterrupted)
+    assert runner.last_run is not None
+    first_error = str(runner.last_run.attempts[0].error)
+    assert "was lost" in first_error and "SIGKILL" in first_error, (
+        "attempt 0's error must say that an executor was lost, and how, not only Spark's barrier-stage line"
+    )
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
