@@ -10,16 +10,8 @@ PYTHON=${PYTHON:-python3}
 mkdir -p "$CACHE"
 say() { printf '\n== setup: %s\n' "$*"; }
 
-apt_install_missing() {
-  local missing=()
-  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  say "installing Debian packages: ${missing[*]}"
-  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-}
-
+# shellcheck source=lib/apt.sh
+source scripts/lib/apt.sh
 java_pkg=""
 command -v java >/dev/null 2>&1 || java_pkg="openjdk-17-jre-headless"
 apt_install_missing $java_pkg openmpi-bin libopenmpi-dev iproute2 procps
@@ -32,9 +24,26 @@ say "main environment: $MAIN_VENV"
 PYTHON=$PYTHON ensure_venv "$MAIN_VENV" requirements/main.txt
 ln -sfn "$MAIN_VENV" .venv
 
+# The other steps are independent of each other: they run at the same time (the Horovod build is CPU-bound,
+# the environments mostly download), each logging to a file shown when it ends.
+LOGS="$CACHE/setup-logs"
+mkdir -p "$LOGS"
+steps=() pids=()
 for extra in scripts/setup.d/*.sh; do
   [ -e "$extra" ] || continue
-  say "running $extra"
-  SPARKRUNNER_CACHE="$CACHE" MAIN_VENV="$MAIN_VENV" PYTHON="$PYTHON" bash "$extra"
+  SPARKRUNNER_CACHE="$CACHE" MAIN_VENV="$MAIN_VENV" PYTHON="$PYTHON" bash "$extra" > "$LOGS/$(basename "$extra").log" 2>&1 &
+  steps+=("$extra") pids+=($!)
 done
+failed=0
+for i in "${!steps[@]}"; do
+  log="$LOGS/$(basename "${steps[$i]}").log"
+  if wait "${pids[$i]}"; then
+    say "${steps[$i]}: $(tail -n 1 "$log")"
+  else
+    say "${steps[$i]}: FAILED; the end of its log ($log):"
+    tail -n 40 "$log"
+    failed=1
+  fi
+done
+[ "$failed" = 0 ] || exit 1
 say "ready: $(.venv/bin/python -c 'import sparkrunner, pyspark, torch; print("sparkrunner", sparkrunner.__version__, "pyspark", pyspark.__version__, "torch", torch.__version__)')"
