@@ -6,10 +6,13 @@ one-shot files into a private folder (0700, files 0600) and tells its children o
 (`Env.SECRET_DIR`, which holds no secret). Rank N on a host takes ``run-secret-N`` (its local rank: under
 mpirun a rank learns nothing else before it starts); mpirun's rsh agent takes ``agent-key-HOST``. Each file is
 deleted as it is read, and the spawner removes the folder with whatever was not taken when its ranks ended.
+A spawner that was killed (Spark kills a cancelled task's Python worker) cannot: its folder is named after its
+pid, and the next `SecretDrop` on that host removes the folders of spawners that are gone.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import tempfile
@@ -27,11 +30,15 @@ def _agent_key_name(host: str) -> str:
     return f"agent-key-{host}"
 
 
+_FOLDER_PREFIX = "sparkrunner-secrets-"
+
+
 class SecretDrop:
     """A private folder of one-shot secret files, removed by `close` (use it as a context manager)."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mkdtemp(prefix="sparkrunner-secrets-")  # mode 0700
+        _remove_folders_of_ended_spawners()
+        self.path = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-")  # mode 0700
 
     def put(self, name: str, secret: bytes) -> None:
         fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -58,6 +65,31 @@ class SecretDrop:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def _remove_folders_of_ended_spawners() -> None:
+    """Remove this user's secret folders whose spawner process no longer exists."""
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{_FOLDER_PREFIX}*-*")):
+        pid = os.path.basename(folder)[len(_FOLDER_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and _owned_by_me(folder) and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _owned_by_me(path: str) -> bool:
+    try:
+        return os.stat(path).st_uid == os.getuid()
+    except FileNotFoundError:  # removed meanwhile by another spawner's sweep
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _take(name: str) -> bytes:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -105,3 +108,40 @@ def test_no_secret_in_the_environment_or_command_line_of_ranks_and_their_childre
         folder = _secret_folder(views["environ"])
         if folder is not None and os.path.isdir(folder):
             assert os.listdir(folder) == [], f"secret files left to read in {folder}"
+
+
+_SPAWNER = """
+import os, sys, time
+from sparkrunner.handover import SecretDrop
+drop = SecretDrop()
+drop.put_run_secret(bytes(32), [0])
+print(drop.path, flush=True)
+time.sleep(300)
+"""
+
+
+def _spawner_with_a_secret_folder() -> tuple[subprocess.Popen[str], str]:
+    """A process that made a secret folder (with a secret nobody took) and is still running."""
+    proc = subprocess.Popen([sys.executable, "-c", _SPAWNER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    folder = proc.stdout.readline().strip()
+    assert os.path.isdir(folder), f"the spawner made no secret folder: {folder!r}"
+    return proc, folder
+
+
+def test_a_killed_spawners_secret_folder_is_removed_by_the_next_run_on_its_host() -> None:
+    """A spawner SIGKILLed before it cleaned up (as Spark kills a cancelled task's Python worker) leaves its
+    folder; the next run on the host (np=-2, launcher direct) removes it and keeps a live spawner's."""
+    killed, killed_folder = _spawner_with_a_secret_folder()
+    alive, alive_folder = _spawner_with_a_secret_folder()
+    try:
+        killed.kill()
+        killed.wait()
+        assert os.listdir(killed_folder), "the killed spawner's untaken secret must still be there"
+        assert Runner(np=-2, launcher="direct", tracking=False, progress=False).run(os.getpid) > 0
+        assert not os.path.exists(killed_folder), "a dead spawner's secret folder was left on the host"
+        assert os.listdir(alive_folder), "a running spawner's secret folder must not be touched"
+    finally:
+        alive.kill()
+        alive.wait()
+        shutil.rmtree(alive_folder, ignore_errors=True)
