@@ -26,12 +26,19 @@ class AddressBook:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._joined: dict[int, tuple[channel.Connection, TaskEntries]] = {}
+        self._spark_task_ids: dict[int, int] = {}
+
+    def spark_task_ids(self) -> dict[int, int]:
+        """Barrier task index -> Spark's task id (TID) of every task that joined (none on the driver)."""
+        with self._lock:
+            return dict(self._spark_task_ids)
 
     def join(self, conn: channel.Connection, data: dict[str, Any]) -> None:
         """Record one task's entries; the last task of the stage to join releases every waiting task."""
         tasks = int(data["tasks"])
         with self._lock:
             self._joined[int(data["task"])] = (conn, list(data["entries"]))
+            self._spark_task_ids[int(data["task"])] = int(data["spark_task_id"])
             if len(self._joined) < tasks:
                 return
             joined = [self._joined[index] for index in range(tasks)]
@@ -44,7 +51,7 @@ class AddressBook:
 
 
 def exchange(
-    driver: tuple[str, int], secret: bytes, task: int, tasks: int, entries: TaskEntries
+    driver: tuple[str, int], secret: bytes, task: int, tasks: int, spark_task_id: int, entries: TaskEntries
 ) -> list[TaskEntries]:
     """Task side: send this task's entries and block until the driver answers with every task's, in order.
 
@@ -52,7 +59,9 @@ def exchange(
     first fails the stage, and Spark then ends this one)."""
     conn = channel.connect(driver, secret)
     try:
-        conn.send(Message.JOIN, {"task": task, "tasks": tasks, "entries": entries})
+        conn.send(
+            Message.JOIN, {"task": task, "tasks": tasks, "spark_task_id": spark_task_id, "entries": entries}
+        )
         kind, everyone = conn.recv()
     finally:
         conn.close()

@@ -102,6 +102,10 @@ class DriverSession:
     def port(self) -> int:
         return self._server.port
 
+    def spark_task_ids(self) -> dict[int, int]:
+        """Barrier task index -> Spark task id, for the tasks that joined the address exchange."""
+        return self._addresses.spark_task_ids()
+
     def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
         if kind == Message.HELLO:
             self._on_hello(conn, data)

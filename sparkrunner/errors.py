@@ -66,6 +66,12 @@ class StallError(HangError):
     """No rank printed or reported progress for `stall_timeout` seconds (with ``on_stall="fail"``)."""
 
 
+class ExecutorDecommissionedError(SparkRunnerError):
+    """Spark began decommissioning an executor that runs ranks of this run (a spot node being reclaimed, a worker
+    drained): the ranks were stopped gracefully, so that they could save a checkpoint. Retried with
+    ``max_failures`` like any failed attempt."""
+
+
 class ChannelError(SparkRunnerError, ConnectionError):
     """The driver channel failed: a peer did not authenticate, or a connection broke."""
 

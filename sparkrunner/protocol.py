@@ -31,7 +31,7 @@ class Message:
     DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
     # a barrier task -> driver (its own connection, no HELLO)
     TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
-    JOIN = "join"  # {"task", "tasks", "entries": [{"host", "ports", "gpus"} per rank]}: `address_exchange`
+    JOIN = "join"  # {"task", "tasks", "spark_task_id", "entries": [{"host", "ports", "gpus"} per rank]}
     # driver -> a barrier task
     TOPOLOGY = "topology"  # [entries of task 0, of task 1, ...]: every task's JOIN, once all of them joined
     # mpirun's rsh agent <-> a barrier task's agent

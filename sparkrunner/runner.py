@@ -14,6 +14,7 @@ from sparkrunner import causes, processes
 from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
 from sparkrunner.driver import VERBOSITIES, DriverSession
 from sparkrunner.errors import (
+    ExecutorDecommissionedError,
     InvalidArgumentError,
     RunTimeoutError,
     SparkRunnerError,
@@ -415,6 +416,12 @@ def _supervise(
                 raise failure from failure.original
             if report.all_done():
                 return
+            decommissioning = placement.decommissioning(session.spark_task_ids())
+            if decommissioning is not None:
+                raise ExecutorDecommissionedError(
+                    f"{decommissioning}: every rank was asked to stop, and ranks that watch stopping() or "
+                    f"on_stop() had stop_grace_s to save a checkpoint"
+                )
             if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
                 session, lambda: report.all_done() or bool(report.errors or report.vanished), _FINISH_GRACE_S
             ):

@@ -70,6 +70,8 @@ def spark_session(master: str, **conf: str) -> Any:
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.task.cpus": "1",
+        # executors honour SIGPWR (graceful decommissioning), as on clusters with spot or preemptible nodes
+        "spark.decommission.enabled": "true",
     }
     for name, value in {**defaults, **conf}.items():
         builder = builder.config(name, value)

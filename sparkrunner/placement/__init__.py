@@ -27,6 +27,10 @@ class Placement(Protocol):
 
         `pid`: the process of the rank in question, when the placement can tell its processes apart."""
 
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        """Which executors running this run's tasks (barrier task index -> Spark task id) Spark is
+        decommissioning, once it is; None otherwise, and always where the placement cannot tell."""
+
     def finished(self) -> bool:
         """True once every rank process (or the whole Spark job) has ended."""
 

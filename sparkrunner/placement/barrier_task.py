@@ -39,7 +39,8 @@ def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[T
         {"host": host, "ports": ports[j * ports_per_task : (j + 1) * ports_per_task], "gpus": split[j]}
         for j in range(per_task)
     ]
-    gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), mine)
+    tid = ctx.taskAttemptId()  # type: ignore[attr-defined]
+    gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), tid, mine)
     peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for task in gathered for p in task)
     return Topology(peers), index * per_task
 

@@ -120,6 +120,9 @@ class ConnectPlacement:
             )
         return detail
 
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None  # a Connect client cannot see the scheduler: a decommissioned executor ends as a lost one
+
     def finished(self) -> bool:
         return self._job is not None and self._job.finished()
 

@@ -43,6 +43,9 @@ class LocalPlacement:
                 return f"process {proc.pid} exited with code {code}; its last output:\n{proc.output_tail()}"
         return None
 
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None  # no executors
+
     def finished(self) -> bool:
         return all(proc.poll() is not None for proc in self._procs)
 

@@ -10,6 +10,7 @@ from sparkrunner.errors import BarrierModeUnsupportedError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.background_job import BackgroundJob
 from sparkrunner.placement.barrier_task import barrier_partition_fn
+from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.slots import wait_for_slots
 
 
@@ -37,6 +38,7 @@ class SparkPlacement:
         self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
         self._group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
+        self._decommission = DecommissionWatch(self._sc)
 
     def check(self) -> None:
         conf = self._sc.getConf()
@@ -60,6 +62,9 @@ class SparkPlacement:
 
     def failure(self, pid: int | None = None) -> str | None:
         return None if self._job is None else self._job.failure()
+
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return self._decommission.check(spark_task_ids)
 
     def finished(self) -> bool:
         return self._job is not None and self._job.finished()

@@ -48,11 +48,12 @@ def executor_jvm_of(pid: int) -> int:
 
 
 class ExecutorKiller:
-    """In the background: once `marker` exists (rank 1 waits there), SIGKILL the executor JVM hosting rank 1."""
+    """In the background: once `marker` exists (rank 1 waits there), send `sig` to the executor JVM hosting
+    rank 1 (SIGKILL: the executor is lost; SIGPWR: Spark decommissions it, with spark.decommission.enabled)."""
 
-    def __init__(self, marker: Path, seconds: float) -> None:
+    def __init__(self, marker: Path, seconds: float, sig: signal.Signals = signal.SIGKILL) -> None:
         self.killed: list[int] = []
-        self._marker, self._seconds = marker, seconds
+        self._marker, self._seconds, self._signal = marker, seconds, sig
         self._thread = threading.Thread(target=self._kill_when_waiting, daemon=True)
         self._thread.start()
 
@@ -61,7 +62,7 @@ class ExecutorKiller:
         while not self._marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         jvm = executor_jvm_of(rank_pid(1))
-        os.kill(jvm, signal.SIGKILL)
+        os.kill(jvm, self._signal)
         self.killed.append(jvm)
 
     def join(self) -> list[int]:

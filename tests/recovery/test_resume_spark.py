@@ -1,9 +1,11 @@
 """Recovery on real Spark (local-cluster[2,1,1024]: two executor JVMs): a failed attempt resumes from the
-latest checkpoint in a new barrier stage, after a rank's exit or an executor JVM's SIGKILL."""
+latest checkpoint in a new barrier stage, after a rank's exit, an executor JVM's SIGKILL, or Spark's graceful
+decommissioning of an executor (SIGPWR to its JVM, as a cloud's spot-reclaim notice or a drained worker gives)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.errors import RankFailedError
+from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError
 from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
 from tests.recovery.processes import ExecutorKiller
@@ -95,6 +97,39 @@ def test_ddp_resumes_after_an_executor_jvm_is_killed(
     assert "was lost" in first_error and "SIGKILL" in first_error, (
         "attempt 0's error must say that an executor was lost, and how, not only Spark's barrier-stage line"
     )
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_from_their_save(
+    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any]
+) -> None:
+    """Placement: Spark barrier stage (np=2), launcher direct, spark.decommission.enabled. In epoch 3 of attempt
+    0 the test sends SIGPWR to the executor JVM hosting rank 1; Spark decommissions it, the driver stops every
+    rank gracefully, rank 0 saves a checkpoint in its grace period, and attempt 1 resumes from that one."""
+    marker = tmp_path / "rank1-waits"
+    runner = Runner(
+        np=2,
+        launcher="direct",
+        max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        start_timeout=180,
+        stop_grace_s=30,
+        tracking=False,
+        progress=False,
+    )
+    signaller = ExecutorKiller(marker, seconds=300, sig=signal.SIGPWR)
+    try:
+        result = runner.run(ddp_checkpointed, "save_on_stop", str(marker))
+    finally:
+        signalled = signaller.join()
+        wait_for_slots(spark_cluster)
+    assert signalled, "the executor JVM was never sent SIGPWR"
+    assert_resumed_at_failing_epoch(runner, result, uninterrupted)
+    assert result["resumed_from_stop"], "attempt 1 must resume from the checkpoint rank 0 saved when stopped"
+    assert runner.last_run is not None
+    first_error = runner.last_run.attempts[0].error
+    assert isinstance(first_error, ExecutorDecommissionedError), repr(first_error)
+    assert "decommissioning executor" in str(first_error) and "barrier task 1" in str(first_error)
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 

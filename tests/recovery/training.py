@@ -15,8 +15,10 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
     """Fit a linear model with DDP (momentum SGD), saving a checkpoint at the end of every epoch.
 
     `failure` acts in epoch 3 of attempt 0 only: ``"exit"``: rank 1 calls ``os._exit``; ``"wait_for_kill"``:
-    rank 1 touches `marker` and both ranks wait there (the test kills an executor JVM meanwhile).
-    Rank 0 returns its final weights and which (attempt, epoch) pairs ran, from the checkpointed history on.
+    rank 1 touches `marker` and both ranks wait there until they are stopped (the test kills or decommissions
+    an executor meanwhile); ``"save_on_stop"``: the same, and rank 0 saves a checkpoint marked
+    ``saved_on_stop`` when it is stopped. Rank 0 returns its final weights, which (attempt, epoch) pairs ran,
+    from the checkpointed history on, and whether it resumed from a checkpoint saved on stop.
     """
     import torch
     import torch.distributed as dist
@@ -34,6 +36,7 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
     state = sparkrunner.load_checkpoint()
     history: list[tuple[int, int]] = []
     start = 0
+    resumed_from_stop = bool(state and state.get("saved_on_stop"))
     if state is not None:
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -41,7 +44,7 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
     print(f"attempt {ctx.attempt} starts at epoch {start}", flush=True)
     for epoch in range(start, EPOCHS):
         if ctx.attempt == 0 and epoch == FAILING_EPOCH and failure is not None:
-            _fail(failure, ctx.rank, marker)
+            _fail(failure, ctx.rank, marker, state)
         for _ in range(4):
             opt.zero_grad()
             torch.nn.functional.mse_loss(model(x), y).backward()
@@ -57,18 +60,20 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
         dist.barrier()  # no rank starts the next epoch before this epoch's checkpoint is complete
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
     dist.destroy_process_group()
-    return {"weights": weights, "history": history}
+    return {"weights": weights, "history": history, "resumed_from_stop": resumed_from_stop}
 
 
-def _fail(failure: str, rank: int, marker: str) -> None:
+def _fail(failure: str, rank: int, marker: str, state: Any) -> None:
     import sparkrunner
 
     if failure == "exit" and rank == 1:
         os._exit(7)
-    if failure == "wait_for_kill":
+    if failure in ("wait_for_kill", "save_on_stop"):
         if rank == 1:
             Path(marker).touch()
         deadline = time.monotonic() + 180
         while not sparkrunner.stopping() and time.monotonic() < deadline:
             time.sleep(0.05)
+        if failure == "save_on_stop" and sparkrunner.stopping():
+            sparkrunner.save_checkpoint({**state, "saved_on_stop": True}, step=FAILING_EPOCH)
         raise RuntimeError("stopped while waiting for the executor kill")
