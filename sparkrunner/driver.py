@@ -192,12 +192,14 @@ class DriverSession:
         conn.send(Message.ACK)
 
     def _on_disconnect(self, conn: Connection) -> None:
-        if id(conn) in self._relays:
+        # forget the connection: a later one may get the same id()
+        relay_of = self._relays.pop(id(conn), None)
+        if relay_of is not None:
             with self.changed:
-                self.report.output_ended.add(self._relays[id(conn)])
+                self.report.output_ended.add(relay_of)
                 self.changed.notify_all()
             return
-        rank = self._conn_rank.get(id(conn))
+        rank = self._conn_rank.pop(id(conn), None)
         if rank is None:
             return
         if self._rank_conns.get(rank) is conn:
