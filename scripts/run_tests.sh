@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 
 # What the Spark 3.5 environment (requirements/spark35.txt) runs again: core, Spark-mode and data tests, and one
-# recovery test.# It has no Horovod (so no mpirun launcher), TensorFlow or Petastorm: those cases run in the main one only.
+# recovery test. It has no Horovod (so no mpirun launcher), TensorFlow or Petastorm: those cases run in the main one only.
 SPARK35_TESTS=(tests/core/test_local_runner.py tests/core/test_spark_runner.py tests/core/test_lifecycle.py
   tests/core/test_script_mode.py tests/core/test_run_all.py tests/core/test_threads.py
   tests/core/test_validation.py tests/data/test_materialize.py tests/data/test_guarantees.py
