@@ -144,6 +144,8 @@ class NetnsCluster:
         """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
         host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
         `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
+        if private_tmp:
+            _refuse_environments_under_tmp()
         self._spark_class = spark_class
         # test sessions may run in separate pid namespaces: a random tag, not the pid, keeps names apart
         self._owner = name = f"{secrets.token_hex(3)}{variant}"
@@ -277,3 +279,22 @@ def can_create_namespaces() -> str | None:
     if not os.access(HOSTS_FILE, os.W_OK):
         return f"cannot give the namespace hosts names: {HOSTS_FILE} is not writable"
     return None
+
+
+def _refuse_environments_under_tmp() -> None:
+    """Hosts with a private /tmp cannot see a Python environment, Spark or a checkout under /tmp: say so at
+    once, rather than let their executors fail to start until a timeout."""
+    import pyspark
+
+    needed = {
+        "the Python environment": sys.prefix,
+        "the Python interpreter": os.path.realpath(sys.executable),
+        "pyspark": os.path.dirname(os.path.realpath(pyspark.__file__)),
+        "this checkout": str(Path(__file__).resolve().parents[2]),
+    }
+    under_tmp = {what: path for what, path in needed.items() if Path(path).resolve().is_relative_to("/tmp")}
+    if under_tmp:
+        raise RuntimeError(
+            f"hosts with a private /tmp cannot see {under_tmp}: keep the clone and $SPARKRUNNER_CACHE (the "
+            f"environments) outside /tmp to run this test"
+        )
