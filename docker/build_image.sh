@@ -68,7 +68,10 @@ fill_wheelhouse() {
     say "building the image's wheels into $house (once per requirements/image.txt)"
     rm -rf "$house" "$CACHE/image/pip-venv" && mkdir -p "$house"
     "$DEBIAN_PYTHON" -m venv "$CACHE/image/pip-venv"
-    "$CACHE/image/pip-venv/bin/pip" wheel -q -r requirements/image.txt -w "$house" > "$CACHE/image/wheelhouse.log" 2>&1 \
+    # Debian's pip 23.0 builds an sdist without a pyproject.toml (pyspark's) by 'setup.py bdist_wheel', which
+    # needs the wheel package: a newer pip builds it in an isolated environment instead
+    "$CACHE/image/pip-venv/bin/pip" install -q --upgrade pip > "$CACHE/image/wheelhouse.log" 2>&1
+    "$CACHE/image/pip-venv/bin/pip" wheel -q -r requirements/image.txt -w "$house" >> "$CACHE/image/wheelhouse.log" 2>&1 \
       || { tail -20 "$CACHE/image/wheelhouse.log" >&2; echo "build_image: pip wheel failed" >&2; exit 1; }
     touch "$stamp"
   fi

@@ -94,11 +94,12 @@ def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange(
     entries = [{"host": "127.0.0.1", "ports": [1], "gpus": []}]
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:
-        waiting.send(Message.JOIN, {"task": 0, "tasks": 2, "entries": entries})
+        waiting.send(Message.JOIN, {"task": 0, "tasks": 2, "spark_task_id": 10, "entries": entries})
         time.sleep(0.5)  # the driver has taken task 0's join by now
         session.collect_stacks()
-        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, entries)
+        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, 11, entries)
         assert waiting.recv() == (Message.TOPOLOGY, [entries, entries])
+        assert session.spark_task_ids() == {0: 10, 1: 11}
     finally:
         waiting.close()
         session.close()
