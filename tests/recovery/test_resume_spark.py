@@ -52,6 +52,32 @@ def wait_for_slots(spark: Any, needed: int = 2, seconds: float = 120) -> None:
         time.sleep(0.5)
 
 
+def run_signalling_rank1s_executor(
+    spark: Any, tmp_path: Path, failure: str, sig: signal.Signals, **options: Any
+) -> tuple[Runner, dict[str, Any], list[int]]:
+    """Run the checkpointed DDP training (np=2, launcher direct, max_failures=1); once rank 1 waits in epoch 3
+    of attempt 0, send `sig` to the executor JVM hosting it. Returns the runner, rank 0's result and the JVMs
+    signalled."""
+    marker = tmp_path / "rank1-waits"
+    runner = Runner(
+        np=2,
+        launcher="direct",
+        max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"),
+        start_timeout=180,
+        tracking=False,
+        progress=False,
+        **options,
+    )
+    signaller = ExecutorKiller(marker, seconds=300, sig=sig)
+    try:
+        result = runner.run(ddp_checkpointed, failure, str(marker))
+    finally:
+        signalled = signaller.join()
+        wait_for_slots(spark)  # leave the shared session with both executors for the next test
+    return runner, result, signalled
+
+
 @pytest.mark.parametrize("launcher", ["direct", "mpirun"])
 def test_ddp_resumes_after_a_rank_exits(
     spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, capsys: Any
@@ -72,22 +98,9 @@ def test_ddp_resumes_after_an_executor_jvm_is_killed(
 ) -> None:
     """Placement: Spark barrier stage (np=2), launcher direct. In epoch 3 of attempt 0 the test SIGKILLs the
     executor JVM that hosts rank 1; the next attempt runs on the executor left and the one Spark brings back."""
-    marker = tmp_path / "rank1-waits"
-    runner = Runner(
-        np=2,
-        launcher="direct",
-        max_failures=1,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        start_timeout=180,
-        tracking=False,
-        progress=False,
+    runner, result, killed = run_signalling_rank1s_executor(
+        spark_cluster, tmp_path, "wait_for_kill", signal.SIGKILL
     )
-    killer = ExecutorKiller(marker, seconds=300)
-    try:
-        result = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
-    finally:
-        killed = killer.join()
-        wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
     assert killed, "the executor JVM was never killed"
     with pytest.raises(ProcessLookupError):
         os.kill(killed[0], 0)
@@ -106,23 +119,9 @@ def test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_fr
     """Placement: Spark barrier stage (np=2), launcher direct, spark.decommission.enabled. In epoch 3 of attempt
     0 the test sends SIGPWR to the executor JVM hosting rank 1; Spark decommissions it, the driver stops every
     rank gracefully, rank 0 saves a checkpoint in its grace period, and attempt 1 resumes from that one."""
-    marker = tmp_path / "rank1-waits"
-    runner = Runner(
-        np=2,
-        launcher="direct",
-        max_failures=1,
-        checkpoint_dir=str(tmp_path / "checkpoints"),
-        start_timeout=180,
-        stop_grace_s=30,
-        tracking=False,
-        progress=False,
+    runner, result, signalled = run_signalling_rank1s_executor(
+        spark_cluster, tmp_path, "save_on_stop", signal.SIGPWR, stop_grace_s=30
     )
-    signaller = ExecutorKiller(marker, seconds=300, sig=signal.SIGPWR)
-    try:
-        result = runner.run(ddp_checkpointed, "save_on_stop", str(marker))
-    finally:
-        signalled = signaller.join()
-        wait_for_slots(spark_cluster)
     assert signalled, "the executor JVM was never sent SIGPWR"
     assert_resumed_at_failing_epoch(runner, result, uninterrupted)
     assert result["resumed_from_stop"], "attempt 1 must resume from the checkpoint rank 0 saved when stopped"
