@@ -15,28 +15,28 @@ from sparkrunner.errors import (
     SparkRunnerWarning,
     StartTimeoutError,
 )
-from sparkrunner.rank import RankContext, log_to_driver, rank_context
+from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
 from sparkrunner.recovery import AttemptRecord, load_checkpoint, on_stop, save_checkpoint, stopping
 
 if TYPE_CHECKING:
-    from sparkrunner.observers import RunObserver, RunRecord
-    from sparkrunner.progress import TorchProgress, keras_callback, report_progress
+    from sparkrunner.observe.observers import RunObserver, RunRecord
+    from sparkrunner.observe.tracking import MlflowTracking
+    from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
     from sparkrunner.runner import HorovodRunner, Runner
-    from sparkrunner.tracking import MlflowTracking
 
 __version__ = "0.1.0"
 
 # Imported on first use: every rank imports this package, and the driver side (Runner, MLflow tracking)
 # costs a rank's start ~0.5 s it does not need.
 _LAZY = {
-    "RunObserver": "sparkrunner.observers",
-    "RunRecord": "sparkrunner.observers",
+    "RunObserver": "sparkrunner.observe.observers",
+    "RunRecord": "sparkrunner.observe.observers",
     "TorchProgress": "sparkrunner.progress",
     "keras_callback": "sparkrunner.progress",
     "report_progress": "sparkrunner.progress",
     "HorovodRunner": "sparkrunner.runner",
     "Runner": "sparkrunner.runner",
-    "MlflowTracking": "sparkrunner.tracking",
+    "MlflowTracking": "sparkrunner.observe.tracking",
 }
 
 

@@ -38,8 +38,8 @@ def _version(distribution: str) -> str | None:
 
 
 def _spark_lines(spark: Any | None) -> Iterator[str]:
+    from sparkrunner.placement.sessions import is_connect_session
     from sparkrunner.placement.slots import task_slots
-    from sparkrunner.sessions import is_connect_session
 
     if spark is None:
         yield "Spark: not checked (give --master or --remote to check a cluster; --np < 0 needs no Spark)"

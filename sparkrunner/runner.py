@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner import causes, processes
-from sparkrunner.diagnostics import StackReport, StallWatch, hang_error
-from sparkrunner.driver import VERBOSITIES, DriverSession
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.payload import dumps_call
+from sparkrunner.driver import causes
+from sparkrunner.driver.session import VERBOSITIES, DriverSession
+from sparkrunner.driver.stacks import StackReport, StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
     InvalidArgumentError,
@@ -21,23 +23,20 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.frameworks import horovod_env
-from sparkrunner.launch import Launcher, RankJob, resolve_launcher
-from sparkrunner.network import configured_port_range, free_ports, own_ports
-from sparkrunner.observers import Observers, RunObserver, RunRecord
-from sparkrunner.payload import dumps_call
+from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
+from sparkrunner.launch.network import configured_port_range, free_ports, own_ports
+from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
+from sparkrunner.observe.progress import ProgressObserver
+from sparkrunner.observe.tracking import tracking_observer
 from sparkrunner.placement import Placement
 from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
+from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
-from sparkrunner.progress import ProgressObserver
-from sparkrunner.protocol import Env
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
-from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
-from sparkrunner.recovery.checkpoints import list_checkpoints
+from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, list_checkpoints
 from sparkrunner.recovery.options import RecoveryOptions
 from sparkrunner.script import module_call, script_call
-from sparkrunner.sessions import find_spark_session, is_connect_session
-from sparkrunner.tracking import tracking_observer
 
 log = logging.getLogger("sparkrunner")
 

@@ -9,7 +9,7 @@ from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.rank import rank_context
+from sparkrunner.ranks.api import rank_context
 
 READERS = ("arrow", "petastorm")
 

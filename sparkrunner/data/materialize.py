@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkrunner.data import columns, shared, storage
+from sparkrunner.data import columns, host_check, storage
 from sparkrunner.data.cache_key import cache_key
 from sparkrunner.data.connect_plan import is_connect_frame
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
@@ -64,7 +64,7 @@ def materialize(
         report = WriteProgress(frame.sparkSession, root.uri, progress)
         write(frame, root, storage_options or {}, options, report)
     data = scan(root.uri, storage_options)
-    shared.check_hosts_see(frame.sparkSession, data)
+    host_check.check_hosts_see(frame.sparkSession, data)
     return data
 
 

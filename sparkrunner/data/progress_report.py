@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from sparkrunner.data.dataset import DataFile, human_bytes
-from sparkrunner.sessions import is_connect_session
+from sparkrunner.placement.sessions import is_connect_session
 
 _EVERY_S = 5.0
 

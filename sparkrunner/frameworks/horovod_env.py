@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from types import CodeType, ModuleType
 from typing import Any
 
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.launch.topology import PortSlot, Topology
 
 GLOO_VARIABLES = (
     "HOROVOD_GLOO_RENDEZVOUS_ADDR",

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from sparkrunner import frameworks, gpus, network, processes
-from sparkrunner.network import PortRange
-from sparkrunner.protocol import Env
-from sparkrunner.topology import PORTS_PER_TASK, Topology
+from sparkrunner import frameworks
+from sparkrunner.channel.environment import Env
+from sparkrunner.launch import gpus, network, processes
+from sparkrunner.launch.network import PortRange
+from sparkrunner.launch.topology import PORTS_PER_TASK, Topology
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def close_after(ranks: list[processes.RankProcess], *closers: Callable[[], objec
 
 
 def worker_command() -> list[str]:
-    return [sys.executable, "-m", "sparkrunner.worker"]
+    return [sys.executable, "-m", "sparkrunner.ranks.bootstrap"]
 
 
 class Launcher(ABC):

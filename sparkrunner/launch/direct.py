@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from sparkrunner import frameworks
-from sparkrunner.handover import SecretDrop
+from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -15,8 +15,8 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.processes import RankProcess
-from sparkrunner.topology import Topology
+from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.topology import Topology
 
 _POLL_S = 0.05
 

@@ -19,9 +19,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks import horovod_env
-from sparkrunner.handover import SecretDrop
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -31,12 +32,11 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
+from sparkrunner.launch.network import PortRange, local_interface, mpi_port_split
+from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
-from sparkrunner.network import PortRange, local_interface, mpi_port_split
-from sparkrunner.processes import RankProcess
-from sparkrunner.protocol import Env
-from sparkrunner.topology import Topology
+from sparkrunner.launch.topology import Topology
 
 log = logging.getLogger("sparkrunner")
 

@@ -10,8 +10,11 @@ import json
 import os
 import sys
 
-from sparkrunner import channel, handover, processes
-from sparkrunner.protocol import Env, Message
+from sparkrunner import channel
+from sparkrunner.channel import handover
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.messages import Message
+from sparkrunner.launch import processes
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
 _AGENT_START_WAIT_S = 60.0

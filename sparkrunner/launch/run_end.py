@@ -16,9 +16,9 @@ from typing import Any
 
 from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.channel.messages import Message
 from sparkrunner.launch.base import TaskOutcome
-from sparkrunner.protocol import Message
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.launch.topology import PortSlot, Topology
 
 _CONNECT_WAIT_S = 60.0  # task 0 starts its server right after the address exchange, as others ask
 _TELL_WAIT_S = 10.0  # how long task 0 waits for late askers once mpirun ended

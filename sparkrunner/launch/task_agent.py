@@ -15,11 +15,12 @@ import os
 import threading
 from typing import Any
 
-from sparkrunner import processes
 from sparkrunner.channel import ChannelServer, Connection
-from sparkrunner.handover import SecretDrop
-from sparkrunner.protocol import Env, Message
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.channel.messages import Message
+from sparkrunner.launch import processes
+from sparkrunner.launch.topology import PortSlot, Topology
 
 
 def agent_key(run_secret: bytes) -> bytes:

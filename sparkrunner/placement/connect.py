@@ -17,13 +17,12 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sparkrunner import gpus
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.background_job import BackgroundJob
-from sparkrunner.placement.barrier_task import run_barrier_task
 from sparkrunner.placement.spark import refuse_dynamic_allocation
-from sparkrunner.protocol import Env
+from sparkrunner.tasks.barrier_task import run_barrier_task
 
 RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"
 _UNREACHABLE = "cannot reach the driver at"

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from sparkrunner import gpus
-from sparkrunner.launch import Launcher, RankJob
-from sparkrunner.network import free_ports, own_ports
-from sparkrunner.processes import RankProcess
-from sparkrunner.topology import Peer, Topology
+from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.topology import Peer, Topology
 
 LOOPBACK = "127.0.0.1"
 

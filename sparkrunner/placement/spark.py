@@ -5,13 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sparkrunner import gpus
 from sparkrunner.errors import BarrierModeUnsupportedError
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.background_job import BackgroundJob
-from sparkrunner.placement.barrier_task import barrier_partition_fn
 from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.slots import wait_for_slots
+from sparkrunner.tasks.barrier_task import barrier_partition_fn
 
 
 def spark_context(spark: Any) -> Any:

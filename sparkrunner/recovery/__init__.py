@@ -5,7 +5,8 @@ Rank side: `save_checkpoint`, `load_checkpoint`, `stopping`, `on_stop`. Driver s
 """
 
 from sparkrunner.recovery.attempts import AttemptRecord, RetryPolicy, run_attempts
-from sparkrunner.recovery.checkpoints import list_checkpoints, load_checkpoint, save_checkpoint
+from sparkrunner.recovery.checkpoint_dir import list_checkpoints
+from sparkrunner.recovery.checkpoints import load_checkpoint, save_checkpoint
 from sparkrunner.recovery.graceful_stop import on_stop, stopping
 
 __all__ = [

@@ -9,14 +9,34 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import CheckpointDirError
-from sparkrunner.protocol import Env
 
 _PROBE_PREFIX = ".sparkrunner-probe-"
+_NAME = re.compile(r"^checkpoint-(\d{12})\.(pt|pkl)$")
+
+
+@dataclass(frozen=True)
+class CheckpointFile:
+    """One complete checkpoint on disk."""
+
+    path: str
+    step: int
+
+
+def list_checkpoints(folder: str) -> list[CheckpointFile]:
+    """The complete checkpoints in `folder`, newest (highest step) first."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    found = [CheckpointFile(os.path.join(folder, n), int(m.group(1))) for n in names if (m := _NAME.match(n))]
+    return sorted(found, key=lambda c: c.step, reverse=True)
 
 
 def check_options(np: int, max_failures: int, checkpoint_dir: str | None) -> None:

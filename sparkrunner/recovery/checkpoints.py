@@ -10,26 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import re
 import sys
 import tempfile
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import CheckpointDirError
-from sparkrunner.protocol import Env
+from sparkrunner.recovery.checkpoint_dir import list_checkpoints
 
-_NAME = re.compile(r"^checkpoint-(\d{12})\.(pt|pkl)$")
 _TEMP_PREFIX = ".checkpoint-writing-"
-
-
-@dataclass(frozen=True)
-class CheckpointFile:
-    """One complete checkpoint on disk."""
-
-    path: str
-    step: int
 
 
 def checkpoint_dir() -> str:
@@ -43,16 +33,6 @@ def checkpoint_dir() -> str:
     return folder
 
 
-def list_checkpoints(folder: str) -> list[CheckpointFile]:
-    """The complete checkpoints in `folder`, newest (highest step) first."""
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
-    found = [CheckpointFile(os.path.join(folder, n), int(m.group(1))) for n in names if (m := _NAME.match(n))]
-    return sorted(found, key=lambda c: c.step, reverse=True)
-
-
 def save_checkpoint(
     state: Any, step: int | None = None, keep: int = 2, every_rank: bool = False
 ) -> str | None:
@@ -62,7 +42,7 @@ def save_checkpoint(
     its own file in ``rank<N>/`` (for sharded states). `step` orders checkpoints (default: the latest + 1).
     Returns the path written.
     """
-    from sparkrunner.rank import rank_context
+    from sparkrunner.ranks.api import rank_context
 
     if keep < 1:
         raise CheckpointDirError(f"keep={keep!r} would delete the checkpoint just written; use keep >= 1")
@@ -87,7 +67,7 @@ def load_checkpoint(every_rank: bool = False, map_location: Any = None) -> Any:
     Every rank may call it (rank 0's checkpoint is read from the shared folder). With ``every_rank=True``
     each rank reads its own (see `save_checkpoint`). `map_location` is passed to ``torch.load``.
     """
-    from sparkrunner.rank import rank_context
+    from sparkrunner.ranks.api import rank_context
 
     folder = _rank_folder(checkpoint_dir(), rank_context().rank, every_rank)
     for found in list_checkpoints(folder):

@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from types import FrameType
 
-from sparkrunner.protocol import Env
+from sparkrunner.channel.environment import Env
 
 DEFAULT_GRACE_S = 10.0
 _STOP_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGPWR", None)) if s is not None)

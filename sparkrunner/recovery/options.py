@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.protocol import Env
 from sparkrunner.recovery.attempts import RetryPolicy, RetryPredicate
 from sparkrunner.recovery.checkpoint_dir import check_options
 

@@ -55,7 +55,7 @@ def executor_hosts(spark: Any) -> list[str]:
 def run_leftovers_on_hosts(cluster: NetnsCluster) -> dict[str, list[str]]:
     """Command lines of sparkrunner's processes (ranks, mpirun, its daemons, the rsh agent) still in each host's
     namespace, read from the process table: empty lists when a run left nothing behind."""
-    ours = ("orted", "mpirun", "sparkrunner.worker", "rsh_agent")
+    ours = ("orted", "mpirun", "sparkrunner.ranks.bootstrap", "rsh_agent")
     found: dict[str, list[str]] = {}
     for ns in cluster.namespaces:
         lines = []

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from sparkrunner import Runner
+from sparkrunner.channel.environment import Env
 from sparkrunner.placement.spark import SparkPlacement
-from sparkrunner.protocol import Env
 from tests.cluster.fixtures import TwoHosts
 from tests.cluster.netns_cluster import DECOY_LINK
 from tests.core.test_outliving_rank import assert_rank_zero_outlived

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkrunner.network import free_ports
+from sparkrunner.launch.network import free_ports
 
 
 def start_connect_session(master: str = "local[2]") -> tuple[Any, Any]:

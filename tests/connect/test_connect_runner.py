@@ -15,7 +15,7 @@ CORE_DRIVER = """
 import os, threading
 from sparkrunner import Runner
 from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, SparkRunnerError
-from sparkrunner.protocol import Env
+from sparkrunner.channel.environment import Env
 from tests.connect.server import start_connect_session
 
 server, spark = start_connect_session()

@@ -21,10 +21,10 @@ import pytest
 
 from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
-from sparkrunner.driver import DriverSession
+from sparkrunner.channel.payload import dumps_call
+from sparkrunner.driver.session import DriverSession
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.payload import dumps_call
 from sparkrunner.placement.local import LocalPlacement
 
 SEED = 20261122

@@ -18,7 +18,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import GpuUnavailableError
-from sparkrunner.gpus import device_ids
+from sparkrunner.launch.gpus import device_ids
 from tests.conftest import CLUSTER_MASTER, spark_session
 from tests.matrix import LAUNCHERS
 

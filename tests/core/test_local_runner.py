@@ -111,7 +111,7 @@ def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
     assert isinstance(err.original, ValueError)
     assert "in fails_on_rank_one" in err.remote_traceback
     assert "raise ValueError(message)" in err.remote_traceback
-    assert "sparkrunner/worker.py" not in err.remote_traceback
+    assert "sparkrunner/ranks/bootstrap.py" not in err.remote_traceback
     assert "rank 1 failed with ValueError: bad learning rate" in str(err)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.network import free_ports, mpi_ports, own_ports, peer_address, socket_environment
+from sparkrunner.launch.network import free_ports, mpi_ports, own_ports, peer_address, socket_environment
 from sparkrunner.placement.slots import slot_ceiling
 
 

@@ -107,7 +107,9 @@ def test_listening_ports_come_from_the_port_range(spark_cluster: Any, launcher: 
         thread.join(300)
     low, high = PORT_RANGE
     outside = {pid: {s for s in found if not low <= s[1] <= high} for pid, found in sockets.items()}
-    workers = [pid for pid, argv in processes.items() if argv.split()[1:3] == ["-m", "sparkrunner.worker"]]
+    workers = [
+        pid for pid, argv in processes.items() if argv.split()[1:3] == ["-m", "sparkrunner.ranks.bootstrap"]
+    ]
     ranks = [pid for pid in workers if parents[pid] not in workers]  # not their forked output relays
     assert len(ranks) == 2, processes
     for pid in ranks:  # Gloo's pair listener, its port chosen by the kernel (Gloo may have closed it already)

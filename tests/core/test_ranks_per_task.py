@@ -10,7 +10,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.placement.barrier_task import split_gpus
+from sparkrunner.tasks.barrier_task import split_gpus
 from tests.helpers import leftover_rank_processes, run_driver
 
 

@@ -112,7 +112,7 @@ def test_no_secret_in_the_environment_or_command_line_of_ranks_and_their_childre
 
 _SPAWNER = """
 import os, sys, time
-from sparkrunner.handover import SecretDrop
+from sparkrunner.channel.handover import SecretDrop
 drop = SecretDrop()
 drop.put_run_secret(bytes(32), [0])
 print(drop.path, flush=True)

@@ -11,9 +11,9 @@ from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
+from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.topology import Topology
 from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.processes import RankProcess
-from sparkrunner.topology import Topology
 from tests.diagnostics.conftest import LAUNCHERS, wait_for_both_executors
 from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
 

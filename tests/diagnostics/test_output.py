@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from sparkrunner import Runner
+from sparkrunner.channel.lines import MAX_LINE_CHARS, LineSplitter
+from sparkrunner.driver.output import ERROR_TAIL_LINES, TAIL_LINES
 from sparkrunner.errors import RankFailedError
-from sparkrunner.output import ERROR_TAIL_LINES, MAX_LINE_CHARS, TAIL_LINES, LineSplitter
 from tests.diagnostics.conftest import LAUNCHERS
 from tests.diagnostics.functions import prints_a_huge_line_and_dies, prints_a_storm, prints_then_raises
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner import Runner, address_exchange, channel
-from sparkrunner.driver import DriverSession
+from sparkrunner import Runner, channel
+from sparkrunner.channel.messages import Message
+from sparkrunner.channel.payload import dumps_call
+from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
-from sparkrunner.payload import dumps_call
-from sparkrunner.protocol import Message
+from sparkrunner.tasks import address_exchange
 from tests.diagnostics.conftest import LAUNCHERS, timeout_for
 from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
 

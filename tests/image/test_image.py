@@ -136,4 +136,6 @@ def _is_rank_process(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return any(word in cmdline for word in (b"orted", b"mpirun", b"sparkrunner.worker", b"rsh_agent"))
+    return any(
+        word in cmdline for word in (b"orted", b"mpirun", b"sparkrunner.ranks.bootstrap", b"rsh_agent")
+    )

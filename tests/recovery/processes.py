@@ -31,7 +31,7 @@ def rank_pid(rank: int, seconds: float = 60) -> int:
                     env = f.read().split(b"\0")
             except OSError:
                 continue
-            if f"RANK={rank}".encode() in env and "sparkrunner.worker" in _cmdline(pid):
+            if f"RANK={rank}".encode() in env and "sparkrunner.ranks.bootstrap" in _cmdline(pid):
                 return pid
         time.sleep(0.1)
     raise AssertionError(f"no process of rank {rank} appeared")

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkrunner.timings import rank_throughput
+from sparkrunner.observe.timings import rank_throughput
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,10 +9,10 @@ import os
 import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner import address_exchange, gpus, processes, task_report
-from sparkrunner.launch import Launcher, RankJob, TaskOutcome
-from sparkrunner.network import free_ports, own_ports, peer_address
-from sparkrunner.topology import Peer, Topology
+from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
+from sparkrunner.launch.network import free_ports, own_ports, peer_address
+from sparkrunner.launch.topology import Peer, Topology
+from sparkrunner.tasks import address_exchange, task_report
 
 _LEFTOVER_GRACE_S = 0.5
 

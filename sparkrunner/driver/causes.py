@@ -8,10 +8,10 @@ import re
 import time
 from collections.abc import Callable
 
-from sparkrunner import task_report
-from sparkrunner.driver import DriverSession, RankState
+from sparkrunner.driver import task_reports
+from sparkrunner.driver.output import ERROR_TAIL_LINES
+from sparkrunner.driver.session import DriverSession, RankState
 from sparkrunner.errors import RankFailedError, SparkRunnerError
-from sparkrunner.output import ERROR_TAIL_LINES
 from sparkrunner.placement import Placement
 
 log = logging.getLogger("sparkrunner")
@@ -106,7 +106,7 @@ def _exit_detail(session: DriverSession, placement: Placement, state: RankState 
         found = reports.get(task) if task is not None else None
         found = found or next(iter(reports.values()), None)
         if found is not None:
-            return task_report.describe(found)
+            return task_reports.describe(found)
         return placement.failure(state.pid if state is not None else None)
 
     if wait:  # the rank's own task's report, when it ran in one, before any other task's
@@ -120,7 +120,7 @@ def _exit_detail(session: DriverSession, placement: Placement, state: RankState 
 
 def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> SparkRunnerError:
     """The ranks (or the Spark stage) ended and `missing` ranks never reported: say what the tasks said."""
-    told = [task_report.describe(r) for _, r in sorted(session.report.task_reports.items())]
+    told = [task_reports.describe(r) for _, r in sorted(session.report.task_reports.items())]
     spark = placement.failure()
     detail = "\n\n".join([*told, *([spark] if spark else [])]) or "the ranks ended without reporting"
     return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")

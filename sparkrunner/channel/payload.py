@@ -79,7 +79,8 @@ def _find_culprit(
 
 
 # sparkrunner's own files, and runpy (script mode), as they appear in code objects ("<frozen runpy>" on 3.11+)
-_OWN_CODE = (os.path.dirname(os.path.abspath(__file__)) + os.sep, str(runpy.__file__), "<frozen runpy>")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_CODE = (_PACKAGE_DIR + os.sep, str(runpy.__file__), "<frozen runpy>")
 
 
 def user_frames(tb: TracebackType | None) -> TracebackType | None:

@@ -13,8 +13,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from sparkrunner.output import LineSplitter
-from sparkrunner.protocol import Env
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.lines import LineSplitter
 
 _PR_SET_PDEATHSIG = 1
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel import ChannelError, Connection
-from sparkrunner.protocol import Env, Message
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.messages import Message
 
 _connection: Connection | None = None
 

@@ -1,4 +1,4 @@
-"""The rank bootstrap (`python -m sparkrunner.worker`): fetch the payload, run it, report back.
+"""The rank bootstrap (`python -m sparkrunner.ranks.bootstrap`): fetch the payload, run it, report back.
 
 The worker streams its own stdout/stderr (file descriptors 1 and 2, so C libraries are included) to the
 driver line by line, and kills itself and its children when the driver says abort or disappears.
@@ -13,15 +13,21 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, network, processes, rank
+from sparkrunner import channel, frameworks
+from sparkrunner.channel import handover
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.messages import Message
+from sparkrunner.channel.payload import RemoteError, loads
 from sparkrunner.errors import CheckpointDirError
 from sparkrunner.frameworks import horovod_env
-from sparkrunner.output_relay import OutputRelay
-from sparkrunner.payload import RemoteError, loads
-from sparkrunner.protocol import Env, Message
+from sparkrunner.launch import gpus, network, processes
+from sparkrunner.launch.topology import Topology
+from sparkrunner.ranks import api as rank
+from sparkrunner.ranks import fast_exit
+from sparkrunner.ranks.output_relay import OutputRelay
+from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.recovery import graceful_stop
 from sparkrunner.recovery.checkpoint_dir import verify_on_rank
-from sparkrunner.topology import Topology
 
 _ACK_TIMEOUT_S = 30.0
 
@@ -52,7 +58,7 @@ class DriverWatch:
                 if kind == Message.STOP:
                     graceful_stop.request_stop()
                 if kind == Message.DUMP_STACKS:
-                    self._conn.send(Message.STACKS, {**data, **diagnostics.thread_dump()})
+                    self._conn.send(Message.STACKS, {**data, **thread_dump()})
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)

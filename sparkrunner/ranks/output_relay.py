@@ -2,7 +2,9 @@
 
 A separate process, not a thread, so that what a rank printed last still reaches the driver when the rank
 dies hard (``os._exit``, SIGKILL, a segfault) or holds the GIL in C code, and so that forwarding a storm of
-output does not compete with the training loop for the GIL.
+output does not compete with the training loop for the GIL. `pump` reads a captured fd in linear time, batches
+finished lines into one message per read and forwards `\\r` progress updates (tqdm) at most every
+`UPDATE_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -10,15 +12,21 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import select
 import sys
 import threading
 import time
+from collections.abc import Callable
 
-from sparkrunner import channel, output
-from sparkrunner.protocol import Message
+from sparkrunner import channel
+from sparkrunner.channel.lines import LineSplitter
+from sparkrunner.channel.messages import Message
 
 _STREAMS = ((1, "stdout"), (2, "stderr"))
 _STOP_WAIT_S = 2.0
+UPDATE_INTERVAL_S = 0.2
+"""A rank sends at most one progress update (a `\\r`-terminated line) per stream this often."""
+_READ_BYTES = 65536
 
 
 class OutputRelay:
@@ -84,10 +92,45 @@ def _relay(
             lambda update, name=name: send(Message.OUTPUT_UPDATE, (name, update)),
             echo_fds.get(fd),
         )
-        threads.append(threading.Thread(target=output.pump, args=args, daemon=True))
+        threads.append(threading.Thread(target=pump, args=args, daemon=True))
         threads[-1].start()
     for thread in threads:
         thread.join()
     if conn is not None:
         conn.close()
     return 0
+
+
+SendLines = Callable[[list[str]], None]
+SendUpdate = Callable[[str], None]
+
+
+def pump(read_fd: int, send_lines: SendLines, send_update: SendUpdate, echo_fd: int | None = None) -> None:
+    """Forward everything written to `read_fd` until EOF: lines batched per read, updates rate-limited."""
+    splitter = LineSplitter()
+    update: str | None = None
+    sent_at = 0.0
+    while True:
+        if update is not None and time.monotonic() - sent_at >= UPDATE_INTERVAL_S:
+            send_update(update)
+            update, sent_at = None, time.monotonic()
+        wait = None if update is None else max(0.0, sent_at + UPDATE_INTERVAL_S - time.monotonic())
+        if not select.select([read_fd], [], [], wait)[0]:
+            continue
+        chunk = os.read(read_fd, _READ_BYTES)
+        if not chunk:
+            break
+        if echo_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(echo_fd, chunk)
+        lines, latest = splitter.feed(chunk)
+        if lines:
+            send_lines(lines)
+            update = None
+        if latest is not None:
+            update = latest
+    last = splitter.flush()
+    if last is not None:
+        send_lines([last])
+    elif update is not None:
+        send_update(update)

@@ -17,9 +17,9 @@ import time
 import warnings
 from typing import Any
 
+from sparkrunner.channel.messages import Message
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.observers import RunObserver, RunRecord
-from sparkrunner.protocol import Message
+from sparkrunner.observe.observers import RunObserver, RunRecord
 
 _VERSIONED = ("sparkrunner", "pyspark", "torch", "tensorflow", "tf-keras", "horovod", "mlflow", "numpy")
 _FLUSH_EVERY = 100

@@ -14,8 +14,8 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.protocol import Env
 
 PortRange = tuple[int, int]
 

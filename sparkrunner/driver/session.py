@@ -13,13 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrunner.address_exchange import AddressBook
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.diagnostics import LiveRank, StackCollector, StackReport
+from sparkrunner.channel.messages import Message
+from sparkrunner.channel.payload import RemoteError, loads
+from sparkrunner.driver.addresses import AddressBook
+from sparkrunner.driver.output import RankOutput
+from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
-from sparkrunner.output import RankOutput
-from sparkrunner.payload import RemoteError, loads
-from sparkrunner.protocol import Message
 
 log = logging.getLogger("sparkrunner")
 

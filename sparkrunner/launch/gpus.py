@@ -15,8 +15,8 @@ import socket
 import subprocess
 from collections.abc import MutableMapping, Sequence
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import GpuUnavailableError
-from sparkrunner.protocol import Env
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_PROC_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the NVIDIA driver knows

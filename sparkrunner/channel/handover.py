@@ -18,8 +18,8 @@ import shutil
 import tempfile
 from collections.abc import Iterable
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import ChannelError
-from sparkrunner.protocol import Env
 
 
 def _run_secret_name(local_rank: int) -> str:

@@ -1,0 +1,29 @@
+"""The environment variables sparkrunner sets for the processes it starts, in one place.
+
+Every module that sets or reads one of these uses the names here, never a bare string.
+"""
+
+from __future__ import annotations
+
+
+class Env:
+    """Environment variables sparkrunner sets for the processes it starts."""
+
+    RUN_ID = "SPARKRUNNER_RUN_ID"  # on every process of a run: how leftovers are found
+    DRIVER = "SPARKRUNNER_DRIVER"  # "host:port" of the driver channel
+    SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # folder of one-shot secret files (`handover.py`); holds no secret
+    ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr
+    TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
+    TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)
+    STARTED_BY_TASK = "SPARKRUNNER_STARTED_BY_TASK"  # index of the barrier task (Spark partition id, never a
+    # rank) that started it, whose clean-up ends it: the task's own ranks, its mpirun and what that starts
+    # locally, or what its task agent started; ranks send it in HELLO, so causes name that task
+    TASK_GPUS = "SPARKRUNNER_TASK_GPUS"  # Spark runs only: its task's GPUs (device ids, comma-separated)
+    USE_GPU = "SPARKRUNNER_USE_GPU"  # Runner(use_gpu=...): "auto", "1" or "0"
+    ATTEMPT = "SPARKRUNNER_ATTEMPT"  # 0 on the first attempt of a run, then 1, 2, ... (max_failures)
+    CHECKPOINT_DIR = "SPARKRUNNER_CHECKPOINT_DIR"  # where save_checkpoint/load_checkpoint write and read
+    CHECKPOINT_PROBE = "SPARKRUNNER_CHECKPOINT_PROBE"  # a file the driver wrote there: ranks must see it
+    STOP_GRACE_S = "SPARKRUNNER_STOP_GRACE_S"  # seconds between SIGTERM (stop) and the rank killing itself
+    DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
+    RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
+    PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range

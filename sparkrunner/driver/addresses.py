@@ -1,0 +1,43 @@
+"""Driver side of the address exchange: every task's `Message.JOIN`, answered at once when the stage is complete.
+
+The task side (and why this replaces Spark's `allGather`) is `sparkrunner.tasks.address_exchange`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sparkrunner import channel
+from sparkrunner.channel.messages import Message, TaskEntries
+from sparkrunner.errors import ChannelError
+
+
+class AddressBook:
+    """Driver side: collects every task's `Message.JOIN` and answers all of them once the stage is complete."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._joined: dict[int, tuple[channel.Connection, TaskEntries]] = {}
+        self._spark_task_ids: dict[int, int] = {}
+
+    def spark_task_ids(self) -> dict[int, int]:
+        """Barrier task index -> Spark's task id (TID) of every task that joined (none on the driver)."""
+        with self._lock:
+            return dict(self._spark_task_ids)
+
+    def join(self, conn: channel.Connection, data: dict[str, Any]) -> None:
+        """Record one task's entries; the last task of the stage to join releases every waiting task."""
+        tasks = int(data["tasks"])
+        with self._lock:
+            self._joined[int(data["task"])] = (conn, list(data["entries"]))
+            self._spark_task_ids[int(data["task"])] = int(data["spark_task_id"])
+            if len(self._joined) < tasks:
+                return
+            joined = [self._joined[index] for index in range(tasks)]
+        everyone = [entries for _, entries in joined]
+        for waiting, _ in joined:
+            try:
+                waiting.send(Message.TOPOLOGY, everyone)
+            except ChannelError:
+                continue  # that task is gone: the stage fails without us
