@@ -17,8 +17,7 @@ from typing import Any
 
 from sparkrunner.errors import SparkRunnerError
 from sparkrunner.launch.mpirun import MpirunLauncher
-
-_TOOL_TIMEOUT_S = 20.0
+from sparkrunner.timeouts import TOOL_TIMEOUT_S
 
 
 def report(spark: Any | None) -> Iterator[str]:
@@ -114,7 +113,7 @@ def _probe(check: Any) -> bool:
 
 def _first_line(command: list[str], all_lines: bool = False) -> str:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{command[0]} failed: {exc}"
     text = done.stdout.strip()

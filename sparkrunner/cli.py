@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sparkrunner.errors import RankFailedError, SparkRunnerError
+from sparkrunner.timeouts import START_TIMEOUT_S
 
 _INTERRUPTED = 130
 
@@ -47,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--np", type=int, required=True, help="ranks: > 0 Spark tasks, < 0 processes here")
     _add_session_options(run)
     run.add_argument("--launcher", default="auto", help="auto (default), direct or mpirun")
-    run.add_argument("--start-timeout", type=float, default=600.0, help="seconds for every rank to start")
+    run.add_argument(
+        "--start-timeout", type=float, default=START_TIMEOUT_S, help="seconds for every rank to start"
+    )
     run.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     run.add_argument("--code-dir", default=None, help="a folder of helper modules shipped with the script")
     run.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set on every rank")

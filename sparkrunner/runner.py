@@ -13,7 +13,7 @@ from typing import Any
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver import causes
-from sparkrunner.driver.session import VERBOSITIES, DriverSession
+from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StackReport, StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
@@ -24,10 +24,11 @@ from sparkrunner.errors import (
 )
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
-from sparkrunner.launch.network import configured_port_range, free_ports, own_ports
+from sparkrunner.launch.network import free_ports, own_ports
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
 from sparkrunner.observe.tracking import tracking_observer
+from sparkrunner.options import LauncherName, OnStall, RunOptions, Verbosity
 from sparkrunner.placement import Placement
 from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
@@ -37,11 +38,16 @@ from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, list_checkpoints
 from sparkrunner.recovery.options import RecoveryOptions
 from sparkrunner.script import module_call, script_call
+from sparkrunner.timeouts import (
+    EXIT_WAIT_S,
+    FINISH_GRACE_S,
+    START_TIMEOUT_S,
+    STOP_GRACE_S,
+    SUPERVISE_POLL_S,
+    SWEEP_GRACE_S,
+)
 
 log = logging.getLogger("sparkrunner")
-
-_POLL_S = 0.1
-_FINISH_GRACE_S = 5.0
 
 
 class Runner:
@@ -95,9 +101,9 @@ class Runner:
         np: int,
         *,
         spark: Any = None,
-        launcher: str = "auto",
-        driver_log_verbosity: str = "all",
-        start_timeout: float = 600.0,
+        launcher: LauncherName = "auto",
+        driver_log_verbosity: Verbosity = "all",
+        start_timeout: float = START_TIMEOUT_S,
         timeout: float | None = None,
         env: Mapping[str, str] | None = None,
         tracking: Any = None,
@@ -105,46 +111,26 @@ class Runner:
         observers: Sequence[RunObserver] = (),
         max_failures: int = 0,
         checkpoint_dir: str | None = None,
-        stop_grace_s: float = 10.0,
+        stop_grace_s: float = STOP_GRACE_S,
         retry_if: RetryPredicate | None = None,
         stall_timeout: float | None = None,
-        on_stall: str = "warn",
+        on_stall: OnStall = "warn",
         horovod: bool | None = None,
         use_gpu: bool | None = None,
         ranks_per_task: int | None = None,
         port_range: tuple[int, int] | None = None,
     ) -> None:
-        _check_np(np)
-        self.recovery = RecoveryOptions.checked(np, max_failures, checkpoint_dir, stop_grace_s, retry_if)
-        _check_ranks_per_task(np, ranks_per_task)
-        self.ranks_per_task = ranks_per_task
-        if driver_log_verbosity not in VERBOSITIES:
-            raise InvalidArgumentError(
-                f"driver_log_verbosity={driver_log_verbosity!r} is not one of {', '.join(map(repr, VERBOSITIES))}"
-            )
-        _check_seconds("start_timeout", start_timeout)
-        if timeout is not None:
-            _check_seconds("timeout", timeout)
-        if stall_timeout is not None:
-            _check_seconds("stall_timeout", stall_timeout)
-        if on_stall not in ("warn", "fail"):
-            raise InvalidArgumentError(f"on_stall={on_stall!r} is not one of 'warn', 'fail'")
-        self.np = np
-        self.launcher = launcher
-        self.driver_log_verbosity = driver_log_verbosity
-        self.start_timeout = float(start_timeout)
-        self.timeout = timeout
-        self.stall_timeout = stall_timeout
-        self.on_stall = on_stall
-        self._session: DriverSession | None = None
-        self.env = {str(k): str(v) for k, v in (env or {}).items()}
-        if use_gpu not in (None, True, False):
-            raise InvalidArgumentError(f"use_gpu must be None, True or False, not {use_gpu!r}")
-        self.use_gpu = use_gpu
-        self._spark = spark
-        self.horovod = horovod
-        self.port_range = configured_port_range(port_range)
+        self.options = RunOptions(
+            np=np, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
+            start_timeout=start_timeout, timeout=timeout, env=env or {}, tracking=tracking,
+            progress=progress, observers=observers, max_failures=max_failures,
+            checkpoint_dir=checkpoint_dir, stop_grace_s=stop_grace_s, retry_if=retry_if,
+            stall_timeout=stall_timeout, on_stall=on_stall, horovod=horovod, use_gpu=use_gpu,
+            ranks_per_task=ranks_per_task, port_range=port_range,
+        )  # fmt: skip
+        self.recovery = RecoveryOptions.of(self.options)
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
+        self._session: DriverSession | None = None
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
         """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
@@ -189,27 +175,27 @@ class Runner:
     ) -> list[Any]:
         """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
         payload = _function_payload(main, args, kwargs)
-        launcher = resolve_launcher(self.launcher)
-        spark = None if self.np < 0 else self._spark if self._spark is not None else find_spark_session()
-        per_task = _ranks_per_task(self.np, self.ranks_per_task, spark)
-        self._placement(launcher, spark, self.np // per_task).check()
+        launcher = resolve_launcher(self.options.launcher)
+        spark = self._spark_session()
+        per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
+        self._placement(launcher, spark, self.options.np // per_task).check()
         observers = Observers(self._observers)
-        record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.np, launcher.name)
+        record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.options.np, launcher.name)
         self.received_files = {}
-        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, self.np < 0)
-        env = {**observers.start(record), **self.env, **checkpoints.rank_env()}
+        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, self.options.np < 0)
+        env = {**observers.start(record), **self.options.env, **checkpoints.rank_env()}
         if every_rank:
             env[Env.RESULTS] = "all"
-        uses_horovod = horovod_env.wants_rendezvous(main, self.horovod)
-        wanted = range(abs(self.np)) if every_rank else range(1)
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        uses_horovod = horovod_env.wants_rendezvous(main, self.options.horovod)
+        wanted = range(abs(self.options.np)) if every_rank else range(1)
+        deadline = None if self.options.timeout is None else time.monotonic() + self.options.timeout
 
         def attempt(number: int) -> list[Any]:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
             spec = RankJobSpec(run_id, job_env, uses_horovod, per_task)
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            timeout = self.timeout if number == 0 else left
+            timeout = self.options.timeout if number == 0 else left
             return self._attempt(payload, launcher, observers, spec, spark, wanted, timeout)
 
         try:
@@ -218,7 +204,7 @@ class Runner:
                 record.attempts,
                 attempt,
                 lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
-                lambda: self._before_retry(launcher, spark, self.np // per_task),
+                lambda: self._before_retry(launcher, spark, self.options.np // per_task),
             )
         except BaseException as exc:
             observers.end(record, exc)
@@ -239,13 +225,13 @@ class Runner:
         timeout: float | None,
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
-        placement = self._placement(launcher, spark, abs(self.np) // spec.ranks_per_task)
-        own = own_ports(self.port_range)
+        placement = self._placement(launcher, spark, abs(self.options.np) // spec.ranks_per_task)
+        own = own_ports(self.options.port_range)
         port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
         session = DriverSession(
             payload,
-            abs(self.np),
-            self.driver_log_verbosity,
+            abs(self.options.np),
+            self.options.driver_log_verbosity,
             placement.bind_host,
             [observers.on_message],
             port,
@@ -257,20 +243,32 @@ class Runner:
             session.secret,
             spec.env,
             spec.uses_horovod,
-            self.use_gpu,
-            port_range=self.port_range,
+            self.options.use_gpu,
+            port_range=self.options.port_range,
             ranks_per_task=spec.ranks_per_task,
         )
-        stall = StallWatch(self.stall_timeout, self.on_stall)
+        stall = StallWatch(self.options.stall_timeout, self.options.on_stall)
         self._session = session
         try:
             _run_ranks(
-                session, placement, job, self.start_timeout, timeout, self.recovery.stop_grace_s, stall
+                session,
+                placement,
+                job,
+                self.options.start_timeout,
+                timeout,
+                self.recovery.stop_grace_s,
+                stall,
             )
             return _results(session, wanted)
         finally:
             self._session = None
             self.received_files.update(session.report.files)
+
+    def _spark_session(self) -> Any:
+        """None for local runs (np < 0), else the SparkSession given, else the active or default one."""
+        if self.options.np < 0:
+            return None
+        return self.options.spark if self.options.spark is not None else find_spark_session()
 
     def _before_retry(self, launcher: Launcher, spark: Any, tasks: int) -> None:
         """Wait for the cluster to offer the slots again (executors lost with the failed attempt come back)."""
@@ -290,17 +288,19 @@ class Runner:
         return session.collect_stacks()
 
     def _placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
-        if self.np < 0:
-            return LocalPlacement(-self.np, launcher, self.use_gpu)
+        if self.options.np < 0:
+            return LocalPlacement(-self.options.np, launcher, self.options.use_gpu)
         if is_connect_session(spark):
-            return ConnectPlacement(spark, tasks, launcher, self.use_gpu)
-        return SparkPlacement(spark, tasks, launcher, self.start_timeout, self.use_gpu)
+            return ConnectPlacement(spark, tasks, launcher, self.options.use_gpu)
+        return SparkPlacement(spark, tasks, launcher, self.options.start_timeout, self.options.use_gpu)
 
 
 class HorovodRunner(Runner):
     """Drop-in for Databricks' HorovodRunner: ``HorovodRunner(np=...).run(main, **kwargs)``."""
 
-    def __init__(self, np: int, driver_log_verbosity: str = "log_callback_only", **options: Any) -> None:
+    def __init__(
+        self, np: int, driver_log_verbosity: Verbosity = "log_callback_only", **options: Any
+    ) -> None:
         super().__init__(np, driver_log_verbosity=driver_log_verbosity, **options)
 
     def run(self, main: Callable[..., Any] | str | os.PathLike[str], **kwargs: Any) -> Any:
@@ -319,32 +319,6 @@ def _name_of(main: Callable[..., Any]) -> str:
     return str(getattr(main, "__qualname__", None) or getattr(main, "__name__", None) or type(main).__name__)
 
 
-def _check_np(np: Any) -> None:
-    if isinstance(np, bool) or not isinstance(np, int):
-        raise InvalidArgumentError(f"np must be an int (ranks), not {np!r}")
-    if np == 0:
-        raise InvalidArgumentError(
-            "np=0 starts no rank. Use np > 0 for a Spark barrier stage of np tasks, or np < 0 to run |np| "
-            "processes on the driver."
-        )
-
-
-def _check_ranks_per_task(np: int, ranks_per_task: Any) -> None:
-    if ranks_per_task is None:
-        return
-    if isinstance(ranks_per_task, bool) or not isinstance(ranks_per_task, int) or ranks_per_task < 1:
-        raise InvalidArgumentError(f"ranks_per_task must be an int >= 1 or None, not {ranks_per_task!r}")
-    if np < 0 and ranks_per_task != 1:
-        raise InvalidArgumentError(
-            "ranks_per_task applies to Spark runs (np > 0); np < 0 runs |np| local ranks"
-        )
-    if np > 0 and np % ranks_per_task:
-        raise InvalidArgumentError(
-            f"np={np} is not a multiple of ranks_per_task={ranks_per_task}: every task starts the same number "
-            f"of ranks"
-        )
-
-
 def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
     """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
     if np < 0:
@@ -360,11 +334,6 @@ def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
             f"a multiple of {int(amount)}; pass ranks_per_task=... explicitly"
         )
     return int(amount)
-
-
-def _check_seconds(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise InvalidArgumentError(f"{name} must be a positive number of seconds, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -422,7 +391,7 @@ def _supervise(
                     f"on_stop() had stop_grace_s to save a checkpoint"
                 )
             if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-                session, lambda: report.all_done() or bool(report.errors or report.vanished), _FINISH_GRACE_S
+                session, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
             ):
                 missing = report.num_ranks - _done_count(session)
                 raise causes.ended_without_result(session, placement, missing)
@@ -435,7 +404,7 @@ def _supervise(
                 raise hang_error(RunTimeoutError, message, session.collect_stacks())
             if report.all_connected():
                 stall.check(session.last_activity, session.collect_stacks)
-            session.changed.wait(_POLL_S)
+            session.changed.wait(SUPERVISE_POLL_S)
 
 
 def _done_count(session: DriverSession) -> int:
@@ -458,14 +427,14 @@ def _shut_down(
     """Leave nothing behind: on success let the ranks exit on their own first, otherwise stop them (SIGTERM,
     up to `stop_grace_s` to save a checkpoint) and kill what is left."""
     if succeeded:
-        deadline = time.monotonic() + _FINISH_GRACE_S * 6
+        deadline = time.monotonic() + EXIT_WAIT_S
         while not placement.finished() and time.monotonic() < deadline:
-            time.sleep(_POLL_S / 2)
+            time.sleep(SUPERVISE_POLL_S / 2)
     else:
         session.stop_ranks(stop_grace_s)
     placement.stop()
     session.close()
-    leftover = processes.sweep_run(run_id, grace_s=2.0)  # the run as a whole has ended
+    leftover = processes.sweep_run(run_id, grace_s=SWEEP_GRACE_S)  # the run as a whole has ended
     if leftover:
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 

@@ -34,6 +34,12 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from sparkrunner.errors import ChannelError
+from sparkrunner.timeouts import (
+    CONNECT_RETRY_PAUSE_S,
+    HANDSHAKE_TIMEOUT_S,
+    SELECT_TIMEOUT_S,
+    SERVER_HANDSHAKE_TIMEOUT_S,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +50,8 @@ _RECORD_HEADER = struct.Struct("!IB")  # sealed length, flags
 _LAST_RECORD = 1
 RECORD_BYTES = 1 << 20
 _MAX_MESSAGE = 1 << 34  # 16 GiB: results can be large model states
-HANDSHAKE_TIMEOUT_S = 20.0
-"""How long a client keeps trying to connect and authenticate."""
-SERVER_HANDSHAKE_TIMEOUT_S = 5.0
-"""How long the server waits for a connected peer to prove it knows the secret."""
 MAX_PENDING_HANDSHAKES = 128
-_RETRY_PAUSE_S = 0.05
 _REFUSED = bytes(_PROOF_BYTES)  # what the server sends instead of its proof when the peer's proof is wrong
-_SELECT_TIMEOUT_S = 0.25
 
 
 def new_secret() -> bytes:
@@ -175,7 +175,7 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = HANDSHAKE_
                 raise ChannelError(
                     f"cannot reach the driver at {address[0]}:{address[1]} within {timeout} s: {exc.__cause__}"
                 ) from exc
-            time.sleep(_RETRY_PAUSE_S)
+            time.sleep(CONNECT_RETRY_PAUSE_S)
 
 
 class _HandshakeDropped(Exception):
@@ -285,7 +285,7 @@ class ChannelServer:
                     self._step(selector)
                 except Exception:  # the loop must outlive anything one peer or the OS throws at it
                     log.exception("the channel's accept loop hit an error; it keeps serving")
-                    time.sleep(_RETRY_PAUSE_S)
+                    time.sleep(CONNECT_RETRY_PAUSE_S)
         finally:
             for pending in list(self._pending.values()):
                 self._drop(selector, pending, None)
@@ -294,7 +294,7 @@ class ChannelServer:
             self._wake_reader.close()
 
     def _step(self, selector: selectors.BaseSelector) -> None:
-        for key, _ in selector.select(_SELECT_TIMEOUT_S):
+        for key, _ in selector.select(SELECT_TIMEOUT_S):
             if key.fileobj is self._listener:
                 self._accept(selector)
             elif key.fileobj is not self._wake_reader:
@@ -312,7 +312,7 @@ class ChannelServer:
             log.warning("the channel could not accept a connection (%s); dropping the oldest handshake", exc)
             if self._pending:
                 self._drop(selector, next(iter(self._pending.values())), None)
-            time.sleep(_RETRY_PAUSE_S)
+            time.sleep(CONNECT_RETRY_PAUSE_S)
             return
         if len(self._pending) >= MAX_PENDING_HANDSHAKES:
             self._drop(selector, next(iter(self._pending.values())), None)
@@ -397,4 +397,4 @@ def connect_when_listening(address: tuple[str, int], secret: bytes, wait_s: floa
         except ChannelError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.05)
+            time.sleep(CONNECT_RETRY_PAUSE_S)

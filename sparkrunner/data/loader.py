@@ -9,6 +9,7 @@ from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
 from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.options import check_choice, check_number
 from sparkrunner.ranks.api import rank_context
 
 READERS = ("arrow", "petastorm")
@@ -84,9 +85,7 @@ class NumpyLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next iteration follows (shuffling is seeded by (seed, epoch))."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise InvalidArgumentError(f"epoch must be an int >= 0, not {epoch!r}")
-        self.epoch = epoch
+        self.epoch = check_number("epoch", epoch, 0)
 
     def __iter__(self) -> Iterator[Chunk]:
         chunks = prefetched(self._read, self.prefetch)
@@ -127,10 +126,8 @@ def _check_options(
 ) -> None:
     numbers = (("batch_size", batch_size, 1), ("seed", seed, 0), ("prefetch", prefetch, 1))
     for name, value, least in (*numbers, ("shuffle_buffer_rows", shuffle_buffer_rows, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise InvalidArgumentError(f"{name} must be an int >= {least}, not {value!r}")
-    if reader not in READERS:
-        raise InvalidArgumentError(f"reader={reader!r} is not one of {', '.join(map(repr, READERS))}")
+        check_number(name, value, least)
+    check_choice("reader", reader, READERS)
     unknown = [name for name in columns if name not in data.column_names]
     if unknown or not columns:
         raise InvalidArgumentError(

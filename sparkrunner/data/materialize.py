@@ -15,6 +15,7 @@ from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.progress_report import WriteProgress
 from sparkrunner.data.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.options import check_number
 
 CACHE_ENV = "SPARKRUNNER_DATA_CACHE"
 
@@ -53,8 +54,7 @@ def materialize(
             f"materialize takes a Spark DataFrame or a Parquet path, not a {type(source).__name__}"
         )
     for name, value in (("row_group_bytes", row_group_bytes), ("max_rows_per_file", max_rows_per_file)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidArgumentError(f"{name} must be an int >= 1, not {value!r}")
+        check_number(name, value, 1)
     columns.check_spark_schema(source.schema, vectors_to_arrays)
     frame = _converted(source, float32)
     options = WriteOptions(row_group_bytes, max_rows_per_file)

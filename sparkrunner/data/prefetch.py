@@ -7,11 +7,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from sparkrunner.timeouts import PREFETCH_JOIN_S, PREFETCH_POLL_S
+
 T = TypeVar("T")
 
 _DONE = object()
-_POLL_S = 0.1
-_JOIN_S = 30.0
 
 
 class _Failure:
@@ -42,7 +42,7 @@ def prefetched(produce: Callable[[], Iterator[T]], depth: int) -> Iterator[T]:
     finally:
         stop.set()
         _drain(items)
-        thread.join(_JOIN_S)
+        thread.join(PREFETCH_JOIN_S)
 
 
 def _fill(produce: Callable[[], Iterator[Any]], items: queue.Queue[Any], stop: threading.Event) -> None:
@@ -64,7 +64,7 @@ def _put(items: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
     """Wait for room in the queue unless the consumer has gone; False when it has."""
     while not stop.is_set():
         try:
-            items.put(item, timeout=_POLL_S)
+            items.put(item, timeout=PREFETCH_POLL_S)
             return True
         except queue.Full:
             continue

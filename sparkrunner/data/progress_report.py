@@ -9,8 +9,7 @@ from typing import Any
 
 from sparkrunner.data.dataset import DataFile, human_bytes
 from sparkrunner.placement.sessions import is_connect_session
-
-_EVERY_S = 5.0
+from sparkrunner.timeouts import DATA_PROGRESS_EVERY_S
 
 
 class _Totals:
@@ -57,7 +56,7 @@ class WriteProgress:
             )
 
     def _report(self) -> None:
-        while not self._done.wait(_EVERY_S) and self.accumulator is not None:
+        while not self._done.wait(DATA_PROGRESS_EVERY_S) and self.accumulator is not None:
             done, files, rows, size = self.accumulator.value
             _say(
                 f"materializing to {self.target}: {done} partitions done, {files} files, "

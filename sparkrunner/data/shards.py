@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparkrunner.errors import InvalidArgumentError, NotEnoughDataError
+from sparkrunner.errors import NotEnoughDataError
+from sparkrunner.options import check_choice
 
 REMAINDERS = ("drop", "pad")
 DEFAULT_REMAINDER = "drop"
@@ -35,10 +36,7 @@ def epoch_rng(seed: int, epoch: int, *tag: int) -> np.random.Generator:
 
 
 def check_remainder(remainder: str) -> None:
-    if remainder not in REMAINDERS:
-        raise InvalidArgumentError(
-            f"remainder={remainder!r} is not one of {', '.join(map(repr, REMAINDERS))}"
-        )
+    check_choice("remainder", remainder, REMAINDERS)
 
 
 def row_split_steps(num_rows: int, world_size: int, batch_size: int, remainder: str) -> int:

@@ -13,16 +13,15 @@ from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.driver.session import DriverSession, RankState
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.placement import Placement
+from sparkrunner.timeouts import (
+    FAILURE_DETAIL_WAIT_S,
+    FAILURE_OUTPUT_WAIT_S,
+    FAILURE_POLL_S,
+    FAILURE_SETTLE_S,
+)
 
 log = logging.getLogger("sparkrunner")
 
-SETTLE_S = 1.0
-"""When the first failure looks like a consequence (a peer hung up), wait this long for its cause."""
-DETAIL_WAIT_S = 3.0
-"""How long to wait for the exit code of a rank whose connection ended without a result."""
-OUTPUT_WAIT_S = 2.0
-"""How long to wait for the rest of a failed rank's output."""
-_POLL_S = 0.02
 _CONSEQUENTIAL = re.compile(
     r"connection (closed|reset) by peer|broken pipe|communicator was aborted|has been shut ?down|"
     r"timed out|timeout|peer .*(closed|lost|disconnect)",
@@ -36,7 +35,7 @@ def wait_until(session: DriverSession, predicate: Callable[[], bool], seconds: f
     while not predicate():
         if time.monotonic() >= deadline:
             return False
-        session.changed.wait(_POLL_S)
+        session.changed.wait(FAILURE_POLL_S)
     return True
 
 
@@ -51,7 +50,9 @@ def location(state: RankState | None) -> str:
 def run_failure(session: DriverSession, placement: Placement) -> RankFailedError:
     """The error to raise once a rank raised or vanished: the first cause, the others as `other_failures`."""
     if not any(_is_cause(session, r) for r in _failed_ranks(session)):
-        wait_until(session, lambda: any(_is_cause(session, r) for r in _failed_ranks(session)), SETTLE_S)
+        wait_until(
+            session, lambda: any(_is_cause(session, r) for r in _failed_ranks(session)), FAILURE_SETTLE_S
+        )
     ranks = _failed_ranks(session)
     first = next((r for r in ranks if _is_cause(session, r)), ranks[0])
     error = _describe(session, placement, first, wait=True)
@@ -78,7 +79,7 @@ def _is_cause(session: DriverSession, rank: int) -> bool:
 def _describe(session: DriverSession, placement: Placement, rank: int, wait: bool) -> RankFailedError:
     state = session.report.ranks.get(rank)
     if wait:  # the relay may still be sending what the rank printed last
-        wait_until(session, lambda: rank in session.report.output_ended, OUTPUT_WAIT_S)
+        wait_until(session, lambda: rank in session.report.output_ended, FAILURE_OUTPUT_WAIT_S)
     full_tail = session.output.tail(rank)
     tail = tuple(full_tail[-ERROR_TAIL_LINES:])
     raised = _raised(session, rank)
@@ -113,7 +114,7 @@ def _exit_detail(session: DriverSession, placement: Placement, state: RankState 
         wait_until(
             session,
             (lambda: task in reports) if task is not None else (lambda: known() is not None),
-            DETAIL_WAIT_S,
+            FAILURE_DETAIL_WAIT_S,
         )
     return known() or "no exit code is known yet"
 

@@ -13,12 +13,12 @@ import time
 from collections import deque
 from typing import TextIO
 
+from sparkrunner.timeouts import LOGGED_UPDATE_INTERVAL_S
+
 TAIL_LINES = 1000
 """Lines the driver keeps per rank (for errors, stack dumps and the MLflow artifact)."""
 ERROR_TAIL_LINES = 20
 """Lines of a rank's output an error message shows (the full tail is an attribute of the error)."""
-LOGGED_UPDATE_INTERVAL_S = 10.0
-"""Where output is a log (not a terminal or notebook), a rank's progress update is shown this rarely."""
 
 
 class RankOutput:

@@ -23,7 +23,6 @@ from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 
 log = logging.getLogger("sparkrunner")
 
-VERBOSITIES = ("all", "log_callback_only")
 MessageListener = Callable[[int, str, Any], None]
 _ACTIVITY = (Message.OUTPUT, Message.OUTPUT_UPDATE, Message.LOG, Message.PROGRESS)
 

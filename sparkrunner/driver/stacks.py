@@ -17,9 +17,7 @@ from typing import Any, TypeVar
 
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.errors import HangError, StallError
-
-STACK_ANSWER_TIMEOUT_S = 3.0
-"""How long the driver waits for every rank's stacks."""
+from sparkrunner.timeouts import STACK_ANSWER_TIMEOUT_S
 
 
 @dataclass(frozen=True)

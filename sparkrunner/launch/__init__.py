@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
-from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.launch.mpirun import MpirunLauncher, horovod_has_mpi
+
+if TYPE_CHECKING:
+    from sparkrunner.options import LauncherName
 
 LAUNCHERS: dict[str, type[Launcher]] = {
     launcher.name: launcher for launcher in (DirectLauncher, MpirunLauncher)
 }
 
 
-def resolve_launcher(name: str) -> Launcher:
-    """The launcher called `name`; "auto" is mpirun when mpirun and Horovod-with-MPI are here, else direct."""
+def resolve_launcher(name: LauncherName) -> Launcher:
+    """The launcher called `name` (checked by `RunOptions`); "auto" is mpirun when mpirun and Horovod-with-MPI are
+    here, else direct."""
     if name == "auto":
         return MpirunLauncher() if shutil.which("mpirun") and horovod_has_mpi() else DirectLauncher()
-    try:
-        return LAUNCHERS[name]()
-    except KeyError:
-        choices = ", ".join(sorted(["auto", *LAUNCHERS]))
-        raise InvalidArgumentError(f"launcher={name!r} is unknown; use one of: {choices}") from None
+    return LAUNCHERS[name]()
 
 
 __all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "resolve_launcher"]

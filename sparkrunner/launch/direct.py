@@ -17,8 +17,7 @@ from sparkrunner.launch.base import (
 )
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.topology import Topology
-
-_POLL_S = 0.05
+from sparkrunner.timeouts import DIRECT_POLL_S
 
 
 class DirectLauncher(Launcher):
@@ -70,5 +69,5 @@ def _wait_for_all(procs: list[RankProcess], report_failure: Callable[[TaskOutcom
                 first_failure = TaskOutcome(code, proc.output_tail())
                 report_failure(first_failure)
         if running:
-            time.sleep(_POLL_S)
+            time.sleep(DIRECT_POLL_S)
     return first_failure or TaskOutcome(0, procs[0].output_tail())

@@ -17,10 +17,10 @@ from collections.abc import MutableMapping, Sequence
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import GpuUnavailableError
+from sparkrunner.timeouts import NVIDIA_SMI_TIMEOUT_S
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_PROC_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the NVIDIA driver knows
-_NVIDIA_SMI_TIMEOUT_S = 10.0
 
 
 def host_gpu_count() -> int:
@@ -34,7 +34,7 @@ def host_gpu_count() -> int:
         return 0
     try:
         listed = subprocess.run(
-            [smi, "-L"], capture_output=True, text=True, timeout=_NVIDIA_SMI_TIMEOUT_S, check=False
+            [smi, "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return 0

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
+from sparkrunner.timeouts import PROCESS_KILL_WAIT_S, PROCESS_READER_JOIN_S, SWEEP_GRACE_S, SWEEP_POLL_S
 
 _PR_SET_PDEATHSIG = 1
 
@@ -83,13 +84,13 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
     return found
 
 
-def sweep_run(run_id: str, task: int | None = None, grace_s: float = 2.0) -> list[int]:
+def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> list[int]:
     """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
     to `grace_s` for them to end on their own first; returns the pids that had to be killed."""
     deadline = time.monotonic() + grace_s
     leftover = processes_of_run(run_id, task)
     while leftover and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(SWEEP_POLL_S)
         leftover = processes_of_run(run_id, task)
     kill_all(leftover)
     return leftover
@@ -146,7 +147,7 @@ class RankProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
-        self._reader.join(timeout=5)
+        self._reader.join(timeout=PROCESS_READER_JOIN_S)
         return code
 
     def output_tail(self, lines: int = 40) -> str:
@@ -158,4 +159,4 @@ class RankProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=10)
+            self.popen.wait(timeout=PROCESS_KILL_WAIT_S)

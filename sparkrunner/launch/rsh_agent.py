@@ -15,9 +15,9 @@ from sparkrunner.channel import handover
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.messages import Message
 from sparkrunner.launch import processes
+from sparkrunner.timeouts import AGENT_START_WAIT_S
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
-_AGENT_START_WAIT_S = 60.0
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     try:
         key = handover.take_agent_key(host)
         # tasks start their agents while mpirun starts: wait for the agent to listen
-        conn = channel.connect_when_listening((host, agents[host]), key, _AGENT_START_WAIT_S)
+        conn = channel.connect_when_listening((host, agents[host]), key, AGENT_START_WAIT_S)
         conn.send(Message.EXEC, {"argv": command})
         kind, data = conn.recv()
     except channel.ChannelError as exc:

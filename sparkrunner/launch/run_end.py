@@ -19,9 +19,7 @@ from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel.messages import Message
 from sparkrunner.launch.base import TaskOutcome
 from sparkrunner.launch.topology import PortSlot, Topology
-
-_CONNECT_WAIT_S = 60.0  # task 0 starts its server right after the address exchange, as others ask
-_TELL_WAIT_S = 10.0  # how long task 0 waits for late askers once mpirun ended
+from sparkrunner.timeouts import RUN_END_CONNECT_WAIT_S, RUN_END_TELL_WAIT_S
 
 
 class RunEndServer:
@@ -51,7 +49,7 @@ class RunEndServer:
         """Tell every task that mpirun ended (waiting a little for tasks that have not asked yet), then close."""
         self._outcome = outcome
         self._ended.set()
-        deadline = time.monotonic() + _TELL_WAIT_S
+        deadline = time.monotonic() + RUN_END_TELL_WAIT_S
         for _ in range(self._expected):
             if not self._told.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 break
@@ -63,7 +61,7 @@ def wait_for_run_end(key: bytes, topology: Topology) -> TaskOutcome:
     task_zero = topology.peers[0]
     try:
         conn = channel.connect_when_listening(
-            (task_zero.host, task_zero.ports[PortSlot.RUN_END]), key, _CONNECT_WAIT_S
+            (task_zero.host, task_zero.ports[PortSlot.RUN_END]), key, RUN_END_CONNECT_WAIT_S
         )
         conn.send(Message.WAIT)
         kind, _ = conn.recv()

@@ -6,7 +6,8 @@ import re
 import threading
 from collections.abc import Callable
 
-_STOP_JOIN_S = 60.0
+from sparkrunner.timeouts import BACKGROUND_STOP_JOIN_S
+
 _PYTHON_EXCEPTION_LINE = re.compile(
     r"(?!org\.apache\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(Error|Exception): "
 )
@@ -49,7 +50,7 @@ class BackgroundJob:
         """Cancel the job if it still runs, then wait (bounded) for the thread to end."""
         if self._thread.is_alive():
             self._cancel()
-        self._thread.join(_STOP_JOIN_S)
+        self._thread.join(BACKGROUND_STOP_JOIN_S)
 
 
 def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:

@@ -16,9 +16,10 @@ import re
 import time
 from typing import Any
 
+from sparkrunner.timeouts import DECOMMISSION_CHECK_S
+
 log = logging.getLogger(__name__)
 
-_CHECK_EVERY_S = 1.0
 _TASK_ON_EXECUTOR = re.compile(r"(\d+) -> ([^,()\s]+)")  # a Scala map's text: "HashMap(17 -> 1, 18 -> 0)"
 
 
@@ -36,7 +37,7 @@ class DecommissionWatch:
         now = time.monotonic()
         if self._off or not spark_task_ids or now < self._next_check:
             return None
-        self._next_check = now + _CHECK_EVERY_S
+        self._next_check = now + DECOMMISSION_CHECK_S
         try:
             return self._read(spark_task_ids)
         except Exception as exc:  # py4j: the scheduler's internals are not what this Spark version has

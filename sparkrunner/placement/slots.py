@@ -12,8 +12,7 @@ import time
 from typing import Any
 
 from sparkrunner.errors import NotEnoughSlotsError
-
-_POLL_S = 0.25
+from sparkrunner.timeouts import SLOTS_POLL_S
 
 
 def task_slots(sc: Any) -> int:
@@ -81,5 +80,5 @@ def wait_for_slots(sc: Any, num_ranks: int, timeout_s: float) -> None:
         if slots != shown:
             print(f"[sparkrunner] waiting for {num_ranks} task slots ({slots} available)...", flush=True)
             shown = slots
-        time.sleep(_POLL_S)
+        time.sleep(SLOTS_POLL_S)
         slots = task_slots(sc)

@@ -28,8 +28,7 @@ from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.recovery import graceful_stop
 from sparkrunner.recovery.checkpoint_dir import verify_on_rank
-
-_ACK_TIMEOUT_S = 30.0
+from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
 
 
 def _die(code: int) -> None:
@@ -137,7 +136,7 @@ def main() -> int:
     finally:
         relay.stop()
     conn.send(kind, data)
-    watch.acknowledged.wait(_ACK_TIMEOUT_S)
+    watch.acknowledged.wait(RESULT_ACK_TIMEOUT_S)
     rank.attach(None)
     conn.close()
     return 0 if kind == Message.RESULT else 1

@@ -4,7 +4,7 @@ A separate process, not a thread, so that what a rank printed last still reaches
 dies hard (``os._exit``, SIGKILL, a segfault) or holds the GIL in C code, and so that forwarding a storm of
 output does not compete with the training loop for the GIL. `pump` reads a captured fd in linear time, batches
 finished lines into one message per read and forwards `\\r` progress updates (tqdm) at most every
-`UPDATE_INTERVAL_S`.
+`RELAY_UPDATE_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ from collections.abc import Callable
 from sparkrunner import channel
 from sparkrunner.channel.lines import LineSplitter
 from sparkrunner.channel.messages import Message
+from sparkrunner.timeouts import RELAY_STOP_POLL_S, RELAY_STOP_WAIT_S, RELAY_UPDATE_INTERVAL_S
 
 _STREAMS = ((1, "stdout"), (2, "stderr"))
-_STOP_WAIT_S = 2.0
-UPDATE_INTERVAL_S = 0.2
-"""A rank sends at most one progress update (a `\\r`-terminated line) per stream this often."""
 _READ_BYTES = 65536
 
 
@@ -59,11 +57,11 @@ class OutputRelay:
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
         # a child that inherited the pipes keeps the relay going; do not wait for it forever
-        deadline = time.monotonic() + _STOP_WAIT_S
+        deadline = time.monotonic() + RELAY_STOP_WAIT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError):
                 if os.waitpid(self._pid, os.WNOHANG)[0] == 0:
-                    time.sleep(0.01)
+                    time.sleep(RELAY_STOP_POLL_S)
                     continue
             return
 
@@ -111,10 +109,10 @@ def pump(read_fd: int, send_lines: SendLines, send_update: SendUpdate, echo_fd: 
     update: str | None = None
     sent_at = 0.0
     while True:
-        if update is not None and time.monotonic() - sent_at >= UPDATE_INTERVAL_S:
+        if update is not None and time.monotonic() - sent_at >= RELAY_UPDATE_INTERVAL_S:
             send_update(update)
             update, sent_at = None, time.monotonic()
-        wait = None if update is None else max(0.0, sent_at + UPDATE_INTERVAL_S - time.monotonic())
+        wait = None if update is None else max(0.0, sent_at + RELAY_UPDATE_INTERVAL_S - time.monotonic())
         if not select.select([read_fd], [], [], wait)[0]:
             continue
         chunk = os.read(read_fd, _READ_BYTES)

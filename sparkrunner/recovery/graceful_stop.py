@@ -20,8 +20,8 @@ from collections.abc import Callable
 from types import FrameType
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.timeouts import STOP_GRACE_S
 
-DEFAULT_GRACE_S = 10.0
 _STOP_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGPWR", None)) if s is not None)
 
 _stopping = threading.Event()
@@ -46,7 +46,7 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 def grace_seconds() -> float:
     """This run's ``stop_grace_s``: how long a stopping rank may take before it is killed."""
-    return float(os.environ.get(Env.STOP_GRACE_S) or DEFAULT_GRACE_S)
+    return float(os.environ.get(Env.STOP_GRACE_S) or STOP_GRACE_S)
 
 
 def install(die: Callable[[int], None]) -> None:

@@ -13,8 +13,7 @@ from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import free_ports, own_ports, peer_address
 from sparkrunner.launch.topology import Peer, Topology
 from sparkrunner.tasks import address_exchange, task_report
-
-_LEFTOVER_GRACE_S = 0.5
+from sparkrunner.timeouts import LEFTOVER_GRACE_S
 
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:
@@ -78,7 +77,7 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     finally:
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
-        leftover = processes.sweep_run(job.run_id, task=index, grace_s=_LEFTOVER_GRACE_S)
+        leftover = processes.sweep_run(job.run_id, task=index, grace_s=LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
         report_failure(outcome)
     yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}

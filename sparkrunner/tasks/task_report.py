@@ -13,9 +13,9 @@ from typing import Any
 
 from sparkrunner import channel
 from sparkrunner.channel.messages import Message
+from sparkrunner.timeouts import TASK_REPORT_CONNECT_TIMEOUT_S
 
 log = logging.getLogger("sparkrunner")
-_CONNECT_TIMEOUT_S = 5.0
 
 
 def send(
@@ -25,7 +25,7 @@ def send(
 ) -> None:
     """Send `report` (see `Message.TASK_REPORT`) to the driver; a driver that is gone is not an error."""
     try:
-        conn = channel.connect(driver, secret, timeout=_CONNECT_TIMEOUT_S)
+        conn = channel.connect(driver, secret, timeout=TASK_REPORT_CONNECT_TIMEOUT_S)
     except channel.ChannelError as exc:
         log.warning("could not tell the driver how barrier task %s ended: %s", report.get("task"), exc)
         return

@@ -1,0 +1,78 @@
+"""`RunOptions` and its two checks: each bad option is refused by name, before anything starts."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import pytest
+
+from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
+from sparkrunner.launch import LAUNCHERS
+from sparkrunner.options import LauncherName, RunOptions, check_choice, check_number
+
+
+@pytest.mark.parametrize(
+    ("value", "least", "integer", "above", "ok"),
+    [
+        (3, 1, True, False, True),
+        (1, 1, True, False, True),
+        (0, 1, True, False, False),
+        (True, 0, True, False, False),  # a bool is not a count
+        (2.0, 1, True, False, False),
+        (0.5, 0, False, True, True),
+        (0, 0, False, True, False),
+        (0, 0, False, False, True),
+        ("10", 0, False, False, False),
+        (-7, None, True, False, True),
+    ],
+)
+def test_check_number(value: Any, least: float | None, integer: bool, above: bool, ok: bool) -> None:
+    if ok:
+        assert check_number("n", value, least, integer=integer, above=above) is value
+    else:
+        with pytest.raises(InvalidArgumentError, match=rf"^n must be an? .*, not {value!r}$"):
+            check_number("n", value, least, integer=integer, above=above)
+
+
+def test_check_choice_lists_the_choices_of_a_literal() -> None:
+    assert check_choice("launcher", "direct", LauncherName) == "direct"
+    with pytest.raises(
+        InvalidArgumentError, match=r"launcher='ssh' is unknown; use one of: 'auto', 'direct', 'mpirun'"
+    ):
+        check_choice("launcher", "ssh", LauncherName)
+
+
+def test_the_launcher_names_are_the_launchers() -> None:
+    assert set(get_args(LauncherName)) == {"auto", *LAUNCHERS}
+
+
+@pytest.mark.parametrize(
+    ("options", "names"),
+    [
+        ({"np": "2"}, "np must be an int"),
+        ({"np": 4, "ranks_per_task": 3}, "not a multiple of ranks_per_task=3"),
+        ({"np": -2, "ranks_per_task": 2}, "ranks_per_task applies to Spark runs"),
+        ({"np": -1, "on_stall": "panic"}, "on_stall='panic'"),
+        ({"np": -1, "stall_timeout": 0}, "stall_timeout must be a number of seconds > 0"),
+        ({"np": -1, "max_failures": -1}, "max_failures must be an int >= 0"),
+        ({"np": -1, "stop_grace_s": -1}, "stop_grace_s must be a number of seconds >= 0"),
+        ({"np": -1, "retry_if": 3}, "retry_if must be a function"),
+        ({"np": -1, "use_gpu": "yes"}, "use_gpu='yes'"),
+        ({"np": -1, "port_range": (1, 2)}, "port_range"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options: dict[str, Any], names: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=names):
+        RunOptions(**options)
+
+
+def test_a_resuming_spark_run_needs_a_checkpoint_dir() -> None:
+    with pytest.raises(CheckpointDirError, match="checkpoint_dir"):
+        RunOptions(np=2, max_failures=1)
+
+
+def test_good_options_are_normalised_and_frozen() -> None:
+    options = RunOptions(np=-2, env={"A": 1}, port_range="40000-40100")  # type: ignore[dict-item]
+    assert options.env == {"A": "1"} and options.port_range == (40000, 40100)
+    with pytest.raises(AttributeError):
+        options.np = 3  # type: ignore[misc]
