@@ -46,8 +46,9 @@ from sparkrunner.timeouts import (
     SUPERVISE_POLL_S,
     SWEEP_GRACE_S,
 )
+from sparkrunner.voice import install_default_handler
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 
 class Runner:
@@ -120,6 +121,7 @@ class Runner:
         ranks_per_task: int | None = None,
         port_range: tuple[int, int] | None = None,
     ) -> None:
+        install_default_handler()
         self.options = RunOptions(
             np=np, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
             start_timeout=start_timeout, timeout=timeout, env=env or {}, tracking=tracking,

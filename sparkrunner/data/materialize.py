@@ -16,6 +16,7 @@ from sparkrunner.data.progress_report import WriteProgress
 from sparkrunner.data.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number
+from sparkrunner.voice import install_default_handler
 
 CACHE_ENV = "SPARKRUNNER_DATA_CACHE"
 
@@ -45,8 +46,9 @@ def materialize(
     are keyword arguments of the pyarrow filesystem (endpoint, credentials), else the usual environment is
     used. ``float32`` casts double columns (and arrays of doubles) to float; ``vectors_to_arrays`` turns ML
     Vector columns into arrays. Columns no framework can take raise UnsupportedColumnError first. An existing
-    Parquet path or URI is used as it is (no copy, no conversion). ``progress`` prints what is being written.
+    Parquet path or URI is used as it is (no copy, no conversion). ``progress`` logs what is being written.
     """
+    install_default_handler()
     if isinstance(source, (str, os.PathLike)):
         return scan(os.fspath(source), storage_options)
     if not hasattr(source, "write") or not hasattr(source, "schema"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 import time
 from typing import Any
@@ -10,6 +10,8 @@ from typing import Any
 from sparkrunner.data.dataset import DataFile, human_bytes
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.timeouts import DATA_PROGRESS_EVERY_S
+
+log = logging.getLogger(__name__)
 
 
 class _Totals:
@@ -50,7 +52,7 @@ class WriteProgress:
         if self.enabled and failure[0] is None:
             rows, size = sum(f.num_rows for f in self.files), sum(f.size for f in self.files)
             elapsed = time.monotonic() - self._started
-            _say(
+            log.info(
                 f"materialized {rows:,} rows into {len(self.files)} Parquet files, {human_bytes(size)}, "
                 f"at {self.target} in {elapsed:.1f} s"
             )
@@ -58,11 +60,7 @@ class WriteProgress:
     def _report(self) -> None:
         while not self._done.wait(DATA_PROGRESS_EVERY_S) and self.accumulator is not None:
             done, files, rows, size = self.accumulator.value
-            _say(
+            log.info(
                 f"materializing to {self.target}: {done} partitions done, {files} files, "
                 f"{rows:,} rows, {human_bytes(size)} written"
             )
-
-
-def _say(line: str) -> None:
-    print(f"[sparkrunner] {line}", file=sys.stderr, flush=True)

@@ -20,7 +20,7 @@ from sparkrunner.timeouts import (
     FAILURE_SETTLE_S,
 )
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 _CONSEQUENTIAL = re.compile(
     r"connection (closed|reset) by peer|broken pipe|communicator was aborted|has been shut ?down|"

@@ -41,6 +41,13 @@ class RankOutput:
             out.write("".join(f"[rank {rank}] {line}\n" for line in lines))
             out.flush()
 
+    def logged(self, rank: int, text: str) -> None:
+        """Show what a rank sent with `log_to_driver`, whatever `driver_log_verbosity` is."""
+        with self._lock:
+            self._clear_update(sys.stdout)
+            sys.stdout.write(f"[rank {rank}] {text}\n")
+            sys.stdout.flush()
+
     def update(self, rank: int, stream: str, text: str) -> None:
         """Show a rank's latest progress update: in place on a terminal or notebook, now and then in a log."""
         if not self._show:

@@ -21,7 +21,7 @@ from sparkrunner.driver.output import RankOutput
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 MessageListener = Callable[[int, str, Any], None]
 _ACTIVITY = (Message.OUTPUT, Message.OUTPUT_UPDATE, Message.LOG, Message.PROGRESS)
@@ -132,7 +132,7 @@ class DriverSession:
         elif kind == Message.STACKS:
             self._stacks.on_reply(rank, data)
         elif kind == Message.LOG:
-            print(f"[rank {rank}] {data}", flush=True)
+            self.output.logged(rank, str(data))
         elif kind == Message.WARNING:
             self._warn_once(str(data))
         elif kind in (Message.RESULT, Message.ERROR):
@@ -176,7 +176,7 @@ class DriverSession:
             f.write(data)
         with self.changed:
             self.report.files[f"rank {rank}/{name}"] = path
-        print(f"[sparkrunner] rank {rank} sent {name}; saved on the driver as {path}", flush=True)
+        log.info("rank %d sent %s; saved on the driver as %s", rank, name, path)
 
     def _on_outcome(self, conn: Connection, rank: int, kind: str, data: Any) -> None:
         with self.changed:

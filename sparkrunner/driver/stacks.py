@@ -7,8 +7,8 @@ or holding the GIL) is named as such. `StackReport` is what errors, the stall wa
 
 from __future__ import annotations
 
+import logging
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.errors import HangError, StallError
 from sparkrunner.timeouts import STACK_ANSWER_TIMEOUT_S
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,4 @@ class StallWatch:
         if self._fail:
             raise hang_error(StallError, message + "; every rank was stopped", report)
         self._warned_at = time.monotonic()
-        print(
-            f"[sparkrunner] {message}; still running. Where each rank is:\n{report.summary()}\n\n{report}",
-            file=sys.stderr,
-            flush=True,
-        )
+        log.warning("%s; still running. Where each rank is:\n%s\n\n%s", message, report.summary(), report)

@@ -38,7 +38,7 @@ from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
 from sparkrunner.launch.topology import Topology
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 _ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from sparkrunner.recovery.attempts import AttemptRecord
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 
 @dataclass

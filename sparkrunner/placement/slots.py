@@ -7,12 +7,15 @@ slots below np: a `local[k]` / `local-cluster[n,c,m]` master, `spark.cores.max`,
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from typing import Any
 
 from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.timeouts import SLOTS_POLL_S
+
+log = logging.getLogger(__name__)
 
 
 def task_slots(sc: Any) -> int:
@@ -78,7 +81,7 @@ def wait_for_slots(sc: Any, num_ranks: int, timeout_s: float) -> None:
                 num_ranks, slots, f"after waiting start_timeout={timeout_s:g} s for more executors"
             )
         if slots != shown:
-            print(f"[sparkrunner] waiting for {num_ranks} task slots ({slots} available)...", flush=True)
+            log.info("waiting for %d task slots (%d available)...", num_ranks, slots)
             shown = slots
         time.sleep(SLOTS_POLL_S)
         slots = task_slots(sc)

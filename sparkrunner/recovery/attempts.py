@@ -7,6 +7,7 @@ once; when attempts run out the final error carries every attempt's.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from sparkrunner.errors import (
     RankFailedError,
     RunTimeoutError,
 )
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 RetryPredicate = Callable[[BaseException], bool]
@@ -103,7 +106,7 @@ def run_attempts(
         record = AttemptRecord(number, time.time(), resumed_from_step=resume_step() if number else None)
         attempts.append(record)
         if number:
-            _say(f"attempt {number} started{_resume_text(record.resumed_from_step)}")
+            log.info(f"attempt {number} started{_resume_text(record.resumed_from_step)}")
         try:
             value = run_attempt(number)
         except BaseException as exc:
@@ -112,13 +115,13 @@ def run_attempts(
                 raise
             retry = number < policy.max_failures and policy.retryable(exc)
             why = _next(retry, number == policy.max_failures, exc)
-            _say(f"attempt {number} failed after {record.duration_s:.1f} s: {_first_line(exc)}{why}")
+            log.warning(f"attempt {number} failed after {record.duration_s:.1f} s: {_first_line(exc)}{why}")
             if not retry:
                 raise _final_error(attempts, policy, exc) from exc
             continue
         record.ended_at = time.time()
         if number:
-            _say(f"attempt {number} succeeded")
+            log.info(f"attempt {number} succeeded")
         return value
     raise AssertionError("unreachable: the last attempt either returns or raises")
 
@@ -151,7 +154,3 @@ def _resume_text(step: int | None) -> str:
 def _first_line(error: Any) -> str:
     text = str(error).strip().splitlines()
     return text[0].rstrip(":; ") if text else type(error).__name__
-
-
-def _say(text: str) -> None:
-    print(f"[sparkrunner] {text}", flush=True)

@@ -16,7 +16,7 @@ import warnings
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.errors import CheckpointDirError
+from sparkrunner.errors import CheckpointDirError, SparkRunnerWarning
 from sparkrunner.recovery.checkpoint_dir import list_checkpoints
 
 _TEMP_PREFIX = ".checkpoint-writing-"
@@ -75,7 +75,9 @@ def load_checkpoint(every_rank: bool = False, map_location: Any = None) -> Any:
             return _read(found.path, map_location)
         except Exception as exc:  # written by something else, or the disk lost it: fall back to the previous
             warnings.warn(
-                f"checkpoint {found.path} could not be read ({exc}); trying the previous one", stacklevel=2
+                f"checkpoint {found.path} could not be read ({exc}); trying the previous one",
+                SparkRunnerWarning,
+                stacklevel=2,
             )
     return None
 

@@ -10,17 +10,18 @@ before, so a failure is reported without waiting.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
-import sys
 import threading
-import traceback
 from collections.abc import Callable
 from types import FrameType
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.timeouts import STOP_GRACE_S
+
+log = logging.getLogger(__name__)
 
 _STOP_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGPWR", None)) if s is not None)
 
@@ -111,5 +112,4 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         try:
             callback()
         except Exception:
-            print("sparkrunner: an on_stop callback failed:", file=sys.stderr)
-            traceback.print_exc()
+            log.exception("sparkrunner: an on_stop callback failed")

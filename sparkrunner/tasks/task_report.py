@@ -15,7 +15,7 @@ from sparkrunner import channel
 from sparkrunner.channel.messages import Message
 from sparkrunner.timeouts import TASK_REPORT_CONNECT_TIMEOUT_S
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 
 def send(

@@ -37,7 +37,7 @@ def where() -> str:
 
 
 def test_a_run_waits_for_an_executor_that_starts_late(
-    one_worker_of_two: NetnsCluster, capsys: pytest.CaptureFixture[str]
+    one_worker_of_two: NetnsCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     spark = session_on(one_worker_of_two)
     late = threading.Timer(LATE_S, one_worker_of_two.start_worker, args=(1,))
@@ -46,6 +46,6 @@ def test_a_run_waits_for_an_executor_that_starts_late(
         assert Runner(np=2, spark=spark, launcher="direct", start_timeout=240, timeout=300).run(where) == "0"
     finally:
         late.cancel()
-    out = capsys.readouterr().out
+    out = caplog.text  # the sparkrunner logger's INFO lines
     assert "waiting for 2 task slots (" in out
     assert out.count("waiting for 2 task slots") <= 2  # one line per change in the count, not a stream

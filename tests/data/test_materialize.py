@@ -171,7 +171,7 @@ def test_only_identifiable_plans_are_shared_across_sessions(spark_local: Any, tm
 
 
 def test_writes_to_an_s3_api_server_without_hadoop_connectors(
-    spark_local: Any, s3: S3Server, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    spark_local: Any, s3: S3Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The Spark tasks write through pyarrow: this Spark has no hadoop-aws jar, and s3a:// would fail in it."""
     cache = s3.new_prefix()
@@ -182,7 +182,7 @@ def test_writes_to_an_s3_api_server_without_hadoop_connectors(
         file.name for file in data.files
     )
     np.testing.assert_array_equal(np.sort(_column(data, "id")), np.arange(300))
-    assert "materialized 300 rows" in capfd.readouterr().err
+    assert "materialized 300 rows" in caplog.text
     again = materialize(frame(spark_local, rows=300), cache, storage_options=s3.storage_options)
     assert again.uri == data.uri and again.files == data.files  # a cache hit: nothing written again
 
