@@ -10,12 +10,12 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import shutil
 import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 from sparkrunner.errors import SparkRunnerError
+from sparkrunner.launch.gpus import CUDA_VISIBLE, host_gpu_count
 from sparkrunner.launch.mpirun import MpirunLauncher
 from sparkrunner.timeouts import TOOL_TIMEOUT_S
 
@@ -38,22 +38,18 @@ def _version(distribution: str) -> str | None:
 
 def _spark_lines(spark: Any | None) -> Iterator[str]:
     from sparkrunner.placement.sessions import is_connect_session
-    from sparkrunner.placement.slots import task_slots
+    from sparkrunner.placement.slots import session_slots
 
     if spark is None:
         yield "Spark: not checked (give --master or --remote to check a cluster; --np < 0 needs no Spark)"
         return
     conf = spark.conf
     if is_connect_session(spark):
-        from sparkrunner.placement.connect import connect_slots
-
         yield f"Spark: Spark Connect {spark.version}, master {conf.get('spark.master', None) or 'not visible'}"
-        slots = connect_slots(spark)
-        yield f"  task slots: {slots if slots is not None else 'not visible over Spark Connect (start_timeout applies)'}"
     else:
-        sc = spark.sparkContext
-        yield f"Spark: {spark.version}, master {sc.master}"
-        yield f"  task slots: {task_slots(sc)}"
+        yield f"Spark: {spark.version}, master {spark.sparkContext.master}"
+    slots = session_slots(spark)
+    yield f"  task slots: {slots if slots is not None else 'not visible over Spark Connect (start_timeout applies)'}"
     dynamic = conf.get("spark.dynamicAllocation.enabled", "false")
     yield f"  dynamic allocation: {dynamic}" + (" (barrier stages refuse it)" if dynamic == "true" else "")
     task_gpus = conf.get("spark.task.resource.gpu.amount", None)
@@ -96,12 +92,9 @@ def _framework_lines() -> Iterator[str]:
         import torch
 
         yield f"  torch CUDA: {torch.version.cuda or 'none (CPU build)'}, GPUs visible: {torch.cuda.device_count()}"
-    smi = shutil.which("nvidia-smi")
-    gpus = _first_line([smi, "-L"], all_lines=True).count("GPU ") if smi else 0
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    yield f"GPUs on this machine: {gpus}" + (
-        f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""
-    )
+    gpus = host_gpu_count()
+    visible = os.environ.get(CUDA_VISIBLE)
+    yield f"GPUs on this machine: {gpus}" + (f" ({CUDA_VISIBLE}={visible})" if visible is not None else "")
 
 
 def _probe(check: Any) -> bool:
@@ -111,10 +104,9 @@ def _probe(check: Any) -> bool:
         return False
 
 
-def _first_line(command: list[str], all_lines: bool = False) -> str:
+def _first_line(command: list[str]) -> str:
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{command[0]} failed: {exc}"
-    text = done.stdout.strip()
-    return text if all_lines else (text.splitlines() or ["?"])[0]
+    return (done.stdout.strip().splitlines() or ["?"])[0]

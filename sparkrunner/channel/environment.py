@@ -1,6 +1,7 @@
 """The environment variables sparkrunner sets for the processes it starts, in one place.
 
-Every module that sets or reads one of these uses the names here, never a bare string.
+Every module that sets or reads one of these uses the names here, never a bare string. The timings' overrides,
+``SPARKRUNNER_<NAME>_S``, are named by `sparkrunner.timeouts` (its `Timing.env`).
 """
 
 from __future__ import annotations
@@ -27,3 +28,4 @@ class Env:
     DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
     PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range
+    DATA_CACHE = "SPARKRUNNER_DATA_CACHE"  # set by the user: where materialize writes (default ~/.cache/...)

@@ -10,7 +10,7 @@ from typing import Any
 from sparkrunner.data.dataset import ParquetData, path_in
 from sparkrunner.data.shared import ADVICE
 from sparkrunner.errors import DataNotSharedError
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.slots import session_slots
 
 
 def check_hosts_see(spark: Any, data: ParquetData) -> None:
@@ -19,7 +19,7 @@ def check_hosts_see(spark: Any, data: ParquetData) -> None:
     master = str(spark.conf.get("spark.master", "local"))
     if master.startswith("local") or not data.location().is_local:
         return
-    slots = _task_slots(spark)
+    slots = session_slots(spark) or int(spark.conf.get("spark.default.parallelism", "2") or 2)
     counted = spark.range(0, slots, 1, slots).mapInArrow(_rows_seen(data), "host string, rows long")
     short = sorted({(row.host, row.rows) for row in counted.collect() if row.rows != data.num_rows})
     if short:
@@ -27,15 +27,6 @@ def check_hosts_see(spark: Any, data: ParquetData) -> None:
         raise DataNotSharedError(
             f"{data.uri} holds {data.num_rows:,} rows as the driver sees it, but {views}. {ADVICE}"
         )
-
-
-def _task_slots(spark: Any) -> int:
-    """The cluster's task slots; over Spark Connect what the master's name or spark.default.parallelism says."""
-    if is_connect_session(spark):
-        from sparkrunner.placement.connect import connect_slots
-
-        return connect_slots(spark) or int(spark.conf.get("spark.default.parallelism", "2") or 2)
-    return max(1, int(spark.sparkContext.defaultParallelism))
 
 
 def _rows_seen(data: ParquetData) -> Callable[[Iterator[Any]], Iterator[Any]]:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.data import columns, host_check, storage
 from sparkrunner.data.cache_key import cache_key
 from sparkrunner.data.connect_plan import is_connect_frame
@@ -18,12 +19,10 @@ from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number
 from sparkrunner.voice import install_default_handler
 
-CACHE_ENV = "SPARKRUNNER_DATA_CACHE"
-
 
 def default_cache_dir() -> str:
     """$SPARKRUNNER_DATA_CACHE, else ~/.cache/sparkrunner-datasets."""
-    return os.environ.get(CACHE_ENV) or os.path.join(Path.home(), ".cache", "sparkrunner-datasets")
+    return os.environ.get(Env.DATA_CACHE) or os.path.join(Path.home(), ".cache", "sparkrunner-datasets")
 
 
 def materialize(

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import socket
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.data.dataset import ParquetData, human_bytes, path_in
 from sparkrunner.errors import DataNotSharedError
 
 ADVICE = (
     "Every host of the run must read the same files: materialize into storage they all share, e.g. "
     "materialize(df, cache_dir='s3://bucket/prefix') (or gs://, abfss://, hdfs://, dbfs:/, /Volumes/...), or a "
-    "mount every host has (NFS, /dbfs); set it for all runs with SPARKRUNNER_DATA_CACHE."
+    f"mount every host has (NFS, /dbfs); set it for all runs with {Env.DATA_CACHE}."
 )
 
 

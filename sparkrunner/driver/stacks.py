@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.errors import HangError, StallError
+from sparkrunner.launch.processes import proc_stat
 from sparkrunner.timeouts import STACK_ANSWER_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -116,12 +117,10 @@ def _rank_stack(rank: LiveRank, reply: dict[str, Any] | None, tail: list[str], t
 def _silence_reason(rank: LiveRank) -> str:
     """Why a rank may not answer; on the driver's own machine /proc tells whether it is stopped."""
     if rank.host == socket.gethostname():
-        try:
-            with open(f"/proc/{rank.pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
+        stat = proc_stat(rank.pid)
+        if stat is None:
             return "its process is gone"
-        if state in (b"T", b"t"):
+        if stat.state in ("T", "t"):
             return "its process is stopped (SIGSTOP?)"
     return "stopped?, or busy in C code that holds the GIL"
 

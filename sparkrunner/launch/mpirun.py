@@ -32,6 +32,7 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
+from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.network import PortRange, local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
@@ -162,7 +163,7 @@ class MpirunLauncher(Launcher):
         names = exported_names(env, job)  # the secret folder is not among them: each host has its own
         env.update(agents_env(topology))
         env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
-        env["CUDA_VISIBLE_DEVICES"] = host_gpus(topology, topology.peers[0].host)
+        env[CUDA_VISIBLE] = host_gpus(topology, topology.peers[0].host)
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
@@ -26,19 +27,34 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` sparkrunner reads: the state letter (R, S, T, Z...) and the parent."""
+
+    state: str
+    ppid: int
+
+
+def parse_stat(raw: bytes) -> ProcStat:
+    """Parse ``/proc/<pid>/stat``: the command name may hold spaces and ')', so fields follow the last ')'."""
+    fields = raw[raw.rindex(b")") + 2 :].split()
+    return ProcStat(fields[0].decode(), int(fields[1]))
+
+
+def proc_stat(pid: int | str) -> ProcStat | None:
+    """`pid`'s stat on this machine, or None when it is gone (or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return parse_stat(f.read())
+    except OSError:
+        return None
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # the command name may contain spaces and parentheses: the ppid follows the last ')'
-        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
+        if entry.isdigit() and (stat := proc_stat(entry)) is not None:
+            children.setdefault(stat.ppid, []).append(int(entry))
     return children
 
 
@@ -74,12 +90,10 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
         ours = any(e.startswith(prefix) for e in env) and all(w in env for w in wanted)
-        if ours and state != b"Z":
+        if ours and (stat := proc_stat(entry)) is not None and stat.state != "Z":
             found.append(int(entry))
     return found
 

@@ -20,6 +20,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.channel.messages import Message
 from sparkrunner.launch import processes
+from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.topology import PortSlot, Topology
 
 
@@ -64,7 +65,7 @@ class TaskAgent:
             **self._secrets.env(),
             Env.RUN_ID: run_id,
             Env.STARTED_BY_TASK: str(task),
-            "CUDA_VISIBLE_DEVICES": host_gpus(topology, peer.host),
+            CUDA_VISIBLE: host_gpus(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []
         self._lock = threading.Lock()

@@ -11,7 +11,6 @@ uses to reach the Connect server is not it.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import uuid
 from collections.abc import Iterable, Iterator
@@ -21,24 +20,12 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.background_job import BackgroundJob
+from sparkrunner.placement.slots import session_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
 from sparkrunner.tasks.barrier_task import run_barrier_task
 
 RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"
 _UNREACHABLE = "cannot reach the driver at"
-_LOCAL = re.compile(r"local(?:\[(\d+)(?:,\d+)?\])?$")
-_LOCAL_CLUSTER = re.compile(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]$")
-
-
-def connect_slots(spark: Any) -> int | None:
-    """Task slots the master's name promises (local[N], local-cluster[n,c,m]); None when it does not say."""
-    master = str(spark.conf.get("spark.master", None) or "")
-    task_cpus = int(spark.conf.get("spark.task.cpus", "1") or 1)
-    if match := _LOCAL.match(master):
-        return int(match.group(1) or 1)
-    if match := _LOCAL_CLUSTER.match(master):
-        return int(match.group(1)) * int(match.group(2)) // task_cpus
-    return None
 
 
 def client_address(server_host: str) -> str:
@@ -84,7 +71,7 @@ class ConnectPlacement:
         self._launcher.check_available()
         if self._use_gpu:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0") or 0))
-        slots = connect_slots(self._spark)
+        slots = session_slots(self._spark)
         if slots is not None and slots < self._num_ranks:
             raise NotEnoughSlotsError(
                 f"np={self._num_ranks} needs {self._num_ranks} task slots at once, but this Spark cluster "

@@ -8,6 +8,7 @@ slots below np: a `local[k]` / `local-cluster[n,c,m]` master, `spark.cores.max`,
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 from typing import Any
@@ -28,10 +29,19 @@ def task_slots(sc: Any) -> int:
         return int(sc.defaultParallelism)
 
 
-def _local_cores(master: str) -> int | None:
-    """Cores of a local master (`local`, `local[k]`, `local[*]`, `local-cluster[n,c,m]`); None otherwise."""
-    import os
+def session_slots(spark: Any) -> int | None:
+    """Task slots of a classic or Spark Connect session; None when Connect's master name does not say (no
+    SparkContext to ask over Connect)."""
+    from sparkrunner.placement.sessions import is_connect_session
 
+    if not is_connect_session(spark):
+        return task_slots(spark.sparkContext)
+    cores = local_cores(str(spark.conf.get("spark.master", None) or ""))
+    return None if cores is None else cores // int(spark.conf.get("spark.task.cpus", "1") or 1)
+
+
+def local_cores(master: str) -> int | None:
+    """Cores of a local master (`local`, `local[k]`, `local[*]`, `local-cluster[n,c,m]`); None otherwise."""
     if master == "local":
         return 1
     if match := re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master):
@@ -44,7 +54,7 @@ def _local_cores(master: str) -> int | None:
 def slot_ceiling(conf: Any, master: str) -> tuple[int, str] | None:
     """The most task slots this cluster can ever have and why, or None when it may grow without a known limit."""
     task_cpus = int(conf.get("spark.task.cpus", "1"))
-    cores = _local_cores(master)
+    cores = local_cores(master)
     if cores is not None:
         return cores // task_cpus, f"the master is {master}"
     if conf.get("spark.cores.max", None):
