@@ -73,14 +73,26 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
         ours = any(e.startswith(prefix) for e in env) and all(w in env for w in wanted)
-        if ours and state != b"Z":
+        if ours and _state(int(entry)) not in (None, b"Z"):
             found.append(int(entry))
     return found
+
+
+def _state(pid: int) -> bytes | None:
+    """The process's state letter from /proc/<pid>/stat (b"T": stopped, b"Z": zombie); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def stopped(pids: Iterable[int]) -> list[int]:
+    """Those of `pids` stopped by a signal (SIGSTOP, SIGTSTP): they cannot act on SIGTERM until continued."""
+    return [pid for pid in pids if _state(pid) in (b"T", b"t")]
 
 
 def sweep_run(run_id: str, task: int | None = None, grace_s: float = 2.0) -> list[int]:
