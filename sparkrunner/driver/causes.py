@@ -88,8 +88,8 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
             location(state), tail,
         )  # fmt: skip
     else:
+        detail = _exit_detail(session, placement, state, wait)  # waits for the exit to be known
         code = _exit_code(session, placement, rank, state)
-        detail = _exit_detail(session, placement, state, wait)
         if code is not None and state is not None and state.task is None:  # on the driver: its own exit
             detail = f"process {state.pid} ended with {task_reports.exit_text(code)}"
         message = f"its process ended without reporting a result: {detail}"

@@ -20,14 +20,16 @@ from tests.matrix import LAUNCHERS
 
 
 @pytest.fixture
-def temp_dir_unchanged() -> Iterator[None]:
-    """Fails the test when its run leaves an Open MPI session folder or a sparkrunner folder in the temp dir
-    (the listing before and after the test is the oracle, not the library's own clean-up)."""
-    root = Path(tempfile.gettempdir())
-    before = set(os.listdir(root))
+def temp_dir_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The run gets a temp dir of its own (TMPDIR, which mpirun and the ranks inherit); it must be as empty
+    after the run as before (Open MPI session folders `ompi.*`, host-file folders...). Its listing is the
+    oracle, not the library's clean-up, and other sessions' files on this machine cannot blur it."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own))
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
     yield
-    new = sorted(n for n in set(os.listdir(root)) - before if n.startswith(("ompi.", "sparkrunner-")))
-    assert new == [], f"left in {root}: {new}"
+    assert sorted(os.listdir(own)) == [], f"left in the run's temp dir {own}"
 
 
 def rank_one_signals_itself(sig: int) -> None:
