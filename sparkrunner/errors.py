@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import signal as _signal
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # errors.py stays import-light: the type is for readers and mypy only
+    from sparkrunner.driver.stacks import StackReport
 
 
 class SparkRunnerError(Exception):
@@ -48,10 +52,10 @@ class SparkRunnerWarning(UserWarning):
 
 
 class HangError(SparkRunnerError, TimeoutError):
-    """Ranks did not get on in time. `stack_report` (a `sparkrunner.diagnostics.StackReport`) holds every live
+    """Ranks did not get on in time. `stack_report` (a `sparkrunner.driver.stacks.StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
 
-    stack_report: Any = None
+    stack_report: StackReport | None = None
 
 
 class StartTimeoutError(HangError):
@@ -125,6 +129,66 @@ class RankFailedError(SparkRunnerError):
     def exit_code(self) -> int | None:
         """The exit code when the rank ran a script that exited non-zero (`ScriptExitError`); else None."""
         return self.original.exit_code if isinstance(self.original, ScriptExitError) else None
+
+
+class RankProcessDiedError(RankFailedError):
+    """A rank's process ended without reporting a result (killed, crashed, `os._exit`).
+
+    Attributes (besides `RankFailedError`'s; `exc_type` stays ``"RankProcessDied"``):
+        exit_code: the process's exit code when known (negative: killed by that signal), else None.
+        signal: the name of the signal that killed it (``"SIGKILL"``), else None.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        exc_message: str,
+        location: str = "",
+        output_tail: tuple[str, ...] = (),
+        exit_code: int | None = None,
+    ) -> None:
+        self._exit_code = exit_code
+        super().__init__(rank, "RankProcessDied", exc_message, "", None, location, output_tail)
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.rank, self.exc_message, self.location, self.output_tail, self._exit_code))
+
+    @property
+    def exit_code(self) -> int | None:
+        """The process's exit code when known (negative: killed by signal -exit_code)."""
+        return self._exit_code
+
+    @property
+    def signal(self) -> str | None:
+        """The name of the signal that killed the process (``"SIGKILL"``), else None."""
+        if self._exit_code is None or self._exit_code >= 0:
+            return None
+        try:
+            return _signal.Signals(-self._exit_code).name
+        except ValueError:
+            return None
+
+
+class ResultNotPicklableError(NotPicklableError):
+    """Raised on a rank whose training function returned a value that cannot be pickled back to the driver;
+    the driver's `RankFailedError` carries it as `.original`."""
+
+
+class RanksVanishedError(SparkRunnerError):
+    """Ranks ended (or their Spark stage did) without any of them reporting a result or a failure.
+
+    Attributes:
+        missing: how many ranks never reported.
+        detail: what the barrier tasks and Spark said about how they ended.
+    """
+
+    def __init__(self, missing: int, detail: str) -> None:
+        self.missing = missing
+        self.detail = detail
+        super().__init__(f"{missing} rank(s) never reported a result: {detail}")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), (self.missing, self.detail))
 
 
 class DoNotRetry(SparkRunnerError):

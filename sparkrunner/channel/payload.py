@@ -14,7 +14,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner.errors import NotPicklableError, RankFailedError
+from sparkrunner.errors import DoNotRetry, NotPicklableError, RankFailedError
 
 _HINTS = {
     "SparkSession": "a SparkSession lives only on the driver; pass data paths or values instead",
@@ -103,8 +103,8 @@ class RemoteError:
     def capture(cls, exc: BaseException) -> RemoteError:
         try:
             pickled: bytes | None = cloudpickle.dumps(exc)
-        except Exception:
-            pickled = None
+        except Exception:  # a DoNotRetry must reach the driver as one (it is matched by type): keep its text
+            pickled = cloudpickle.dumps(DoNotRetry(str(exc))) if isinstance(exc, DoNotRetry) else None
         kind = type(exc)
         name = (
             kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from sparkrunner.driver import task_reports
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.driver.session import DriverSession, RankState
-from sparkrunner.errors import RankFailedError, SparkRunnerError
+from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import (
     FAILURE_DETAIL_WAIT_S,
@@ -89,9 +89,12 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
             location(state), tail,
         )  # fmt: skip
     else:
-        detail = _exit_detail(session, placement, state, wait)
+        detail = _exit_detail(session, placement, state, wait)  # waits for the exit to be known
+        code = _exit_code(session, placement, rank, state)
+        if code is not None and state is not None and state.task is None:  # on the driver: its own exit
+            detail = f"process {state.pid} ended with {task_reports.exit_text(code)}"
         message = f"its process ended without reporting a result: {detail}"
-        error = RankFailedError(rank, "RankProcessDied", message, "", None, location(state), tail)
+        error = RankProcessDiedError(rank, message, location(state), tail, code)
     if full_tail:
         error.artifacts[f"output_rank{rank}.txt"] = "\n".join(full_tail) + "\n"
     return error
@@ -119,12 +122,23 @@ def _exit_detail(session: DriverSession, placement: Placement, state: RankState 
     return known() or "no exit code is known yet"
 
 
-def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> SparkRunnerError:
+def _exit_code(
+    session: DriverSession, placement: Placement, rank: int, state: RankState | None
+) -> int | None:
+    """The rank process's exit code: from its barrier task's report, else from the placement; None if unknown."""
+    if state is None or state.task is None:
+        return placement.exit_code(rank, state.pid if state is not None else None)
+    report = session.report.task_reports.get(state.task)
+    code = report.get("exit_code") if report is not None and not report.get("traceback") else None
+    return int(code) if code is not None else None
+
+
+def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> RanksVanishedError:
     """The ranks (or the Spark stage) ended and `missing` ranks never reported: say what the tasks said."""
     told = [task_reports.describe(r) for _, r in sorted(session.report.task_reports.items())]
     spark = placement.failure()
     detail = "\n\n".join([*told, *([spark] if spark else [])]) or "the ranks ended without reporting"
-    return SparkRunnerError(f"{missing} rank(s) never reported a result: {detail}")
+    return RanksVanishedError(missing, detail)
 
 
 def shut_down_after_failure(shut_down: Callable[[], None], run_error: BaseException) -> None:

@@ -20,6 +20,7 @@ from sparkrunner.driver.addresses import AddressBook
 from sparkrunner.driver.output import RankOutput
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
+from sparkrunner.launch import processes
 
 log = logging.getLogger(__name__)
 
@@ -230,12 +231,18 @@ class DriverSession:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
         them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
         self._server.broadcast(Message.STOP)
+        processes.kill_all(processes.stopped(self._ranks_on_this_machine()))  # no grace: they cannot act
         try:
             with self.changed:
                 self.changed.wait_for(self.report.all_gone, grace_s)
         except KeyboardInterrupt:
             pass
         self.abort_ranks()
+
+    def _ranks_on_this_machine(self) -> list[int]:
+        """Pids of the live ranks that run on the driver (np < 0), the only pids that mean something here."""
+        with self.changed:
+            return [s.pid for s in self.report.ranks.values() if s.task is None and s.pid and not s.gone]
 
     def close(self) -> None:
         self._server.close()

@@ -14,7 +14,7 @@ from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.network import PortRange
-from sparkrunner.launch.topology import PORTS_PER_TASK, Topology
+from sparkrunner.launch.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,15 @@ def rank_process_environment(
         }
     )
     if in_spark_task:
-        env[Env.STARTED_BY_TASK] = str(barrier_task_of(job, index))
+        env[Env.STARTED_BY_TASK] = str(barrier_task_of(job, RankIndex(index)))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
     return env
 
 
-def barrier_task_of(job: RankJob, index: int) -> int:
+def barrier_task_of(job: RankJob, index: RankIndex) -> TaskIndex:
     """The index of the barrier task that runs the rank at `index` (tasks hold `ranks_per_task` ranks each)."""
-    return index // job.ranks_per_task
+    return TaskIndex(index // job.ranks_per_task)
 
 
 def close_after(ranks: list[processes.RankProcess], *closers: Callable[[], object]) -> None:
@@ -99,7 +99,7 @@ class Launcher(ABC):
     """Starts ranks. `start_local` runs on the driver (np < 0); `run_in_task` inside barrier task `index`."""
 
     name: ClassVar[str]
-    ports_per_task: ClassVar[int] = PORTS_PER_TASK
+    ports_per_rank: ClassVar[int] = PORTS_PER_RANK
 
     def check_available(self) -> None:  # noqa: B027  (optional hook: most launchers run anywhere)
         """Raise `LauncherUnavailableError` before anything starts when this launcher cannot run here."""
@@ -108,9 +108,18 @@ class Launcher(ABC):
     def start_local(self, job: RankJob, topology: Topology) -> list[processes.RankProcess]:
         """Start every rank on this machine and return the processes to supervise."""
 
+    def rank_exit_code(self, output: str, rank: int) -> int | None:
+        """What the launcher's own process printed about how `rank` ended (negative: killed by that signal);
+        None where each rank is its own process (its exit code says it all)."""
+        return None
+
     @abstractmethod
     def run_in_task(
-        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+        self,
+        job: RankJob,
+        topology: Topology,
+        index: RankIndex,
+        report_failure: Callable[[TaskOutcome], None],
     ) -> TaskOutcome:
         """Inside the barrier task whose first rank is `index`: start what this task owns and block until it
         ends. A launcher whose task holds several processes calls `report_failure` as soon as one fails, so

@@ -16,7 +16,7 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.topology import Topology
+from sparkrunner.launch.topology import RankIndex, Topology
 from sparkrunner.timeouts import DIRECT_POLL_S
 
 
@@ -40,7 +40,11 @@ class DirectLauncher(Launcher):
         return ranks
 
     def run_in_task(
-        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+        self,
+        job: RankJob,
+        topology: Topology,
+        index: RankIndex,
+        report_failure: Callable[[TaskOutcome], None],
     ) -> TaskOutcome:
         """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
         ranks = range(index, index + job.ranks_per_task)

@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -37,7 +38,7 @@ from sparkrunner.launch.network import PortRange, local_interface, mpi_port_spli
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
-from sparkrunner.launch.topology import Topology
+from sparkrunner.launch.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,22 @@ def mpirun_command(
     return cmd + worker_command()
 
 
+_RANK_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+
+
+def rank_exit_from_banner(output: str, rank: int) -> int | None:
+    """-signal when mpirun's banner says `rank` was killed by a signal (Open MPI: "mpirun noticed that process
+    rank 1 with PID 0 on node h exited on signal 9 (Killed)."); None when it does not say."""
+    found = (int(sig) for r, sig in _RANK_SIGNALLED.findall(output) if int(r) == rank)
+    return next((-sig for sig in found), None)
+
+
+def session_dir_env(folder: str) -> dict[str, str]:
+    """Open MPI keeps its session folder (`ompi.<host>.<uid>`) under `folder`, which the run removes after
+    mpirun ends: nothing is left in the machine's temp dir."""
+    return {"OMPI_MCA_orte_tmpdir_base": folder}
+
+
 def hostfile_text(topology: Topology) -> str:
     """One line per host, slots = the barrier tasks on it (mpirun fills the hosts in this order)."""
     return "".join(f"{h} slots={sum(p.host == h for p in topology.peers)}\n" for h in topology.hosts())
@@ -121,19 +138,27 @@ class MpirunLauncher(Launcher):
                 "docker/build_horovod.sh). Use launcher='direct' to run without MPI (Horovod then uses Gloo)."
             )
 
+    def rank_exit_code(self, output: str, rank: int) -> int | None:
+        return rank_exit_from_banner(output, rank)
+
     def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
         env = shared_environment(job, topology, in_spark_task=False)
         placement = ["--host", f"localhost:{topology.size}"]
         cmd = mpirun_command(topology.size, placement, exported_names(env, job), None, job.port_range)
         drop = SecretDrop()
         drop.put_run_secret(job.secret, range(topology.size))
+        tmp = tempfile.mkdtemp(prefix="sparkrunner-mpirun-")
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
-        ranks = [RankProcess(cmd, {**env, **drop.env()})]
-        close_after(ranks, drop.close)
+        ranks = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp)})]
+        close_after(ranks, drop.close, functools.partial(shutil.rmtree, tmp, ignore_errors=True))
         return ranks
 
     def run_in_task(
-        self, job: RankJob, topology: Topology, index: int, report_failure: Callable[[TaskOutcome], None]
+        self,
+        job: RankJob,
+        topology: Topology,
+        index: RankIndex,
+        report_failure: Callable[[TaskOutcome], None],
     ) -> TaskOutcome:
         """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
         # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
@@ -170,7 +195,7 @@ class MpirunLauncher(Launcher):
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:
             drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
             drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
-            env.update(drop.env())
+            env.update({**drop.env(), **session_dir_env(tmp)})
             hostfile = Path(tmp, "hostfile")
             hostfile.write_text(hostfile_text(topology))
             cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network, job.port_range)

@@ -98,6 +98,11 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
     return found
 
 
+def stopped(pids: Iterable[int]) -> list[int]:
+    """Those of `pids` stopped by a signal (SIGSTOP, SIGTSTP): they cannot act on SIGTERM until continued."""
+    return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat.state in ("T", "t")]
+
+
 def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> list[int]:
     """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
     to `grace_s` for them to end on their own first; returns the pids that had to be killed."""

@@ -26,7 +26,7 @@ class RunEndServer:
     """Runs in task 0 while mpirun runs; answers every other task's WAIT once `ended` is called."""
 
     def __init__(self, key: bytes, topology: Topology) -> None:
-        self._expected = topology.size - 1
+        self._expected = topology.num_tasks - 1  # one WAIT per other task, whatever its ranks
         self._outcome: TaskOutcome | None = None
         self._ended = threading.Event()
         self._told = threading.Semaphore(0)

@@ -1,14 +1,22 @@
-"""Where the ranks of one run live: one `Peer` per task (or local slot), shared by every rank."""
+"""Where the ranks of one run live: one `Peer` per rank (a barrier task holds `ranks_per_task` of them).
+
+A rank index and a task index are different numbers as soon as a task holds more than one rank: they have their
+own types (`RankIndex`, `TaskIndex`) so that one is never passed for the other.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NewType
+
+RankIndex = NewType("RankIndex", int)  # a rank's place in the world (0 .. world size - 1)
+TaskIndex = NewType("TaskIndex", int)  # a barrier task's partition id (or, np < 0, the rank's local slot)
 
 
 class PortSlot(IntEnum):
-    """What each of a task's reserved ports is for (an index into `Peer.ports`); one owner per slot."""
+    """What each of a rank's reserved ports is for (an index into `Peer.ports`); one owner per slot."""
 
     TORCH_MASTER = 0  # torch.distributed MASTER_PORT (task 0's)
     TF_WORKER = 1  # this task's TensorFlow worker in TF_CONFIG
@@ -17,27 +25,38 @@ class PortSlot(IntEnum):
     RUN_END = 4  # task 0's run-end notice (mpirun launcher): other tasks wait on it, not in barrier()
 
 
-PORTS_PER_TASK = len(PortSlot)
+PORTS_PER_RANK = len(PortSlot)  # each rank reserves one port per slot
 
 
 @dataclass(frozen=True)
 class Peer:
-    """One task's host, the free ports it reserved for its rank, and the GPUs Spark gave it."""
+    """One rank's host, the free ports its task reserved for it, its GPUs, and the barrier task that holds it."""
 
     host: str
     ports: tuple[int, ...]
     gpus: tuple[str, ...] = ()
+    task: TaskIndex = TaskIndex(0)
 
 
 @dataclass(frozen=True)
 class Topology:
-    """All peers of a run, in task (and rank) order."""
+    """All peers of a run, one per rank, in rank order (task by task)."""
 
     peers: tuple[Peer, ...]
 
     @property
     def size(self) -> int:
+        """The number of ranks."""
         return len(self.peers)
+
+    @property
+    def num_tasks(self) -> int:
+        """The number of barrier tasks (local slots, np < 0) that hold the ranks."""
+        return len({p.task for p in self.peers})
+
+    def task_of(self, rank: RankIndex) -> TaskIndex:
+        """The barrier task (local slot) that holds `rank`."""
+        return self.peers[rank].task
 
     def hosts(self) -> list[str]:
         """Distinct hosts in the order they first appear."""
@@ -58,11 +77,14 @@ class Topology:
         return Topology(tuple(self.peers[i] for i in order))
 
     def to_json(self) -> str:
-        return json.dumps([[p.host, list(p.ports), list(p.gpus)] for p in self.peers])
+        return json.dumps([[p.host, list(p.ports), list(p.gpus), p.task] for p in self.peers])
 
     @classmethod
     def from_json(cls, text: str) -> Topology:
-        return cls(tuple(Peer(host, tuple(ports), tuple(gpus)) for host, ports, gpus in json.loads(text)))
+        peers = json.loads(text)
+        return cls(
+            tuple(Peer(h, tuple(ports), tuple(gpus), TaskIndex(task)) for h, ports, gpus, task in peers)
+        )
 
     def cross_rank(self, index: int) -> int:
         """Index of this peer's host among all hosts (Horovod's cross rank)."""

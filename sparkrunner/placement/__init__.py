@@ -27,6 +27,10 @@ class Placement(Protocol):
 
         `pid`: the process of the rank in question, when the placement can tell its processes apart."""
 
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        """The exit code of `rank`'s process (`pid`) once it ended, where the placement sees it (negative: the
+        signal that killed it); None otherwise (barrier tasks report theirs over the channel)."""
+
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         """Which executors running this run's tasks (barrier task index -> Spark task id) Spark is
         decommissioning, once it is; None otherwise, and always where the placement cannot tell."""

@@ -56,10 +56,10 @@ def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyp
 class ConnectPlacement:
     bind_host = "0.0.0.0"
 
-    def __init__(self, spark: Any, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
+    def __init__(self, spark: Any, num_tasks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
         self._spark = spark
         self._use_gpu = use_gpu
-        self._num_ranks = num_ranks
+        self._num_tasks = num_tasks
         self._launcher = launcher
         self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
         self._tag = f"sparkrunner-{uuid.uuid4().hex[:12]}"
@@ -72,9 +72,9 @@ class ConnectPlacement:
         if self._use_gpu:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0") or 0))
         slots = session_slots(self._spark)
-        if slots is not None and slots < self._num_ranks:
+        if slots is not None and slots < self._num_tasks:
             raise NotEnoughSlotsError(
-                f"np={self._num_ranks} needs {self._num_ranks} task slots at once, but this Spark cluster "
+                f"np={self._num_tasks} needs {self._num_tasks} task slots at once, but this Spark cluster "
                 f"has {slots}. A barrier stage would wait forever; ask for np <= {slots}, or add executors "
                 f"or cores (spark.task.cpus also counts)."
             )
@@ -87,13 +87,16 @@ class ConnectPlacement:
     def _collect(self, job: RankJob) -> list[dict[str, object]]:
         self._spark.addTag(self._tag)  # tags are per thread: only this job carries it
         try:
-            frame = self._spark.range(0, self._num_ranks, 1, self._num_ranks)
+            frame = self._spark.range(0, self._num_tasks, 1, self._num_tasks)
             rows = frame.mapInArrow(
                 barrier_arrow_fn(job, self._launcher), RECORD_SCHEMA, barrier=True
             ).collect()
             return [row.asDict() for row in rows]
         finally:
             self._spark.removeTag(self._tag)
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return None  # the barrier tasks report their ranks' exits (`Message.TASK_REPORT`)
 
     def failure(self, pid: int | None = None) -> str | None:
         detail = None if self._job is None else self._job.failure()

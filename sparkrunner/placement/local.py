@@ -5,7 +5,7 @@ from __future__ import annotations
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.launch.network import free_ports, own_ports
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.topology import Peer, Topology
+from sparkrunner.launch.topology import Peer, TaskIndex, Topology
 
 LOOPBACK = "127.0.0.1"
 
@@ -27,10 +27,12 @@ class LocalPlacement:
 
     def start(self, job: RankJob) -> None:
         ports = free_ports(
-            self._num_ranks * self._launcher.ports_per_task, LOOPBACK, own_ports(job.port_range)
+            self._num_ranks * self._launcher.ports_per_rank, LOOPBACK, own_ports(job.port_range)
         )
-        k = self._launcher.ports_per_task
-        peers = tuple(Peer(LOOPBACK, ports[i * k : (i + 1) * k]) for i in range(self._num_ranks))
+        k = self._launcher.ports_per_rank
+        peers = tuple(
+            Peer(LOOPBACK, ports[i * k : (i + 1) * k], (), TaskIndex(i)) for i in range(self._num_ranks)
+        )
         self._procs = self._launcher.start_local(job, Topology(peers))
 
     def failure(self, pid: int | None = None) -> str | None:
@@ -40,6 +42,20 @@ class LocalPlacement:
             code = proc.poll()
             if code not in (None, 0):
                 return f"process {proc.pid} exited with code {code}; its last output:\n{proc.output_tail()}"
+        return None
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        """The rank's own process's code; under a launcher that starts every rank from one process (mpirun),
+        what that process said about the rank."""
+        for proc in self._procs:
+            code = proc.poll()
+            if code is None:
+                continue
+            if proc.pid == pid:
+                return code
+            said = self._launcher.rank_exit_code(proc.output_tail(), rank)
+            if said is not None:
+                return said
         return None
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:

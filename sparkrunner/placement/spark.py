@@ -24,11 +24,11 @@ def spark_context(spark: Any) -> Any:
 
 class SparkPlacement:
     def __init__(
-        self, spark: Any, num_ranks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
+        self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
     ) -> None:
         self._sc = spark_context(spark)
         self._use_gpu = use_gpu
-        self._num_ranks = num_ranks
+        self._num_tasks = num_tasks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
         conf = self._sc.getConf()
@@ -45,7 +45,7 @@ class SparkPlacement:
         self._launcher.check_available()
         if self._use_gpu:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
-        wait_for_slots(self._sc, self._num_ranks, self._slot_wait_s)
+        wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
 
     def start(self, job: RankJob) -> None:
         self._job = BackgroundJob(self._group, lambda: self._collect(job), self._cancel)
@@ -53,11 +53,14 @@ class SparkPlacement:
     def _collect(self, job: RankJob) -> list[dict[str, object]]:
         sc = self._sc
         sc.setJobGroup(self._group, f"sparkrunner run {job.run_id}", interruptOnCancel=True)
-        rdd = sc.parallelize(range(self._num_ranks), self._num_ranks)
+        rdd = sc.parallelize(range(self._num_tasks), self._num_tasks)
         return list(rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect())
 
     def _cancel(self) -> None:
         self._sc.cancelJobGroup(self._group)
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return None  # the barrier tasks report their ranks' exits (`Message.TASK_REPORT`)
 
     def failure(self, pid: int | None = None) -> str | None:
         return None if self._job is None else self._job.failure()

@@ -18,7 +18,7 @@ from sparkrunner.channel import handover
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.messages import Message
 from sparkrunner.channel.payload import RemoteError, loads
-from sparkrunner.errors import CheckpointDirError
+from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
@@ -89,7 +89,9 @@ def _outcome(payload: bytes, returns_value: bool) -> tuple[str, Any]:
     try:
         return Message.RESULT, cloudpickle.dumps(value)
     except Exception as exc:
-        note = TypeError(f"the return value (a {type(value).__name__}) cannot be pickled: {exc}")
+        note = ResultNotPicklableError(
+            f"the return value (a {type(value).__name__}) cannot be pickled: {exc}"
+        )
         return Message.ERROR, RemoteError.capture(note)
 
 

@@ -81,11 +81,7 @@ class RetryPolicy:
 def _never_retried(error: BaseException) -> bool:
     if isinstance(error, _NEVER_RETRIED):
         return True
-    if isinstance(error, RankFailedError):
-        if error.original is not None:
-            return isinstance(error.original, _NEVER_RETRIED)
-        return error.exc_type.rsplit(".", 1)[-1] == DoNotRetry.__name__  # not unpicklable here: go by name
-    return False
+    return isinstance(error, RankFailedError) and isinstance(error.original, _NEVER_RETRIED)
 
 
 def run_attempts(

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import free_ports, own_ports, peer_address
-from sparkrunner.launch.topology import Peer, Topology
+from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
 from sparkrunner.tasks import address_exchange, task_report
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 
@@ -24,7 +24,7 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
-def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[Topology, int]:
+def exchange_topology(ctx: object, ports_per_rank: int, job: RankJob) -> tuple[Topology, RankIndex]:
     """Every task learns every rank's address, reserved ports and GPUs (through the driver, see
     `address_exchange`); returns the topology (one peer per rank, task by task) and this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
@@ -32,16 +32,20 @@ def exchange_topology(ctx: object, ports_per_task: int, job: RankJob) -> tuple[T
     spark_host = infos[index].address.rsplit(":", 1)[0]
     host = peer_address(spark_host, job.driver[0])
     per_task = job.ranks_per_task
-    ports = free_ports(ports_per_task * per_task, port_range=own_ports(job.port_range), slot=index)
+    ports = free_ports(ports_per_rank * per_task, port_range=own_ports(job.port_range), slot=index)
     split = split_gpus(_task_gpus(ctx), per_task)
     mine = [
-        {"host": host, "ports": ports[j * ports_per_task : (j + 1) * ports_per_task], "gpus": split[j]}
+        {"host": host, "ports": ports[j * ports_per_rank : (j + 1) * ports_per_rank], "gpus": split[j]}
         for j in range(per_task)
     ]
     tid = ctx.taskAttemptId()  # type: ignore[attr-defined]
     gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), tid, mine)
-    peers = tuple(Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"])) for task in gathered for p in task)
-    return Topology(peers), index * per_task
+    peers = tuple(
+        Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"]), TaskIndex(task))
+        for task, ranks in enumerate(gathered)
+        for p in ranks
+    )
+    return Topology(peers), RankIndex(index * per_task)
 
 
 def split_gpus(task_gpus: tuple[str, ...], ranks: int) -> list[tuple[str, ...]]:
@@ -57,7 +61,7 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    topology, first = exchange_topology(ctx, launcher.ports_per_task, job)
+    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job)
     index = ctx.partitionId()
     about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
     reported: list[TaskOutcome] = []

@@ -39,10 +39,19 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _type_only(tree: ast.Module) -> set[ast.AST]:
+    """Nodes under `if TYPE_CHECKING:`: imported for mypy only, they never run in any process."""
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    return {inner for block in blocks for stmt in block.body for inner in ast.walk(stmt)}
+
+
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """Modules of the package that `path` imports; `from pkg import submodule` counts as the submodule."""
+    """Modules of the package that `path` imports at run time; `from pkg import submodule` counts as the
+    submodule."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    type_only = _type_only(tree)
+    for node in (n for n in ast.walk(tree) if n not in type_only):
         if isinstance(node, ast.ImportFrom) and node.module in modules:
             subs = {f"{node.module}.{a.name}" for a in node.names} & modules
             found |= subs or {node.module}

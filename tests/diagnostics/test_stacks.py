@@ -27,7 +27,9 @@ def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
     assert "rank 1: in stuck_here" in text
     assert "rank 0: in rank_one_stuck_here" in text
     report = info.value.stack_report
-    assert "in rank_one_stuck_here" in report.ranks[1].threads and "in stuck_here" in report.ranks[1].threads
+    assert report is not None
+    threads = report.ranks[1].threads or ""
+    assert "in rank_one_stuck_here" in threads and "in stuck_here" in threads
     assert report.ranks[0].output_tail == ["rank 0 is up"]
     assert "stuck_here" in info.value.artifacts["stacks.txt"]
 
@@ -41,7 +43,8 @@ def test_a_rank_blocked_in_gloo_all_reduce_and_its_stopped_peer(np2: int, launch
     assert "in all_reduce" in lines["rank 0"]
     assert "all_reduce_with_a_stopped_peer" in lines["rank 0"]
     assert "did not answer" in lines["rank 1"] and "stopped" in lines["rank 1"]
-    assert info.value.stack_report.ranks[1].threads is None
+    report = info.value.stack_report
+    assert report is not None and report.ranks[1].threads is None
 
 
 def test_stall_watchdog_fails_with_every_ranks_stack() -> None:

@@ -1,0 +1,28 @@
+"""Rank and task kept apart in `Topology` (pure logic, no Spark): one peer per rank, each naming its task."""
+
+from __future__ import annotations
+
+from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
+
+
+def _two_ranks_per_task(hosts: list[str]) -> Topology:
+    """Task t on hosts[t], holding ranks 2t and 2t+1 (built by hand: the oracle is the layout itself)."""
+    return Topology(
+        tuple(Peer(h, (10 * t + j,), (), TaskIndex(t)) for t, h in enumerate(hosts) for j in range(2))
+    )
+
+
+def test_task_of_each_rank() -> None:
+    t = _two_ranks_per_task(["a", "b", "a"])
+    assert [t.task_of(RankIndex(r)) for r in range(t.size)] == [0, 0, 1, 1, 2, 2]
+    assert (t.size, t.num_tasks) == (6, 3)
+
+
+def test_host_order_keeps_each_rank_with_its_task() -> None:
+    t = _two_ranks_per_task(["a", "b", "a"]).in_host_order()
+    assert [(p.host, p.task) for p in t.peers] == [("a", 0), ("a", 0), ("a", 2), ("a", 2), ("b", 1), ("b", 1)]
+
+
+def test_json_round_trip_keeps_tasks() -> None:
+    t = _two_ranks_per_task(["a", "b"])
+    assert Topology.from_json(t.to_json()) == t
