@@ -33,7 +33,9 @@ def source(tmp_path: Path) -> Path:
     categories = np.where(ids < ROWS // 2, ids % 3, ids % 5)
     folder = tmp_path / "source"
     folder.mkdir()
-    table = pa.table({"id": ids, "a": ids * 0.5 + (ids % 7), "s": [f"c{c}" for c in categories]})
+    table = pa.table(
+        {"id": ids, "a": ids * 0.5 + (ids % 7), "s": [f"c{c}" for c in categories], "cat": categories}
+    )
     pq.write_table(table, folder / "part-0.parquet")
     return folder
 
@@ -66,7 +68,9 @@ def transformed_by(spark: Any, folder: Path) -> dict[str, Callable[[], Any]]:
         return lambda: model.stages[k].transform(PipelineModel(model.stages[:k]).transform(frame)).drop("s")
 
     return {
-        "VectorAssembler": lambda: stages()[0].transform(frame).drop("s"),  # a new transformer object each time
+        "VectorAssembler": lambda: (
+            stages()[0].transform(frame).drop("s")
+        ),  # a new transformer object each time
         "StandardScalerModel": stage(1),
         "StringIndexerModel": stage(2),
         "OneHotEncoderModel": stage(3),
@@ -92,17 +96,39 @@ def test_a_spark_ml_transformer_is_written_once(spark_local: Any, tmp_path: Path
         np.testing.assert_allclose(np.ravel(row[last]), _values(by_id[row["id"]][last]), rtol=1e-6)
 
 
-@pytest.mark.parametrize("k", [1, 2, 3])
-def test_a_model_fitted_on_other_data_is_another_entry(spark_local: Any, tmp_path: Path, k: int) -> None:
-    """Stage k (scaler, indexer, encoder) fitted on the first or the second half: other means and stds,
-    label indices, category counts; each entry holds its own model's output."""
-    from pyspark.ml import PipelineModel
+def estimators(name: str, frame: Any) -> tuple[Any, Callable[[], Any]]:
+    """The input to fit and transform, and a new estimator, for each fitted stage and the whole pipeline."""
+    from pyspark.ml import Pipeline
+    from pyspark.ml.feature import OneHotEncoder, StandardScaler, StringIndexer, VectorAssembler
 
-    frame = spark_local.read.parquet(str(source(tmp_path)))
+    assembled = VectorAssembler(inputCols=["a", "id"], outputCol="f").transform(frame)
+    return {
+        "StandardScalerModel": (
+            assembled,
+            lambda: StandardScaler(inputCol="f", outputCol="g", withMean=True),
+        ),
+        "StringIndexerModel": (
+            frame,
+            lambda: StringIndexer(inputCol="s", outputCol="i", handleInvalid="keep"),
+        ),
+        "OneHotEncoderModel": (
+            frame,
+            lambda: OneHotEncoder(inputCols=["cat"], outputCols=["o"], handleInvalid="keep"),
+        ),
+        "Pipeline": (frame, lambda: Pipeline(stages=stages())),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "name", ["StandardScalerModel", "StringIndexerModel", "OneHotEncoderModel", "Pipeline"]
+)
+def test_a_model_fitted_on_other_data_is_another_entry(spark_local: Any, tmp_path: Path, name: str) -> None:
+    """Fitted on the first or the second half of the rows: other means and stds, label indices, category
+    counts; each entry holds its own model's output for every row."""
+    given, estimator = estimators(name, spark_local.read.parquet(str(source(tmp_path))))
     half = ROWS // 2
-    first_half, second_half = fitted(frame.where(f"id < {half}")), fitted(frame.where(f"id >= {half}"))
-    prepared = PipelineModel(first_half.stages[:k]).transform(frame)
-    frames = [model.stages[k].transform(prepared).drop("s") for model in (first_half, second_half)]
+    models = [estimator().fit(given.where(where)) for where in (f"id < {half}", f"id >= {half}")]
+    frames = [model.transform(given).drop("s") for model in models]
     cache = tmp_path / "cache"
     written = [materialize(one, cache) for one in frames]
     assert written[0].uri != written[1].uri and len(entries_on_disk(cache)) == 2
