@@ -28,4 +28,5 @@ class Env:
     DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
     PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range
+    CACHE_MAX_BYTES = "SPARKRUNNER_CACHE_MAX_BYTES"  # set by the user: the materialize cache's size limit
     DATA_CACHE = "SPARKRUNNER_DATA_CACHE"  # set by the user: where materialize writes (default ~/.cache/...)

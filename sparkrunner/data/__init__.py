@@ -10,6 +10,7 @@ def train(data):
         for batch in loader: ...               # same len(loader) on every rank
 """
 
+from sparkrunner.data.cache_store import CacheEntry, cache_info, clear_cache
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.loader import NumpyLoader
 from sparkrunner.data.materialize import materialize
@@ -20,9 +21,12 @@ from sparkrunner.data.torch_adapter import TorchLoader
 __all__ = [
     "DEFAULT_REMAINDER",
     "REMAINDERS",
+    "CacheEntry",
     "NumpyLoader",
     "ParquetData",
     "TorchLoader",
+    "cache_info",
+    "clear_cache",
     "materialize",
     "tf_dataset",
 ]

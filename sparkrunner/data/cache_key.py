@@ -1,11 +1,14 @@
 """The cache key of a materialized DataFrame: a hit only when the data is the same.
 
 The key holds the whole analyzed plan (Spark's printed plan stops after 25 fields, so it is printed here
-with no limit), each input file's identity, and the write options. Plans whose data cannot be named from
-outside the running Spark application - Python or JVM UDFs, local or RDD data, JDBC and other non-file
-sources, non-deterministic expressions, inputs that cannot be looked at - are keyed to this application
-too, so another session never reuses their cache entries. Spark Connect DataFrames (no JVM object on the
-client) are described by `connect_plan` under the same rules.
+with no limit) with its expression ids numbered in order of appearance, each input file's identity, the
+write options, and for built-in Spark ML transformers (JVM UDFs the plan prints as "UDF(...)") a hash of
+what they compute (`plan_code`). Such a key names the data in any session. A plan over pandas data
+(a LocalRelation) is named by its leaves' own ids too, so it is reused only inside this application. A
+plan whose data cannot be named at all - other Python or JVM UDFs, RDDs, JDBC and other non-file sources,
+non-deterministic expressions, inputs that cannot be looked at - gets a key of its own on every call, so
+it is never reused. Spark Connect DataFrames (no JVM object on the client) are described by
+`connect_plan` under the same rules.
 """
 
 from __future__ import annotations
@@ -13,22 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import uuid
 from typing import Any
 
-from sparkrunner.data import storage
+from sparkrunner.data import plan_code, storage
 from sparkrunner.data.connect_plan import connect_plan, is_connect_frame
 from sparkrunner.errors import InvalidArgumentError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _NO_LIMIT = 2**31 - 1
 _EXPRESSION_ID = re.compile(r"#(\d+)")
 # Plan leaves whose data is named by what the plan prints plus their input files.
 _FILE_RELATIONS = {"HadoopFsRelation"}
 _SELF_DESCRIBING_LEAVES = {"Range", "OneRowRelation", "HiveTableRelation"}
-# Expressions whose behaviour lives in code outside the plan (a pickled Python function, a JVM class).
-_OPAQUE_EXPRESSION = re.compile(
-    r'"class":"[\w.$]*\.(Python\w*|Scala(UDF|UDAF|Aggregator)|\w*UserDefined\w*)"'
-)
+# Plan leaves holding their data in the plan itself: named inside this application by their own ids.
+_IN_PLAN_DATA = {"LocalRelation"}
 
 
 def cache_key(frame: Any, options: dict[str, int]) -> str:
@@ -38,28 +40,34 @@ def cache_key(frame: Any, options: dict[str, int]) -> str:
 
 
 def cache_description(frame: Any, options: dict[str, int]) -> dict[str, Any]:
-    """What the key is made of; holds "session" when the data can be told apart only inside this application."""
+    """What the key is made of: with "session" when the data can be told apart only inside this application,
+    with "call" (a random id: never reused) when it cannot be told apart at all."""
     if is_connect_frame(frame):
         return _connect_description(frame, options)
     plan = _analyzed_plan(frame)
-    text = _full_text(plan)
-    leaves = [_leaf_description(leaf) for leaf in _leaves(plan)]
+    code = plan_code.examine(frame.sparkSession, plan)
+    leaves = _leaves(plan)
+    described_leaves = [_leaf_description(leaf) for leaf in leaves]
     files = storage.file_identities(sorted(frame.inputFiles()))
     described: dict[str, Any] = {
         "version": FORMAT_VERSION,
-        "plan": _renumbered(text),
-        "leaves": leaves,
+        "plan": _renumbered(plan_code.without_uids(_full_text(plan))),
+        "leaves": described_leaves,
         "files": files,
         "options": options,
+        "transformers": code.fingerprints,
     }
-    identifiable = (
-        files is not None
-        and all(leaf is not None for leaf in leaves)
-        and bool(plan.deterministic())
-        and not _OPAQUE_EXPRESSION.search(plan.toJSON())
+    if code.fingerprints:  # a transformer's code may change between Spark versions
+        described["spark"] = str(frame.sparkSession.version)
+    in_plan = [str(leaf.output().toString()) for leaf in leaves if _holds_its_data(leaf)]
+    unnamed = sum(
+        text is None and not _holds_its_data(leaf)
+        for leaf, text in zip(leaves, described_leaves, strict=True)
     )
-    if not identifiable:  # the plan with its expression ids is unique to this DataFrame in this application
-        described["session"] = [frame.sparkSession.sparkContext.applicationId, text]
+    if files is None or code.opaque or not code.deterministic or unnamed:
+        described["call"] = uuid.uuid4().hex
+    elif in_plan:  # the leaves' expression ids (with their data) are unique to this application
+        described["session"] = [frame.sparkSession.sparkContext.applicationId, in_plan]
     return described
 
 
@@ -107,6 +115,10 @@ def _renumbered(text: str) -> str:
 def _leaves(plan: Any) -> list[Any]:
     leaves = plan.collectLeaves()
     return [leaves.apply(i) for i in range(leaves.length())]
+
+
+def _holds_its_data(leaf: Any) -> bool:
+    return str(leaf.nodeName()) in _IN_PLAN_DATA
 
 
 def _leaf_description(leaf: Any) -> str | None:

@@ -51,6 +51,11 @@ class ParquetData:
     storage_options: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
+    def path(self) -> str:
+        """The same as `uri` (its name before `uri`)."""
+        return self.uri
+
+    @property
     def num_rows(self) -> int:
         return sum(group.num_rows for group in self.row_groups)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from sparkrunner.channel.environment import Env
-from sparkrunner.data import columns, host_check, storage
+from sparkrunner.data import cache_leases, cache_store, columns, host_check, storage
 from sparkrunner.data.cache_key import cache_key
+from sparkrunner.data.cache_store import CACHE_ENV, default_cache_dir
 from sparkrunner.data.connect_plan import is_connect_frame
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.progress_report import WriteProgress
@@ -19,10 +18,7 @@ from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number
 from sparkrunner.voice import install_default_handler
 
-
-def default_cache_dir() -> str:
-    """$SPARKRUNNER_DATA_CACHE, else ~/.cache/sparkrunner-datasets."""
-    return os.environ.get(Env.DATA_CACHE) or os.path.join(Path.home(), ".cache", "sparkrunner-datasets")
+__all__ = ["CACHE_ENV", "default_cache_dir", "materialize"]
 
 
 def materialize(
@@ -35,6 +31,7 @@ def materialize(
     row_group_bytes: int = 32 * 2**20,
     max_rows_per_file: int = 1_000_000,
     progress: bool = True,
+    cache_max_bytes: int | None = None,
 ) -> ParquetData:
     """A dataset handle for the ranks: a Spark DataFrame written once as Parquet, or an existing Parquet dataset.
 
@@ -46,6 +43,8 @@ def materialize(
     used. ``float32`` casts double columns (and arrays of doubles) to float; ``vectors_to_arrays`` turns ML
     Vector columns into arrays. Columns no framework can take raise UnsupportedColumnError first. An existing
     Parquet path or URI is used as it is (no copy, no conversion). ``progress`` logs what is being written.
+    ``cache_max_bytes`` (default $SPARKRUNNER_CACHE_MAX_BYTES, else no limit) bounds the cache folder: least
+    recently used entries go first, never one a live process holds (this one is held while the handle lives).
     """
     install_default_handler()
     if isinstance(source, (str, os.PathLike)):
@@ -56,11 +55,33 @@ def materialize(
         )
     for name, value in (("row_group_bytes", row_group_bytes), ("max_rows_per_file", max_rows_per_file)):
         check_number(name, value, 1)
+    limit = cache_store.max_bytes(cache_max_bytes)
     columns.check_spark_schema(source.schema, vectors_to_arrays)
     frame = _converted(source, float32)
     options = WriteOptions(row_group_bytes, max_rows_per_file)
     cache = storage.resolve(cache_dir or default_cache_dir(), storage_options)
-    root = cache.child(cache_key(frame, dataclasses.asdict(options)))
+    key = cache_key(frame, dataclasses.asdict(options))
+    lease = cache_leases.take(cache, key)  # before reading: no eviction can remove it from now on
+    try:
+        data = _written(frame, cache.child(key), storage_options, options, progress)
+    except BaseException:
+        cache_leases.release(cache.filesystem, lease.path)
+        raise
+    cache_leases.hold_while_alive(data, cache, lease)
+    cache_store.stamp(cache, key)
+    if limit is not None:
+        cache_store.evict(cache, limit)
+    return data
+
+
+def _written(
+    frame: Any,
+    root: storage.Location,
+    storage_options: Mapping[str, Any] | None,
+    options: WriteOptions,
+    progress: bool,
+) -> ParquetData:
+    """The entry at `root`, written first unless a complete write is there."""
     if read_manifest(root) is None:
         report = WriteProgress(frame.sparkSession, root.uri, progress)
         write(frame, root, storage_options or {}, options, report)
