@@ -6,13 +6,13 @@ Run it in each Spark environment: `python -m tests.drivers.record_spark_errors t
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 
-def raises(_: Iterator[int]) -> Iterator[int]:
+def raises(_: Iterable[int]) -> Iterable[int]:
     raise ValueError("bad batch in barrier task")
 
 
