@@ -2,7 +2,7 @@
 # `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh, cached by
 # the hash of its inputs); `make image-test` builds it when this tree changed it and tests it from inside.
 # `make test` ends with both (scripts/run_tests.sh).
-.PHONY: setup demo test lint image image-test
+.PHONY: setup demo test test-fast lint image image-test
 
 setup:
 	bash scripts/setup.sh
@@ -14,6 +14,7 @@ lint:
 	.venv/bin/ruff check sparkrunner tests bench examples
 	.venv/bin/ruff format --check sparkrunner tests bench examples
 	.venv/bin/mypy
+	.venv/bin/mypy tests/drivers  # the programs tests run as subprocesses
 
 image: setup
 	bash docker/build_image.sh
@@ -23,3 +24,7 @@ image-test: image
 
 test: setup lint
 	bash scripts/run_tests.sh
+
+# everything but the tests marked slow (a Spark start-up, mpirun, or more than ~5 s): under 3 minutes
+test-fast: setup
+	bash scripts/run_tests.sh -m "not slow"

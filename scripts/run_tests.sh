@@ -11,9 +11,9 @@ export PYTHONUNBUFFERED=1
 
 # What the Spark 3.5 environment (requirements/spark35.txt) runs again: core, Spark-mode and data tests, and one
 # recovery test. It has no Horovod (so no mpirun launcher), TensorFlow or Petastorm: those cases run in the main one only.
-SPARK35_TESTS=(tests/core/test_local_runner.py tests/core/test_spark_runner.py tests/core/test_lifecycle.py
-  tests/core/test_script_mode.py tests/core/test_run_all.py tests/core/test_threads.py
-  tests/core/test_validation.py tests/data/test_materialize.py tests/data/test_guarantees.py
+SPARK35_TESTS=(tests/runner/test_local_runner.py tests/runner/test_spark_runner.py tests/runner/test_lifecycle.py
+  tests/runner/test_script_mode.py tests/runner/test_run_all.py tests/runner/test_threads.py
+  tests/runner/test_validation.py tests/data/test_materialize.py tests/data/test_guarantees.py
   tests/data/test_end_to_end.py
   # reads the scheduler's decommission state, whose Scala types differ between Spark 3.5 and 4
   tests/recovery/test_resume_spark.py::test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_from_their_save)

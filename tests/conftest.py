@@ -126,3 +126,28 @@ def placement(request: pytest.FixtureRequest) -> Placement:
     if request.param == "spark":
         return Placement("spark", spark_session(CLUSTER_MASTER))
     return Placement("np<0")
+
+
+_STARTS_SPARK = {"spark_local", "spark_cluster", "netns_cluster", "two_hosts"}
+"""Fixtures that start a SparkSession (or a network-namespace cluster): tens of seconds cold."""
+_SLOW_FOLDERS = {"cluster", "connect", "image", "notebooks", "examples"}
+"""Subjects whose every test starts Spark, a Spark Connect server, a container or a notebook kernel."""
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    """Starts Spark, runs mpirun, or lives in a folder whose tests all take more than a few seconds."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return (
+        item.get_closest_marker("spark") is not None
+        or bool(_STARTS_SPARK & set(getattr(item, "fixturenames", ())))
+        or "mpirun" in params.values()
+        or "spark" in params.values()
+        or item.path.parent.name in _SLOW_FOLDERS
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Apply the `slow` marker honestly, so that `make test-fast` (-m "not slow") stays under 3 minutes."""
+    for item in items:
+        if _is_slow(item) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)

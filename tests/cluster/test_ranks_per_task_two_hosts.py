@@ -13,6 +13,7 @@ from sparkrunner import Runner
 from tests.cluster.fixtures import HOSTS, TwoHosts, registered, run_leftovers_on_hosts, session_on
 from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import leftover_rank_processes
+from tests.matrix import LAUNCHERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -44,7 +45,7 @@ def rank_view() -> dict[str, Any]:
     return {**{k: int(os.environ[k]) for k in keys}, "sum": int(total.item()), "host": socket.gethostname()}
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_two_ranks_per_task_on_each_of_two_hosts(one_slot_per_host: TwoHosts, launcher: str) -> None:
     cluster = one_slot_per_host.cluster
     runner = Runner(

@@ -16,8 +16,8 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.placement.spark import SparkPlacement
 from tests.cluster.fixtures import TwoHosts
 from tests.cluster.netns_cluster import DECOY_LINK
-from tests.core.test_outliving_rank import assert_rank_zero_outlived
-from tests.core.training import assert_trained_in_lockstep, ddp_train
+from tests.launch.test_outliving_rank import assert_rank_zero_outlived
+from tests.runner.training import assert_trained_in_lockstep, ddp_train
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -14,6 +14,7 @@ from sparkrunner import Runner
 from sparkrunner.data import ParquetData, materialize
 from tests.cluster.fixtures import TwoHosts
 from tests.data.s3_server import s3_server
+from tests.matrix import LAUNCHERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -54,7 +55,7 @@ def read_shard(data: ParquetData) -> list[dict[str, Any]]:
     return views
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_four_ranks_on_two_hosts_read_disjoint_complete_equal_shards(
     two_hosts: TwoHosts, on_the_bridge: ParquetData, launcher: str
 ) -> None:

@@ -9,8 +9,6 @@ import pytest
 
 from sparkrunner.placement.slots import task_slots
 
-LAUNCHERS = ["direct", "mpirun"]
-
 
 @pytest.fixture(params=["np-2-on-driver", "spark"])
 def np2(request: pytest.FixtureRequest) -> int:

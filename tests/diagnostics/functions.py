@@ -49,20 +49,39 @@ def killed_on_rank_one() -> None:
     time.sleep(600)
 
 
-def rank_one_hangs_up_then_dies() -> None:
-    """Rank 1 closes its Gloo connections (rank 0's all_reduce fails with 'connection closed by peer' first),
-    then dies: rank 1's death is the cause, rank 0's error its consequence."""
+def rank_one_hangs_up_then_dies(marker_dir: str) -> None:
+    """Rank 1 closes its Gloo connections, so rank 0's all_reduce fails with 'connection closed by peer'; rank 1
+    dies (exit 7) only once rank 0 has reported that error and exited: the consequence always arrives first, and
+    rank 1's death must still be named the cause."""
     import torch
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     tensor = torch.ones(1)
     dist.all_reduce(tensor)
+    marker = os.path.join(marker_dir, "rank0.pid")
     if dist.get_rank() == 1:
         dist.destroy_process_group()
-        time.sleep(0.3)
+        _wait_for_exit_of_pid_in(marker, seconds=60.0)
         os._exit(7)
+    with open(marker + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(marker + ".tmp", marker)  # rank 1 sees the whole pid or nothing
     dist.all_reduce(tensor)
+
+
+def _wait_for_exit_of_pid_in(path: str, seconds: float) -> None:
+    """Poll until `path` names a pid that no longer runs (bounded: the test then fails rather than hangs)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                pid = int(f.read())
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+        time.sleep(0.02)
 
 
 def prints_a_storm(lines: int, updates: int, long_line: int) -> str:

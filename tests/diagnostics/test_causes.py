@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +15,9 @@ from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.topology import Topology
 from sparkrunner.placement.local import LocalPlacement
-from tests.diagnostics.conftest import LAUNCHERS, wait_for_both_executors
+from tests.diagnostics.conftest import wait_for_both_executors
 from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
+from tests.matrix import LAUNCHERS
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -45,20 +47,20 @@ def test_spark_direct_names_rank_task_and_host_in_one_numbering(spark_cluster: A
 
 @pytest.mark.parametrize("placement", ["np-2-on-driver", "spark"])
 def test_the_rank_that_died_is_the_cause_not_its_peer_that_lost_the_connection(
-    placement: str, request: pytest.FixtureRequest
+    placement: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     np = -2 if placement == "np-2-on-driver" else 2
     if np > 0:
         wait_for_both_executors(request.getfixturevalue("spark_cluster"))
     with pytest.raises(RankFailedError) as info:
-        Runner(np=np, launcher="direct", tracking=False).run(rank_one_hangs_up_then_dies)
+        Runner(np=np, launcher="direct", tracking=False).run(rank_one_hangs_up_then_dies, str(tmp_path))
     error = info.value
     assert error.rank == 1, str(error)
     assert error.exc_type == "RankProcessDied"
     assert "code 7" in str(error)
     peers = {e.rank: e for e in error.other_failures}
-    if 0 in peers:  # rank 0's consequential error, when it arrived before the abort
-        assert "closed" in peers[0].exc_message.lower() or "peer" in peers[0].exc_message.lower()
+    assert set(peers) == {0}, str(error)  # rank 0's consequential error arrived first, and is kept as such
+    assert "closed" in peers[0].exc_message.lower() or "peer" in peers[0].exc_message.lower()
 
 
 def test_a_failing_barrier_task_brings_its_python_traceback(spark_cluster: Any) -> None:

@@ -14,8 +14,9 @@ from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
 from sparkrunner.tasks import address_exchange
-from tests.diagnostics.conftest import LAUNCHERS, timeout_for
+from tests.diagnostics.conftest import timeout_for
 from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
+from tests.matrix import LAUNCHERS
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)

@@ -14,8 +14,7 @@ from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch import resolve_launcher
 from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
-
-LAUNCHERS = ["mpirun", "direct"]
+from tests.matrix import LAUNCHERS
 
 
 def assert_classic_training(result: dict, checkpoint_dir: Path, np: int) -> None:

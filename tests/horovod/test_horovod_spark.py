@@ -13,11 +13,12 @@ from sparkrunner import RankFailedError, Runner
 from tests.helpers import rank_processes
 from tests.horovod import hvd_functions
 from tests.horovod.test_horovod_local import assert_classic_training
+from tests.matrix import LAUNCHERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("launcher", ["mpirun", "direct"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_classic_horovod_training_in_a_barrier_stage(
     spark_cluster: Any, launcher: str, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError
 from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
+from tests.matrix import LAUNCHERS
 from tests.recovery.processes import ExecutorKiller
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
 
@@ -78,7 +79,7 @@ def run_signalling_rank1s_executor(
     return runner, result, signalled
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_ddp_resumes_after_a_rank_exits(
     spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, capsys: Any
 ) -> None:

@@ -16,8 +16,10 @@ from tests.tensorflow.training import keras_mwms_train
 pytest.importorskip("tensorflow")
 
 
-def tf_config() -> list[dict[str, Any]]:
-    return [json.loads(os.environ["TF_CONFIG"]), os.environ.get("TF_USE_LEGACY_KERAS")]
+def tf_config() -> tuple[int, dict[str, Any], str | None]:
+    from sparkrunner import rank_context
+
+    return rank_context().rank, json.loads(os.environ["TF_CONFIG"]), os.environ.get("TF_USE_LEGACY_KERAS")
 
 
 def assert_progress_reported(runner: Runner, epochs: int = 4, steps_per_epoch: int = 8) -> None:
@@ -43,12 +45,15 @@ def assert_trained_in_lockstep(result: dict[str, Any], weights_dir: Path) -> Non
 
 
 def test_tf_config_names_every_worker_and_this_rank(launcher: str) -> None:
-    config, legacy = Runner(np=-3, launcher=launcher).run(tf_config)
-    workers = config["cluster"]["worker"]
+    seen = Runner(np=-3, launcher=launcher).run_all(tf_config)
+    assert [rank for rank, _, _ in seen] == [0, 1, 2]
+    workers = seen[0][1]["cluster"]["worker"]
     assert len(workers) == 3 and len(set(workers)) == 3
     assert all(w.startswith("127.0.0.1:") for w in workers)
-    assert config["task"] == {"type": "worker", "index": 0}
-    assert legacy == "1"
+    for rank, config, legacy in seen:  # every rank, not only rank 0: one cluster, its own index
+        assert config["cluster"]["worker"] == workers
+        assert config["task"] == {"type": "worker", "index": rank}
+        assert legacy == "1"
 
 
 @pytest.mark.slow

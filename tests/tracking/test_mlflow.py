@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ def logs_from_rank_zero(steps: int) -> str:
 
     run_id = os.environ["MLFLOW_RUN_ID"]  # mlflow removes it once it resumes the run
     for step in range(1, steps + 1):
+        if rank_context().rank == 1:
+            time.sleep(0.3)  # workload, not synchronisation: rank 1 is the slow rank the record must name
         report_progress(step, total=steps, loss=1.0 / step)
     if rank_context().rank == 0:
         mlflow.log_metric("accuracy", 0.75)
@@ -64,7 +67,7 @@ def test_a_run_is_recorded_with_params_metrics_and_timings(store: str) -> None:
         (s, 1.0 / s) for s in range(1, 6)
     ]
     assert run.data.tags["sparkrunner.run_id"] == record.run_id
-    assert run.data.tags["sparkrunner.slowest_rank"] in ("0", "1")
+    assert run.data.tags["sparkrunner.slowest_rank"] == "1"  # it alone spends 0.3 s per step
     artifacts = {a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "sparkrunner")}
     assert artifacts == {"sparkrunner/timings.csv", "sparkrunner/rank_throughput.csv"}
     assert [a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "model")] == [
@@ -96,10 +99,20 @@ def test_nested_under_the_callers_active_run(store: str, monkeypatch: pytest.Mon
     assert run.info.status == "FINISHED"
 
 
-def test_tracking_off_records_nothing(store: str) -> None:
-    runner = Runner(np=-1, tracking=False)
+def all_run_ids(store: str) -> set[str]:
+    """Every run in every experiment of the store, read with MLflow's own client."""
+    client = mlflow.MlflowClient(store)
+    experiments = [e.experiment_id for e in client.search_experiments(view_type=3)]  # ViewType.ALL
+    return {r.info.run_id for r in client.search_runs(experiments, run_view_type=3)}
+
+
+def test_tracking_off_records_nothing(store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # where tracking would go if it were on
+    before = all_run_ids(store)
+    runner = Runner(np=-1, launcher="direct", tracking=False)
     assert runner.run(lambda: os.environ.get("MLFLOW_RUN_ID")) is None
     assert runner.last_run is not None and runner.last_run.mlflow_run_id is None
+    assert all_run_ids(store) == before
 
 
 @pytest.mark.parametrize("tracking", [0, "", 3.5, object()])

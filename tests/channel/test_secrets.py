@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
+from tests.matrix import LAUNCHERS
 
 SECRET_LOOKING = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 SECRET_NAMES = re.compile(rb"SPARKRUNNER_[A-Z_]*(SECRET|KEY)=")
@@ -72,7 +73,7 @@ def _inspect_ranks(folder: Path, num_ranks: int) -> dict[int, dict[str, bytes]]:
     return seen
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("np", [-2, 2], ids=["local", "spark"])
 def test_no_secret_in_the_environment_or_command_line_of_ranks_and_their_children(
     launcher: str, np: int, tmp_path: Path, request: Any

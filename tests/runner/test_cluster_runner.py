@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from sparkrunner import Runner
-from tests.core.training import assert_trained_in_lockstep, ddp_train
+from tests.runner.training import assert_trained_in_lockstep, ddp_train
 
 
 def where_am_i() -> dict[str, Any]:

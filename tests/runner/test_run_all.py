@@ -9,6 +9,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
+from tests.matrix import LAUNCHERS
 
 
 def rank_and_square(offset: int, *, scale: int = 1) -> dict[str, int]:
@@ -22,7 +23,7 @@ def fails_on_rank_one() -> int:
     return 0
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_every_ranks_value_in_rank_order_on_the_driver(launcher: str) -> None:
     values = Runner(np=-3, launcher=launcher).run_all(rank_and_square, 1, scale=10)
     assert values == [{"rank": r, "value": 10 * (r + 1) ** 2} for r in range(3)]

@@ -14,7 +14,7 @@ import pytest
 
 from sparkrunner import HorovodRunner, Runner, log_to_driver
 from sparkrunner.errors import RankFailedError
-from tests.core.training import assert_trained_in_lockstep, ddp_train
+from tests.runner.training import assert_trained_in_lockstep, ddp_train
 
 
 def rank_env() -> dict[str, str]:

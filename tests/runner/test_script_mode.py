@@ -19,8 +19,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError, RankFailedError
 from sparkrunner.script import script_call
 from tests.helpers import ROOT
-
-LAUNCHERS = ["direct", "mpirun"]
+from tests.matrix import LAUNCHERS
 
 TRAIN = """
 import os, sys

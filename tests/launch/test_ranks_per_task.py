@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.tasks.barrier_task import split_gpus
 from tests.helpers import leftover_rank_processes, run_driver
+from tests.matrix import LAUNCHERS
 
 
 def rank_view() -> dict[str, Any]:
@@ -23,13 +25,18 @@ def rank_view() -> dict[str, Any]:
     dist.all_reduce(total)
     dist.destroy_process_group()
     keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
-    return {**{k: int(os.environ[k]) for k in keys}, "sum": int(total.item()), "parent": os.getppid()}
+    view = {k: int(os.environ[k]) for k in keys}
+    return {**view, "sum": int(total.item()), "parent": os.getppid(), "returned_at": time.time()}
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_two_tasks_of_two_ranks_form_one_world(spark_cluster: Any, launcher: str) -> None:
     views = Runner(np=4, ranks_per_task=2, launcher=launcher).run_all(rank_view)
+    run_ended_at = time.time()  # the test's own clock, on the one machine that holds driver and ranks
+    # how long the run outlived its ranks' last return: issue 18 item 3 bounds it
+    outlived_ranks_s = run_ended_at - max(v["returned_at"] for v in views)
+    assert outlived_ranks_s >= 0
     assert [v["RANK"] for v in views] == [0, 1, 2, 3]
     assert all(v["WORLD_SIZE"] == 4 and v["sum"] == 6 for v in views), views
     # both executors are on this one machine: it holds all 4 ranks

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from sparkrunner import channel
-from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
+from sparkrunner.channel import ChannelServer, Connection, connect, new_secret, transport
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.launch import RankJob
@@ -61,7 +60,7 @@ def _raw(port: int) -> socket.socket:
 def _sealed(conn: Connection, kind: str, data: Any) -> list[bytes]:
     """The records `conn.send(kind, data)` would write, without writing them."""
     body = memoryview(pickle.dumps((kind, data)))
-    size = channel.RECORD_BYTES
+    size = transport.RECORD_BYTES
     return [
         conn._sender.seal(body[i : i + size], last=i + size >= len(body)) for i in range(0, len(body), size)
     ]
@@ -82,7 +81,7 @@ def fuzz_cases(port: int, secret: bytes, trap: bytes, booby: Booby) -> list[Call
         _await_close(sock)
 
     def wrong_secret(rng: random.Random) -> None:
-        with pytest.raises(channel.ChannelError):
+        with pytest.raises(transport.ChannelError):
             connect(("127.0.0.1", port), rng.randbytes(32), timeout=5)
 
     def after_handshake_random(rng: random.Random) -> None:
@@ -92,7 +91,7 @@ def fuzz_cases(port: int, secret: bytes, trap: bytes, booby: Booby) -> list[Call
 
     def bad_length_or_flags(rng: random.Random) -> None:
         conn = connect(("127.0.0.1", port), secret)
-        length = rng.choice([0, 1, 15, channel.RECORD_BYTES + 17, 2**32 - 1, rng.randrange(2**32)])
+        length = rng.choice([0, 1, 15, transport.RECORD_BYTES + 17, 2**32 - 1, rng.randrange(2**32)])
         flags = rng.choice([0, 1, 2, 255])
         conn._sock.sendall(length.to_bytes(4, "big") + bytes([flags]) + trap[: rng.randrange(len(trap) + 1)])
         _await_close(conn._sock)
@@ -106,7 +105,7 @@ def fuzz_cases(port: int, secret: bytes, trap: bytes, booby: Booby) -> list[Call
     def tampered_last_record_of_a_long_message(rng: random.Random) -> None:
         """The first record (booby included) is authentic, the last is not: the message is never unpickled."""
         conn = connect(("127.0.0.1", port), secret)
-        first, *rest = _sealed(conn, "evil", (booby, rng.randbytes(channel.RECORD_BYTES + 10)))
+        first, *rest = _sealed(conn, "evil", (booby, rng.randbytes(transport.RECORD_BYTES + 10)))
         conn._sock.sendall(first + b"".join(rest[:-1]) + _flip(rest[-1], rng))
         _await_close(conn._sock)
 
@@ -220,8 +219,8 @@ def test_a_record_reflected_to_its_sender_is_refused(recorded: Any) -> None:
         time.sleep(0.01)
     conn._sock.settimeout(15)
     server.broadcast("from the server", 1)
-    header = channel._recv_exact(conn._sock, 5)
-    sealed = channel._recv_exact(conn._sock, int.from_bytes(header[:4], "big"))
+    header = transport._recv_exact(conn._sock, 5)
+    sealed = transport._recv_exact(conn._sock, int.from_bytes(header[:4], "big"))
     conn._sock.sendall(bytes(header) + bytes(sealed))
     assert recorder.disconnected.wait(15)
     assert recorder.messages == [("ready", 0)]

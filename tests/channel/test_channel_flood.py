@@ -22,6 +22,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
+from tests.matrix import LAUNCHERS
 
 FLOODER = Path(__file__).with_name("flooder.py")
 FLOOD = 3000
@@ -109,7 +110,7 @@ def wait_for_flood(ready_file: str) -> int:
     return int(os.environ["RANK"])
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("mode", ["idle", "scan"])
 def test_a_run_finishes_through_a_flood(launcher: str, mode: str, flood_factory: Any, capfd: Any) -> None:
     """np=-2: a flood aimed at the driver channel the moment it listens; the ranks still connect and finish."""

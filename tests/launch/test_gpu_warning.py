@@ -1,12 +1,14 @@
 """No silent CPU training: a rank on a host with GPUs, whose task Spark gave none, warns the person.
 
-This machine has no GPU. The stand-in is a fake `nvidia-smi` (named `nvidia-smi`, in a folder put first on
-the ranks' PATH) that lists two GPUs; Spark (local-cluster, no GPU resources configured) assigns none.
+On a machine without GPUs the stand-in is a fake `nvidia-smi` (named `nvidia-smi`, in a folder put first on
+the ranks' PATH) that lists two GPUs; on a GPU host the NVIDIA driver's own count wins (/proc is read before
+nvidia-smi). Either way Spark (local-cluster, no GPU resources configured) assigns none.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,15 @@ def path_with_fake_nvidia_smi(tmp_path: Path) -> str:
     return f"{tmp_path}{os.pathsep}{os.environ['PATH']}"
 
 
+def real_gpus_here() -> int:
+    """The NVIDIA driver's GPUs on this machine, read here (0 on a machine without them)."""
+    proc = Path("/proc/driver/nvidia/gpus")
+    return len(list(proc.iterdir())) if proc.is_dir() else 0
+
+
+EXPECTED_GPUS = real_gpus_here() or 2  # else the stand-in's two
+
+
 def visible_gpus() -> str:
     return os.environ["CUDA_VISIBLE_DEVICES"]
 
@@ -42,7 +53,9 @@ def test_host_with_gpus_but_none_assigned_warns(
 ) -> None:
     """Spark placement, np=2: the run goes on (on CPU, nothing visible) and says why, once per host."""
     runner = Runner(np=2, launcher=launcher, tracking=False, env={"PATH": path_with_fake_nvidia_smi})
-    with pytest.warns(SparkRunnerWarning, match=r"has 2 GPU\(s\), but Spark assigned none") as caught:
+    with pytest.warns(
+        SparkRunnerWarning, match=rf"has {EXPECTED_GPUS} GPU\(s\), but Spark assigned none"
+    ) as caught:
         assert runner.run(visible_gpus) == ""
     assert len([w for w in caught if issubclass(w.category, SparkRunnerWarning)]) == 1
 
@@ -64,6 +77,9 @@ def test_use_gpu_true_refuses_before_starting_when_spark_gives_no_gpu(spark_clus
         Runner(np=2, launcher="direct", tracking=False, use_gpu=True).run(visible_gpus)
 
 
+@pytest.mark.skipif(
+    real_gpus_here() > 0 or shutil.which("nvidia-smi") is not None, reason="this machine has a GPU"
+)
 def test_use_gpu_true_on_the_driver_refuses_without_a_gpu() -> None:
     """np=-2 (driver placement) on this GPU-less machine, without the stand-in on PATH."""
     with pytest.raises(GpuUnavailableError, match="this machine has no GPU"):
