@@ -31,9 +31,9 @@ __version__ = "0.1.0"
 _LAZY = {
     "RunObserver": "sparkrunner.observe.observers",
     "RunRecord": "sparkrunner.observe.observers",
-    "TorchProgress": "sparkrunner.progress",
-    "keras_callback": "sparkrunner.progress",
-    "report_progress": "sparkrunner.progress",
+    "TorchProgress": "sparkrunner.ranks.progress",
+    "keras_callback": "sparkrunner.ranks.progress",
+    "report_progress": "sparkrunner.ranks.progress",
     "HorovodRunner": "sparkrunner.runner",
     "Runner": "sparkrunner.runner",
     "MlflowTracking": "sparkrunner.observe.tracking",

@@ -247,7 +247,7 @@ class Runner:
             abs(self.np),
             self.driver_log_verbosity,
             placement.bind_host,
-            [observers.on_message],
+            observers,
             port,
         )
         driver = (placement.driver_host, session.port)

@@ -13,8 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from sparkrunner.channel.messages import Stacks
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.errors import HangError, StallError
 
@@ -67,19 +68,19 @@ class LiveRank:
 
 
 class StackCollector:
-    """Driver side: asks every live rank for its stacks (`Message.DUMP_STACKS`) and gathers the answers."""
+    """Driver side: asks every live rank for its stacks (`DumpStacks`) and gathers the answers."""
 
-    def __init__(self, broadcast: Callable[[dict[str, int]], None]) -> None:
+    def __init__(self, broadcast: Callable[[int], None]) -> None:
         self._broadcast = broadcast
         self._cond = threading.Condition()
         self._request = 0
-        self._replies: dict[int, dict[str, Any]] = {}
+        self._replies: dict[int, Stacks] = {}
         self._asking = threading.Lock()
 
-    def on_reply(self, rank: int, data: dict[str, Any]) -> None:
+    def on_reply(self, rank: int, reply: Stacks) -> None:
         with self._cond:
-            if data.get("request") == self._request:
-                self._replies[rank] = data
+            if reply.request == self._request:
+                self._replies[rank] = reply
                 self._cond.notify_all()
 
     def collect(
@@ -95,7 +96,7 @@ class StackCollector:
                 self._request += 1
                 self._replies = {}
                 request = self._request
-            self._broadcast({"request": request})
+            self._broadcast(request)
             wanted = {r.rank for r in live}
             with self._cond:
                 self._cond.wait_for(lambda: wanted <= self._replies.keys(), timeout)
@@ -106,11 +107,11 @@ class StackCollector:
         return StackReport(ranks)
 
 
-def _rank_stack(rank: LiveRank, reply: dict[str, Any] | None, tail: list[str], timeout: float) -> RankStack:
+def _rank_stack(rank: LiveRank, reply: Stacks | None, tail: list[str], timeout: float) -> RankStack:
     if reply is None:
         why = f"did not answer within {timeout:g} s ({_silence_reason(rank)})"
         return RankStack(rank.rank, rank.host, rank.pid, why, None, tail)
-    return RankStack(rank.rank, rank.host, rank.pid, str(reply["where"]), str(reply["threads"]), tail)
+    return RankStack(rank.rank, rank.host, rank.pid, reply.where, reply.threads, tail)
 
 
 def _silence_reason(rank: LiveRank) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import channel
-from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
+from sparkrunner.channel import ChannelServer, Connection, connect, new_secret, transport
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.launch import RankJob
@@ -220,8 +220,8 @@ def test_a_record_reflected_to_its_sender_is_refused(recorded: Any) -> None:
         time.sleep(0.01)
     conn._sock.settimeout(15)
     server.broadcast("from the server", 1)
-    header = channel._recv_exact(conn._sock, 5)
-    sealed = channel._recv_exact(conn._sock, int.from_bytes(header[:4], "big"))
+    header = transport._recv_exact(conn._sock, 5)
+    sealed = transport._recv_exact(conn._sock, int.from_bytes(header[:4], "big"))
     conn._sock.sendall(bytes(header) + bytes(sealed))
     assert recorder.disconnected.wait(15)
     assert recorder.messages == [("ready", 0)]
