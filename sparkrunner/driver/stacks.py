@@ -150,19 +150,21 @@ class StallWatch:
         self._fail = on_stall == "fail"
         self._warned_at = 0.0
 
-    def check(self, last_activity: float, collect: Callable[[], StackReport]) -> None:
+    def check(self, last_activity: float, collect: Callable[[], StackReport]) -> StallError | None:
+        """The `StallError` that ends the run (``on_stall="fail"``), else None (after a warning, if stalled)."""
         if self._timeout is None:
-            return
+            return None
         quiet_since = max(last_activity, self._warned_at)
         if time.monotonic() - quiet_since < self._timeout:
-            return
+            return None
         report = collect()
         message = f"no rank printed or reported progress for {self._timeout:g} s (stall_timeout)"
         if self._fail:
-            raise hang_error(StallError, message + "; every rank was stopped", report)
+            return hang_error(StallError, message + "; every rank was stopped", report)
         self._warned_at = time.monotonic()
         print(
             f"[sparkrunner] {message}; still running. Where each rank is:\n{report.summary()}\n\n{report}",
             file=sys.stderr,
             flush=True,
         )
+        return None
