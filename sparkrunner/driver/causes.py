@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from sparkrunner.driver import task_reports
 from sparkrunner.driver.output import ERROR_TAIL_LINES
-from sparkrunner.driver.session import DriverSession, RankState
+from sparkrunner.driver.registry import RankState
+from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.placement import Placement
 

@@ -9,7 +9,6 @@ import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
@@ -17,6 +16,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import loads
 from sparkrunner.driver.addresses import AddressBook
 from sparkrunner.driver.output import RankOutput
+from sparkrunner.driver.registry import RankRegistry
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 from sparkrunner.observe.observers import RunObserver
@@ -25,46 +25,6 @@ log = logging.getLogger("sparkrunner")
 
 VERBOSITIES = ("all", "log_callback_only")
 _ACTIVITY = (m.Output, m.OutputUpdate, m.Log, m.Progress)
-
-
-@dataclass
-class RankState:
-    connected_at: float | None = None
-    host: str = ""
-    done: bool = False
-    gone: bool = False
-    pid: int = 0
-    task: int | None = None
-    """The barrier task that started this rank (None on the driver, np < 0)."""
-    failed_at: float | None = None
-
-
-@dataclass
-class RunReport:
-    """Everything the ranks reported, guarded by one condition variable."""
-
-    num_ranks: int
-    ranks: dict[int, RankState] = field(default_factory=dict)
-    results: dict[int, bytes] = field(default_factory=dict)
-    """Pickled return values: rank 0's, or every rank's when all were asked for (`Runner.run_all`)."""
-    errors: list[RankFailedError] = field(default_factory=list)
-    vanished: list[int] = field(default_factory=list)
-    output_ended: set[int] = field(default_factory=set)
-    """Ranks whose output relay has sent everything and hung up."""
-    task_reports: dict[int, m.TaskReport] = field(default_factory=dict)
-    """Barrier task index -> the `TaskReport` of a task that failed or whose ranks failed."""
-    files: dict[str, str] = field(default_factory=dict)
-    """Files ranks sent with `send_file_to_driver`: "rank N/name" -> where the driver saved it."""
-
-    def all_connected(self) -> bool:
-        return sum(1 for s in self.ranks.values() if s.connected_at is not None) == self.num_ranks
-
-    def all_gone(self) -> bool:
-        """True when every rank that connected has disconnected again."""
-        return all(s.gone for s in self.ranks.values())
-
-    def all_done(self) -> bool:
-        return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks
 
 
 class DriverSession:
@@ -80,7 +40,7 @@ class DriverSession:
         port: int = 0,
     ) -> None:
         self.secret = new_secret()
-        self.report = RunReport(num_ranks)
+        self.report = RankRegistry(num_ranks)
         self.changed = threading.Condition()
         self._payload = payload
         self._observer = observer or RunObserver()
@@ -156,8 +116,7 @@ class DriverSession:
         self._conn_rank[id(conn)] = hello.rank
         self._rank_conns[hello.rank] = conn
         with self.changed:
-            state = RankState(time.monotonic(), hello.host, pid=hello.pid, task=hello.task)
-            self.report.ranks[hello.rank] = state
+            self.report.connected(hello)
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", hello.rank, hello.host, hello.pid)
         m.send(conn, m.Payload(self._payload))
@@ -188,16 +147,11 @@ class DriverSession:
         return path
 
     def _on_outcome(self, conn: Connection, rank: int, outcome: m.Result | m.Error) -> None:
-        error = outcome.error.to_error(rank) if isinstance(outcome, m.Error) else None
+        ended = outcome.error.to_error(rank) if isinstance(outcome, m.Error) else outcome
         with self.changed:
-            if error is not None:
-                self.report.errors.append(error)
-                self.report.ranks[rank].failed_at = time.monotonic()
-            elif isinstance(outcome, m.Result) and outcome.value is not None:
-                self.report.results[rank] = outcome.value
-            self.report.ranks[rank].done = True
+            self.report.reported(rank, ended)
             self.changed.notify_all()
-        self._observer.on_rank_exit(rank, error)
+        self._observer.on_rank_exit(rank, ended if isinstance(ended, RankFailedError) else None)
         m.send(conn, m.Ack())
 
     def _on_disconnect(self, conn: Connection) -> None:
@@ -214,10 +168,7 @@ class DriverSession:
         if self._rank_conns.get(rank) is conn:
             del self._rank_conns[rank]
         with self.changed:
-            self.report.ranks[rank].gone = True
-            if not self.report.ranks[rank].done:
-                self.report.vanished.append(rank)
-                self.report.ranks[rank].failed_at = time.monotonic()
+            self.report.disconnected(rank)
             self.changed.notify_all()
 
     def result_value(self, rank: int = 0) -> Any:
