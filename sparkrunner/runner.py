@@ -14,13 +14,11 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver import causes
 from sparkrunner.driver.session import DriverSession
-from sparkrunner.driver.stacks import StackReport, StallWatch, hang_error
+from sparkrunner.driver.stacks import StackReport, StallWatch
+from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.errors import (
-    ExecutorDecommissionedError,
     InvalidArgumentError,
-    RunTimeoutError,
     SparkRunnerError,
-    StartTimeoutError,
 )
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
@@ -40,7 +38,6 @@ from sparkrunner.recovery.options import RecoveryOptions
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import (
     EXIT_WAIT_S,
-    FINISH_GRACE_S,
     START_TIMEOUT_S,
     STOP_GRACE_S,
     SUPERVISE_POLL_S,
@@ -235,7 +232,7 @@ class Runner:
             abs(self.options.np),
             self.options.driver_log_verbosity,
             placement.bind_host,
-            [observers.on_message],
+            observers,
             port,
         )
         driver = (placement.driver_host, session.port)
@@ -360,67 +357,13 @@ def _run_ranks(
     """Start the ranks, wait for them, and always shut everything down."""
     try:
         placement.start(job)
-        _supervise(session, placement, start_timeout, timeout, stall)
+        Supervisor(session, placement, start_timeout, timeout, stall).wait()
     except BaseException as exc:
         causes.shut_down_after_failure(
             lambda: _shut_down(session, placement, job.run_id, False, stop_grace_s), exc
         )
         raise
     _shut_down(session, placement, job.run_id, True, stop_grace_s)
-
-
-def _supervise(
-    session: DriverSession,
-    placement: Placement,
-    start_timeout: float,
-    timeout: float | None,
-    stall: StallWatch,
-) -> None:
-    """Wait until every rank reported, or raise the first failure / timeout."""
-    started = time.monotonic()
-    report = session.report
-    with session.changed:
-        while True:
-            if report.errors or report.vanished:
-                failure = causes.run_failure(session, placement)
-                raise failure from failure.original
-            if report.all_done():
-                return
-            decommissioning = placement.decommissioning(session.spark_task_ids())
-            if decommissioning is not None:
-                raise ExecutorDecommissionedError(
-                    f"{decommissioning}: every rank was asked to stop, and ranks that watch stopping() or "
-                    f"on_stop() had stop_grace_s to save a checkpoint"
-                )
-            if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-                session, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
-            ):
-                missing = report.num_ranks - _done_count(session)
-                raise causes.ended_without_result(session, placement, missing)
-            elapsed = time.monotonic() - started
-            if not report.all_connected() and elapsed > start_timeout:
-                message = _start_timeout_message(session, start_timeout)
-                raise hang_error(StartTimeoutError, message, session.collect_stacks())
-            if timeout is not None and elapsed > timeout:
-                message = f"the run did not finish within timeout={timeout} s; every rank was stopped"
-                raise hang_error(RunTimeoutError, message, session.collect_stacks())
-            if report.all_connected():
-                stall.check(session.last_activity, session.collect_stacks)
-            session.changed.wait(SUPERVISE_POLL_S)
-
-
-def _done_count(session: DriverSession) -> int:
-    return sum(1 for s in session.report.ranks.values() if s.done)
-
-
-def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
-    report = session.report
-    connected = sorted(r for r, s in report.ranks.items() if s.connected_at is not None)
-    return (
-        f"only {len(connected)} of {report.num_ranks} ranks started within start_timeout={start_timeout} s "
-        f"(connected: {connected or 'none'}). The cluster may be busy with other jobs, or executors are "
-        f"missing; every rank that did start was stopped."
-    )
 
 
 def _shut_down(

@@ -1,46 +1,280 @@
-"""The wire protocol in one place: the kinds of the messages on sparkrunner's channels.
+"""The wire protocol in one place: one frozen dataclass per message kind, encoded and decoded here only.
 
-Every module that sends or receives one of these uses the names here, never a bare string.
+A message travels as ``(kind, {field: value})`` over a `Connection` (which stays generic: it frames and
+encrypts whatever it is given). Senders build a message and call `send`; readers get one from `receive` (or
+`serving` for a `ChannelServer`) and dispatch on its class with ``match``. A kind nobody knows, or fields
+that do not fit the kind, raise `ChannelError` naming them, which ends that connection.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from sparkrunner.channel.payload import RemoteError
+from sparkrunner.channel.transport import Connection, Handler
+from sparkrunner.errors import ChannelError
 
 TaskEntries = list[dict[str, Any]]
 """One barrier task's entries: one {"host", "ports", "gpus"} per rank it starts."""
 
+_KINDS: dict[str, type[Message]] = {}
+_FIELD_TYPES: dict[str, dict[str, Any]] = {}
+
 
 class Message:
-    """Kinds of the messages framed by `sparkrunner.channel` (``conn.send(kind, data)``)."""
+    """Base of every message; a subclass names its wire kind: ``class Hello(Message, kind="hello")``."""
 
-    # rank -> driver
-    HELLO = "hello"  # {"rank", "host", "pid", "task"}: the first message of every rank
-    OUTPUT_STREAM = "output_stream"  # {"rank"}: first message of a rank's output relay (its own connection)
-    OUTPUT = "output"  # (stream name, [line, ...]): lines the rank printed (one message per read)
-    OUTPUT_UPDATE = "output_update"  # (stream name, text): the latest `\r`-terminated progress update
-    STACKS = "stacks"  # {"request", "pid", "host", "threads"}: the answer to DUMP_STACKS
-    LOG = "log"  # str: `log_to_driver`
-    WARNING = "warning"  # str: something the person should know (e.g. a host's GPUs left unused)
-    PROGRESS = "progress"  # dict: `report_progress`
-    FILE = "file"  # {"name", "data"}: `send_file_to_driver`
-    RESULT = "result"  # pickled return value (rank 0) or None
-    ERROR = "error"  # `payload.RemoteError`
-    # driver -> rank
-    PAYLOAD = "payload"  # the pickled (fn, args, kwargs)
-    ACK = "ack"  # the driver has the rank's outcome: the rank may exit
-    ABORT = "abort"  # the run is over: the rank kills itself and its children now
-    STOP = (
-        "stop"  # the attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period
-    )
-    DUMP_STACKS = "dump_stacks"  # {"request": int}: send the Python stack of every thread (STACKS)
-    # a barrier task -> driver (its own connection, no HELLO)
-    TASK_REPORT = "task_report"  # {"task", "host", "launcher", "exit_code", "tail" | "traceback"}
-    JOIN = "join"  # {"task", "tasks", "spark_task_id", "entries": [{"host", "ports", "gpus"} per rank]}
-    # driver -> a barrier task
-    TOPOLOGY = "topology"  # [entries of task 0, of task 1, ...]: every task's JOIN, once all of them joined
-    # mpirun's rsh agent <-> a barrier task's agent
-    EXEC = "exec"  # {"argv"}: run this command on the agent's host
-    EXIT = "exit"  # {"code", "tail"}: how that command ended
-    # a barrier task <-> barrier task 0 (mpirun launcher)
-    WAIT = "wait"  # tell me when the run's mpirun has ended; answered with EXIT {"code", "tail"}
+    kind: ClassVar[str]
+
+    def __init_subclass__(cls, kind: str, **rest: Any) -> None:
+        super().__init_subclass__(**rest)
+        if kind in _KINDS:
+            raise TypeError(f"two messages of kind {kind!r}")
+        cls.kind = kind
+        _KINDS[kind] = cls
+
+
+# rank -> driver
+
+
+@dataclass(frozen=True)
+class Hello(Message, kind="hello"):
+    """The first message of every rank on its own connection."""
+
+    rank: int
+    host: str
+    pid: int
+    task: int | None
+    """The barrier task that started the rank (None on the driver, np < 0)."""
+
+
+@dataclass(frozen=True)
+class OutputStream(Message, kind="output_stream"):
+    """The first message of a rank's output relay (its own connection)."""
+
+    rank: int
+
+
+@dataclass(frozen=True)
+class Output(Message, kind="output"):
+    """Lines the rank printed on `stream` ("stdout" or "stderr"), one message per read."""
+
+    stream: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class OutputUpdate(Message, kind="output_update"):
+    """The latest ``\\r``-terminated progress update the rank printed on `stream`."""
+
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Stacks(Message, kind="stacks"):
+    """The answer to `DumpStacks`: every thread's stack and where the main thread is."""
+
+    request: int
+    pid: int
+    threads: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Log(Message, kind="log"):
+    """`log_to_driver`: shown on the driver whatever the verbosity."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RankWarning(Message, kind="warning"):
+    """Something the person should know (e.g. a host's GPUs left unused)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Progress(Message, kind="progress"):
+    """`report_progress`: one training step finished, timed with the rank's own monotonic clock `t`."""
+
+    step: int
+    epoch: int | None
+    total: int | None
+    samples: int | None
+    t: float
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class File(Message, kind="file"):
+    """`send_file_to_driver`: a file's name and content."""
+
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Result(Message, kind="result"):
+    """The rank's function returned: its pickled value (rank 0, or all ranks with `run_all`), else None."""
+
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class Error(Message, kind="error"):
+    """The rank's function (or its loading) raised."""
+
+    error: RemoteError
+
+
+# driver -> rank
+
+
+@dataclass(frozen=True)
+class Payload(Message, kind="payload"):
+    """The pickled ``(fn, args, kwargs)`` to run."""
+
+    call: bytes
+
+
+@dataclass(frozen=True)
+class Ack(Message, kind="ack"):
+    """The driver has the rank's outcome: the rank may exit."""
+
+
+@dataclass(frozen=True)
+class Abort(Message, kind="abort"):
+    """The run is over: the rank kills itself and its children now."""
+
+
+@dataclass(frozen=True)
+class Stop(Message, kind="stop"):
+    """The attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period."""
+
+
+@dataclass(frozen=True)
+class DumpStacks(Message, kind="dump_stacks"):
+    """Send the Python stack of every thread (`Stacks`), tagged with `request`."""
+
+    request: int
+
+
+# a barrier task -> driver (its own connection, no Hello)
+
+
+@dataclass(frozen=True)
+class TaskReport(Message, kind="task_report"):
+    """How a barrier task ended: its process's exit code and last output, or the task's own traceback."""
+
+    task: int
+    host: str
+    launcher: str
+    exit_code: int | None = None
+    tail: str = ""
+    traceback: str | None = None
+
+
+@dataclass(frozen=True)
+class Join(Message, kind="join"):
+    """A barrier task's entries in the address exchange."""
+
+    task: int
+    tasks: int
+    spark_task_id: int
+    entries: TaskEntries
+
+
+# driver -> a barrier task
+
+
+@dataclass(frozen=True)
+class Topology(Message, kind="topology"):
+    """Every task's `Join` entries, in task order, once all of them joined."""
+
+    tasks: list[TaskEntries]
+
+
+# mpirun's rsh agent <-> a barrier task's agent; a barrier task <-> barrier task 0 (mpirun launcher)
+
+
+@dataclass(frozen=True)
+class Exec(Message, kind="exec"):
+    """Run this command on the agent's host."""
+
+    argv: list[str]
+
+
+@dataclass(frozen=True)
+class Exit(Message, kind="exit"):
+    """How a command (or the run's mpirun) ended."""
+
+    code: int
+    tail: str
+
+
+@dataclass(frozen=True)
+class Wait(Message, kind="wait"):
+    """Tell me when the run's mpirun has ended (answered with `Exit`)."""
+
+
+def encode(message: Message) -> tuple[str, dict[str, Any]]:
+    """The wire form of `message`: its kind and its fields."""
+    return message.kind, {f.name: getattr(message, f.name) for f in fields(message)}  # type: ignore[arg-type]
+
+
+def decode(kind: Any, data: Any) -> Message:
+    """The message of wire form ``(kind, data)``; `ChannelError` when the kind or its fields do not fit."""
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ChannelError(f"a message of unknown kind {kind!r} arrived; dropping the connection")
+    hints = _field_types(cls)
+    if not isinstance(data, dict) or data.keys() != hints.keys():
+        got = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ChannelError(f"a malformed {kind!r} message arrived: fields {got}, expected {sorted(hints)}")
+    wrong = [name for name, hint in hints.items() if not _conforms(data[name], hint)]
+    if wrong:
+        raise ChannelError(f"a malformed {kind!r} message arrived: wrong type for {', '.join(wrong)}")
+    return cls(**data)
+
+
+def _field_types(cls: type[Message]) -> dict[str, Any]:
+    """Field name -> its resolved annotation, computed once per kind."""
+    if cls.kind not in _FIELD_TYPES:
+        hints = typing.get_type_hints(cls)
+        _FIELD_TYPES[cls.kind] = {f.name: hints[f.name] for f in fields(cls)}  # type: ignore[arg-type]
+    return _FIELD_TYPES[cls.kind]
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """A shallow type check: the value's outer type fits the field's annotation."""
+    if hint is Any:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_conforms(value, option) for option in typing.get_args(hint))
+    outer = typing.get_origin(hint) or hint
+    if isinstance(value, bool) and outer is not bool:
+        return False
+    if outer is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, outer)
+
+
+def send(conn: Connection, message: Message) -> None:
+    """Send one message on `conn`."""
+    conn.send(*encode(message))
+
+
+def receive(conn: Connection) -> Message:
+    """Block for the next message on `conn`."""
+    return decode(*conn.recv())
+
+
+def serving(handler: Callable[[Connection, Message], None]) -> Handler:
+    """A `ChannelServer` handler that decodes every message for `handler` (a bad one ends its connection)."""
+    return lambda conn, kind, data: handler(conn, decode(kind, data))

@@ -1,4 +1,4 @@
-"""Driver side of the address exchange: every task's `Message.JOIN`, answered at once when the stage is complete.
+"""Driver side of the address exchange: every task's `Join`, answered at once when the stage is complete.
 
 The task side (and why this replaces Spark's `allGather`) is `sparkrunner.tasks.address_exchange`.
 """
@@ -6,15 +6,14 @@ The task side (and why this replaces Spark's `allGather`) is `sparkrunner.tasks.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from sparkrunner import channel
-from sparkrunner.channel.messages import Message, TaskEntries
+from sparkrunner.channel.messages import Join, TaskEntries, Topology, send
 from sparkrunner.errors import ChannelError
 
 
 class AddressBook:
-    """Driver side: collects every task's `Message.JOIN` and answers all of them once the stage is complete."""
+    """Driver side: collects every task's `Join` and answers all of them once the stage is complete."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -26,18 +25,17 @@ class AddressBook:
         with self._lock:
             return dict(self._spark_task_ids)
 
-    def join(self, conn: channel.Connection, data: dict[str, Any]) -> None:
+    def join(self, conn: channel.Connection, join: Join) -> None:
         """Record one task's entries; the last task of the stage to join releases every waiting task."""
-        tasks = int(data["tasks"])
         with self._lock:
-            self._joined[int(data["task"])] = (conn, list(data["entries"]))
-            self._spark_task_ids[int(data["task"])] = int(data["spark_task_id"])
-            if len(self._joined) < tasks:
+            self._joined[join.task] = (conn, list(join.entries))
+            self._spark_task_ids[join.task] = join.spark_task_id
+            if len(self._joined) < join.tasks:
                 return
-            joined = [self._joined[index] for index in range(tasks)]
+            joined = [self._joined[index] for index in range(join.tasks)]
         everyone = [entries for _, entries in joined]
         for waiting, _ in joined:
             try:
-                waiting.send(Message.TOPOLOGY, everyone)
+                send(waiting, Topology(everyone))
             except ChannelError:
                 continue  # that task is gone: the stage fails without us

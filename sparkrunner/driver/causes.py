@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from sparkrunner.driver import task_reports
 from sparkrunner.driver.output import ERROR_TAIL_LINES
-from sparkrunner.driver.session import DriverSession, RankState
+from sparkrunner.driver.registry import RankState
+from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import (
@@ -129,8 +130,7 @@ def _exit_code(
     if state is None or state.task is None:
         return placement.exit_code(rank, state.pid if state is not None else None)
     report = session.report.task_reports.get(state.task)
-    code = report.get("exit_code") if report is not None and not report.get("traceback") else None
-    return int(code) if code is not None else None
+    return report.exit_code if report is not None and not report.traceback else None
 
 
 def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> RanksVanishedError:

@@ -9,63 +9,22 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.channel.messages import Message
-from sparkrunner.channel.payload import RemoteError, loads
+from sparkrunner.channel import messages as m
+from sparkrunner.channel.payload import loads
 from sparkrunner.driver.addresses import AddressBook
 from sparkrunner.driver.output import RankOutput
+from sparkrunner.driver.registry import RankRegistry
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 from sparkrunner.launch import processes
+from sparkrunner.observe.observers import RunObserver
 
 log = logging.getLogger(__name__)
 
-MessageListener = Callable[[int, str, Any], None]
-_ACTIVITY = (Message.OUTPUT, Message.OUTPUT_UPDATE, Message.LOG, Message.PROGRESS)
-
-
-@dataclass
-class RankState:
-    connected_at: float | None = None
-    host: str = ""
-    done: bool = False
-    gone: bool = False
-    pid: int = 0
-    task: int | None = None
-    """The barrier task that started this rank (None on the driver, np < 0)."""
-    failed_at: float | None = None
-
-
-@dataclass
-class RunReport:
-    """Everything the ranks reported, guarded by one condition variable."""
-
-    num_ranks: int
-    ranks: dict[int, RankState] = field(default_factory=dict)
-    results: dict[int, bytes] = field(default_factory=dict)
-    """Pickled return values: rank 0's, or every rank's when all were asked for (`Runner.run_all`)."""
-    errors: list[RankFailedError] = field(default_factory=list)
-    vanished: list[int] = field(default_factory=list)
-    output_ended: set[int] = field(default_factory=set)
-    """Ranks whose output relay has sent everything and hung up."""
-    task_reports: dict[int, dict[str, Any]] = field(default_factory=dict)
-    """Barrier task index -> `Message.TASK_REPORT` of a task that failed or whose ranks failed."""
-    files: dict[str, str] = field(default_factory=dict)
-    """Files ranks sent with `send_file_to_driver`: "rank N/name" -> where the driver saved it."""
-
-    def all_connected(self) -> bool:
-        return sum(1 for s in self.ranks.values() if s.connected_at is not None) == self.num_ranks
-
-    def all_gone(self) -> bool:
-        """True when every rank that connected has disconnected again."""
-        return all(s.gone for s in self.ranks.values())
-
-    def all_done(self) -> bool:
-        return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks
+_ACTIVITY = (m.Output, m.OutputUpdate, m.Log, m.Progress)
 
 
 class DriverSession:
@@ -77,14 +36,14 @@ class DriverSession:
         num_ranks: int,
         verbosity: str,
         bind_host: str,
-        listeners: list[MessageListener] | None = None,
+        observer: RunObserver | None = None,
         port: int = 0,
     ) -> None:
         self.secret = new_secret()
-        self.report = RunReport(num_ranks)
+        self.report = RankRegistry(num_ranks)
         self.changed = threading.Condition()
         self._payload = payload
-        self._listeners = list(listeners or [])
+        self._observer = observer or RunObserver()
         self._conn_rank: dict[int, int] = {}
         # rank -> its live connection (not its output relay's, nor its barrier task's)
         self._rank_conns: dict[int, Connection] = {}
@@ -96,7 +55,9 @@ class DriverSession:
         self._stacks = StackCollector(self._ask_ranks_for_stacks)
         self._warned: set[str] = set()
         self._addresses = AddressBook()
-        self._server = ChannelServer(self.secret, self._on_message, self._on_disconnect, bind_host, port)
+        self._server = ChannelServer(
+            self.secret, m.serving(self._on_message), self._on_disconnect, bind_host, port
+        )
 
     @property
     def port(self) -> int:
@@ -106,61 +67,66 @@ class DriverSession:
         """Barrier task index -> Spark task id, for the tasks that joined the address exchange."""
         return self._addresses.spark_task_ids()
 
-    def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
-        if kind == Message.HELLO:
-            self._on_hello(conn, data)
-            return
-        if kind == Message.OUTPUT_STREAM:
-            self._relays[id(conn)] = int(data["rank"])
-            return
-        if kind == Message.JOIN:
-            self._addresses.join(conn, data)
-            return
-        if kind == Message.TASK_REPORT:
-            with self.changed:
-                self.report.task_reports[int(data["task"])] = data
-                self.changed.notify_all()
-            return
-        rank = self._conn_rank.get(id(conn), self._relays.get(id(conn)))
-        if rank is None:
-            return
-        if kind in _ACTIVITY:
+    def _on_message(self, conn: Connection, message: m.Message) -> None:
+        match message:
+            case m.Hello():
+                self._on_hello(conn, message)
+            case m.OutputStream():
+                self._relays[id(conn)] = message.rank
+            case m.Join():
+                self._addresses.join(conn, message)
+            case m.TaskReport(task=task):
+                with self.changed:
+                    self.report.task_reports[task] = message
+                    self.changed.notify_all()
+            case _:
+                rank = self._conn_rank.get(id(conn), self._relays.get(id(conn)))
+                if rank is not None:
+                    self._from_rank(conn, rank, message)
+
+    def _from_rank(self, conn: Connection, rank: int, message: m.Message) -> None:
+        """A message from a rank's own connection or its output relay."""
+        if isinstance(message, _ACTIVITY):
             self.last_activity = time.monotonic()
-        if kind == Message.OUTPUT:
-            self.output.lines(rank, *data)
-        elif kind == Message.OUTPUT_UPDATE:
-            self.output.update(rank, *data)
-        elif kind == Message.STACKS:
-            self._stacks.on_reply(rank, data)
-        elif kind == Message.LOG:
-            self.output.logged(rank, str(data))
-        elif kind == Message.WARNING:
-            self._warn_once(str(data))
-        elif kind in (Message.RESULT, Message.ERROR):
-            self._on_outcome(conn, rank, kind, data)
-        elif kind == Message.FILE:
-            self._save_file(rank, data["name"], data["data"])
-        for listener in self._listeners:
-            listener(rank, kind, data)
+        match message:
+            case m.Output(stream=stream, lines=lines):
+                self.output.lines(rank, stream, lines)
+                self._observer.on_rank_output(rank, stream, lines)
+            case m.OutputUpdate(stream=stream, text=text):
+                self.output.update(rank, stream, text)
+            case m.Stacks():
+                self._stacks.on_reply(rank, message)
+            case m.Log(text=text):
+                self.output.logged(rank, text)
+                self._observer.on_rank_log(rank, text)
+            case m.RankWarning(text=text):
+                self._warn_once(text)
+            case m.Progress():
+                self._observer.on_progress(rank, message)
+            case m.Result() | m.Error():
+                self._on_outcome(conn, rank, message)
+            case m.File(name=name, data=data):
+                self._observer.on_file(rank, name, self._save_file(rank, name, data))
+            case _:
+                raise ChannelError(
+                    f"rank {rank} sent a {message.kind!r} message, which only the driver sends"
+                )
 
-    def _on_hello(self, conn: Connection, data: dict[str, Any]) -> None:
-        rank = int(data["rank"])
-        self._conn_rank[id(conn)] = rank
-        self._rank_conns[rank] = conn
+    def _on_hello(self, conn: Connection, hello: m.Hello) -> None:
+        self._conn_rank[id(conn)] = hello.rank
+        self._rank_conns[hello.rank] = conn
         with self.changed:
-            task = data.get("task")
-            state = RankState(time.monotonic(), str(data["host"]), pid=int(data["pid"]), task=task)
-            self.report.ranks[rank] = state
+            self.report.connected(hello)
             self.changed.notify_all()
-        log.debug("rank %d connected from %s (pid %s)", rank, data["host"], data["pid"])
-        conn.send(Message.PAYLOAD, self._payload)
+        log.debug("rank %d connected from %s (pid %s)", hello.rank, hello.host, hello.pid)
+        m.send(conn, m.Payload(self._payload))
 
-    def _ask_ranks_for_stacks(self, request: Any) -> None:
-        """Only rank connections answer `Message.DUMP_STACKS`: relays never read, and a task waiting in the
-        address exchange expects nothing but `Message.TOPOLOGY`."""
+    def _ask_ranks_for_stacks(self, request: int) -> None:
+        """Only rank connections answer `DumpStacks`: relays never read, and a task waiting in the address
+        exchange expects nothing but `Topology`."""
         for conn in list(self._rank_conns.values()):
             with contextlib.suppress(ChannelError):
-                conn.send(Message.DUMP_STACKS, request)
+                m.send(conn, m.DumpStacks(request))
 
     def _warn_once(self, text: str) -> None:
         """Ranks on one host send the same warning: show each text once per run."""
@@ -168,7 +134,7 @@ class DriverSession:
             self._warned.add(text)
             warnings.warn(text, SparkRunnerWarning, stacklevel=1)
 
-    def _save_file(self, rank: int, name: str, data: bytes) -> None:
+    def _save_file(self, rank: int, name: str, data: bytes) -> str:
         """Save a file a rank sent under a per-run folder on the driver and say where it is."""
         if self._files_dir is None:
             self._files_dir = tempfile.mkdtemp(prefix="sparkrunner-files-")
@@ -178,18 +144,15 @@ class DriverSession:
         with self.changed:
             self.report.files[f"rank {rank}/{name}"] = path
         log.info("rank %d sent %s; saved on the driver as %s", rank, name, path)
+        return path
 
-    def _on_outcome(self, conn: Connection, rank: int, kind: str, data: Any) -> None:
+    def _on_outcome(self, conn: Connection, rank: int, outcome: m.Result | m.Error) -> None:
+        ended = outcome.error.to_error(rank) if isinstance(outcome, m.Error) else outcome
         with self.changed:
-            if kind == Message.ERROR:
-                assert isinstance(data, RemoteError)
-                self.report.errors.append(data.to_error(rank))
-                self.report.ranks[rank].failed_at = time.monotonic()
-            elif data is not None:
-                self.report.results[rank] = data
-            self.report.ranks[rank].done = True
+            self.report.reported(rank, ended)
             self.changed.notify_all()
-        conn.send(Message.ACK)
+        self._observer.on_rank_exit(rank, ended if isinstance(ended, RankFailedError) else None)
+        m.send(conn, m.Ack())
 
     def _on_disconnect(self, conn: Connection) -> None:
         # forget the connection: a later one may get the same id()
@@ -205,10 +168,7 @@ class DriverSession:
         if self._rank_conns.get(rank) is conn:
             del self._rank_conns[rank]
         with self.changed:
-            self.report.ranks[rank].gone = True
-            if not self.report.ranks[rank].done:
-                self.report.vanished.append(rank)
-                self.report.ranks[rank].failed_at = time.monotonic()
+            self.report.disconnected(rank)
             self.changed.notify_all()
 
     def result_value(self, rank: int = 0) -> Any:
@@ -225,12 +185,12 @@ class DriverSession:
 
     def abort_ranks(self) -> None:
         """Tell every connected rank to kill itself and its children now."""
-        self._server.broadcast(Message.ABORT)
+        self._server.broadcast(*m.encode(m.Abort()))
 
     def stop_ranks(self, grace_s: float) -> None:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
         them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
-        self._server.broadcast(Message.STOP)
+        self._server.broadcast(*m.encode(m.Stop()))
         processes.kill_all(processes.stopped(self._ranks_on_this_machine()))  # no grace: they cannot act
         try:
             with self.changed:

@@ -13,8 +13,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from sparkrunner.channel.messages import Stacks
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.errors import HangError, StallError
 from sparkrunner.launch.processes import proc_stat
@@ -68,19 +69,19 @@ class LiveRank:
 
 
 class StackCollector:
-    """Driver side: asks every live rank for its stacks (`Message.DUMP_STACKS`) and gathers the answers."""
+    """Driver side: asks every live rank for its stacks (`DumpStacks`) and gathers the answers."""
 
-    def __init__(self, broadcast: Callable[[dict[str, int]], None]) -> None:
+    def __init__(self, broadcast: Callable[[int], None]) -> None:
         self._broadcast = broadcast
         self._cond = threading.Condition()
         self._request = 0
-        self._replies: dict[int, dict[str, Any]] = {}
+        self._replies: dict[int, Stacks] = {}
         self._asking = threading.Lock()
 
-    def on_reply(self, rank: int, data: dict[str, Any]) -> None:
+    def on_reply(self, rank: int, reply: Stacks) -> None:
         with self._cond:
-            if data.get("request") == self._request:
-                self._replies[rank] = data
+            if reply.request == self._request:
+                self._replies[rank] = reply
                 self._cond.notify_all()
 
     def collect(
@@ -96,7 +97,7 @@ class StackCollector:
                 self._request += 1
                 self._replies = {}
                 request = self._request
-            self._broadcast({"request": request})
+            self._broadcast(request)
             wanted = {r.rank for r in live}
             with self._cond:
                 self._cond.wait_for(lambda: wanted <= self._replies.keys(), timeout)
@@ -107,11 +108,11 @@ class StackCollector:
         return StackReport(ranks)
 
 
-def _rank_stack(rank: LiveRank, reply: dict[str, Any] | None, tail: list[str], timeout: float) -> RankStack:
+def _rank_stack(rank: LiveRank, reply: Stacks | None, tail: list[str], timeout: float) -> RankStack:
     if reply is None:
         why = f"did not answer within {timeout:g} s ({_silence_reason(rank)})"
         return RankStack(rank.rank, rank.host, rank.pid, why, None, tail)
-    return RankStack(rank.rank, rank.host, rank.pid, str(reply["where"]), str(reply["threads"]), tail)
+    return RankStack(rank.rank, rank.host, rank.pid, reply.where, reply.threads, tail)
 
 
 def _silence_reason(rank: LiveRank) -> str:
@@ -148,15 +149,17 @@ class StallWatch:
         self._fail = on_stall == "fail"
         self._warned_at = 0.0
 
-    def check(self, last_activity: float, collect: Callable[[], StackReport]) -> None:
+    def check(self, last_activity: float, collect: Callable[[], StackReport]) -> StallError | None:
+        """The `StallError` that ends the run (``on_stall="fail"``), else None (after a warning, if stalled)."""
         if self._timeout is None:
-            return
+            return None
         quiet_since = max(last_activity, self._warned_at)
         if time.monotonic() - quiet_since < self._timeout:
-            return
+            return None
         report = collect()
         message = f"no rank printed or reported progress for {self._timeout:g} s (stall_timeout)"
         if self._fail:
-            raise hang_error(StallError, message + "; every rank was stopped", report)
+            return hang_error(StallError, message + "; every rank was stopped", report)
         self._warned_at = time.monotonic()
         log.warning("%s; still running. Where each rank is:\n%s\n\n%s", message, report.summary(), report)
+        return None

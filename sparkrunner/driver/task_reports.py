@@ -1,4 +1,4 @@
-"""Driver side of the barrier tasks' reports (`Message.TASK_REPORT`): how a task ended, in words.
+"""Driver side of the barrier tasks' reports (`TaskReport`): how a task ended, in words.
 
 The task side is `sparkrunner.tasks.task_report`.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import Any
 
+from sparkrunner.channel.messages import TaskReport
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 
 
@@ -20,15 +20,16 @@ def exit_text(code: int) -> str:
     return f"exit code {code}"
 
 
-def describe(report: dict[str, Any]) -> str:
+def describe(report: TaskReport) -> str:
     """One paragraph for an error message: which task on which host, how it ended, its last output."""
-    where = f"barrier task {report['task']} (host {report['host']})"
-    if report.get("traceback"):
-        text = f"{where} failed:\n{str(report['traceback']).rstrip()}"
+    where = f"barrier task {report.task} (host {report.host})"
+    if report.traceback:
+        text = f"{where} failed:\n{report.traceback.rstrip()}"
     else:
-        what = "mpirun" if report.get("launcher") == "mpirun" else "the rank process"
-        text = f"{what} of {where} ended with {exit_text(int(report['exit_code']))}"
-    tail = str(report.get("tail") or "").splitlines()[-ERROR_TAIL_LINES:]
+        what = "mpirun" if report.launcher == "mpirun" else "the rank process"
+        code = "an unknown exit code" if report.exit_code is None else exit_text(report.exit_code)
+        text = f"{what} of {where} ended with {code}"
+    tail = report.tail.splitlines()[-ERROR_TAIL_LINES:]
     if tail:
         text += "; its last output:\n" + "\n".join(tail)
     return text

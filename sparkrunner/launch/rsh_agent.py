@@ -12,8 +12,8 @@ import sys
 
 from sparkrunner import channel
 from sparkrunner.channel import handover
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.messages import Message
 from sparkrunner.launch import processes
 from sparkrunner.timeouts import AGENT_START_WAIT_S
 
@@ -32,14 +32,18 @@ def main(argv: list[str]) -> int:
         key = handover.take_agent_key(host)
         # tasks start their agents while mpirun starts: wait for the agent to listen
         conn = channel.connect_when_listening((host, agents[host]), key, AGENT_START_WAIT_S)
-        conn.send(Message.EXEC, {"argv": command})
-        kind, data = conn.recv()
+        m.send(conn, m.Exec(command))
+        answer = m.receive(conn)
     except channel.ChannelError as exc:
         print(f"sparkrunner rsh_agent: the task agent on {host} failed: {exc}", file=sys.stderr)
         return _CONNECTION_LOST
-    if data["code"] != 0 and data["tail"]:
-        print(data["tail"], file=sys.stderr)
-    return int(data["code"]) if kind == Message.EXIT else _CONNECTION_LOST
+    match answer:
+        case m.Exit(code=code, tail=tail):
+            if code != 0 and tail:
+                print(tail, file=sys.stderr)
+            return code
+        case _:
+            return _CONNECTION_LOST
 
 
 if __name__ == "__main__":

@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Any
 
 from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection
-from sparkrunner.channel.messages import Message
+from sparkrunner.channel import messages as m
 from sparkrunner.launch.base import TaskOutcome
 from sparkrunner.launch.topology import PortSlot, Topology
 from sparkrunner.timeouts import RUN_END_CONNECT_WAIT_S, RUN_END_TELL_WAIT_S
@@ -33,16 +32,20 @@ class RunEndServer:
         task_zero = topology.peers[0]
         # bound to the address the other tasks use, never every interface
         self._server = ChannelServer(
-            key, self._on_message, lambda _: None, task_zero.host, task_zero.ports[PortSlot.RUN_END]
+            key,
+            m.serving(self._on_message),
+            lambda _: None,
+            task_zero.host,
+            task_zero.ports[PortSlot.RUN_END],
         )
 
-    def _on_message(self, conn: Connection, kind: str, _: Any) -> None:
-        if kind != Message.WAIT:
+    def _on_message(self, conn: Connection, message: m.Message) -> None:
+        if not isinstance(message, m.Wait):
             return
         self._ended.wait()
         assert self._outcome is not None
         with contextlib.suppress(channel.ChannelError):
-            conn.send(Message.EXIT, {"code": self._outcome.exit_code, "tail": ""})
+            m.send(conn, m.Exit(self._outcome.exit_code, ""))
         self._told.release()
 
     def ended(self, outcome: TaskOutcome) -> None:
@@ -63,9 +66,13 @@ def wait_for_run_end(key: bytes, topology: Topology) -> TaskOutcome:
         conn = channel.connect_when_listening(
             (task_zero.host, task_zero.ports[PortSlot.RUN_END]), key, RUN_END_CONNECT_WAIT_S
         )
-        conn.send(Message.WAIT)
-        kind, _ = conn.recv()
+        m.send(conn, m.Wait())
+        answer = m.receive(conn)
         conn.close()
     except channel.ChannelError as exc:
         return TaskOutcome(1, f"lost touch with barrier task 0 before its mpirun ended: {exc}")
-    return TaskOutcome(0, "") if kind == Message.EXIT else TaskOutcome(1, f"task 0 answered {kind!r}")
+    match answer:
+        case m.Exit():
+            return TaskOutcome(0, "")
+        case _:
+            return TaskOutcome(1, f"task 0 answered {answer.kind!r}")

@@ -13,12 +13,11 @@ import hmac
 import json
 import os
 import threading
-from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
-from sparkrunner.channel.messages import Message
 from sparkrunner.launch import processes
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.topology import PortSlot, Topology
@@ -71,22 +70,22 @@ class TaskAgent:
         self._lock = threading.Lock()
         self._server = ChannelServer(
             agent_key(run_secret),
-            self._on_message,
+            m.serving(self._on_message),
             lambda _: None,
             peer.host,  # the address mpirun's rsh agent uses, never every interface
             peer.ports[PortSlot.TASK_AGENT],
         )
 
-    def _on_message(self, conn: Connection, kind: str, data: Any) -> None:
+    def _on_message(self, conn: Connection, message: m.Message) -> None:
         """Run one command the way a remote shell would, and answer with its exit code."""
-        if kind != Message.EXEC:
+        if not isinstance(message, m.Exec):
             return
-        command = " ".join(data["argv"])
+        command = " ".join(message.argv)
         proc = processes.RankProcess(["/bin/sh", "-c", command], self._env, echo_to=2)
         with self._lock:
             self._started.append(proc)
         code = proc.wait()  # this thread started it and must outlive it (the child dies with its thread)
-        conn.send(Message.EXIT, {"code": code, "tail": proc.output_tail()})
+        m.send(conn, m.Exit(code, proc.output_tail()))
 
     def stop(self) -> None:
         """Stop serving and kill whatever this agent started that is still running."""

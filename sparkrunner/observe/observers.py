@@ -1,7 +1,7 @@
 """Run observers: optional features (tracking, progress) that follow a run without the runner knowing them.
 
-An observer sees the run start, adds variables to every rank's environment, receives every message the
-ranks send, and sees the run end. Each writes what it learned onto the shared `RunRecord`, in order, so a
+An observer sees the run start, adds variables to every rank's environment, is told (by typed hooks) what
+the ranks print, log, report and send, and how each ended, and sees the run end. Each writes what it learned onto the shared `RunRecord`, in order, so a
 later observer (tracking) can use what an earlier one (progress timings) recorded.
 """
 
@@ -17,6 +17,8 @@ from sparkrunner.observe.timings import rank_throughput
 if TYPE_CHECKING:
     import pandas as pd
 
+    from sparkrunner.channel.messages import Progress
+    from sparkrunner.errors import RankFailedError
     from sparkrunner.recovery.attempts import AttemptRecord
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,8 @@ class RunRecord:
 
 
 class RunObserver:
-    """Base class of run observers; every hook is optional. Hooks run on the driver."""
+    """Base class of run observers; every hook is optional. Hooks run on the driver (the `on_rank_*`,
+    `on_progress` and `on_file` hooks on the channel's threads, one per rank connection)."""
 
     def on_start(self, record: RunRecord) -> None:
         """Called before any rank starts."""
@@ -71,14 +74,26 @@ class RunObserver:
         """Extra environment variables for every rank (read after `on_start`)."""
         return {}
 
-    def on_message(self, rank: int, kind: str, data: Any) -> None:
-        """Called for every message a rank sends after connecting (on the channel's threads)."""
+    def on_progress(self, rank: int, progress: Progress) -> None:
+        """A rank reported a finished training step (`sparkrunner.report_progress`)."""
+
+    def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
+        """Lines a rank printed on `stream` ("stdout" or "stderr"), whatever `driver_log_verbosity` is."""
+
+    def on_rank_log(self, rank: int, text: str) -> None:
+        """A rank called `sparkrunner.log_to_driver(text)`."""
+
+    def on_file(self, rank: int, name: str, path: str) -> None:
+        """A rank sent file `name` (`send_file_to_driver`); the driver saved it at `path`."""
+
+    def on_rank_exit(self, rank: int, error: RankFailedError | None) -> None:
+        """A rank reported how its function ended: None when it returned, else the error it raised."""
 
     def on_end(self, record: RunRecord) -> None:
         """Called once after every rank is gone; `record.error` tells how the run ended."""
 
 
-class Observers:
+class Observers(RunObserver):
     """The observers of one run, called in order; a failing observer is logged and never fails the run."""
 
     def __init__(self, observers: list[RunObserver]) -> None:
@@ -95,9 +110,24 @@ class Observers:
                 env.update(extra if isinstance(extra, dict) else {})
         return env
 
-    def on_message(self, rank: int, kind: str, data: Any) -> None:
+    def on_progress(self, rank: int, progress: Progress) -> None:
+        self._each("on_progress", rank, progress)
+
+    def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
+        self._each("on_rank_output", rank, stream, lines)
+
+    def on_rank_log(self, rank: int, text: str) -> None:
+        self._each("on_rank_log", rank, text)
+
+    def on_file(self, rank: int, name: str, path: str) -> None:
+        self._each("on_file", rank, name, path)
+
+    def on_rank_exit(self, rank: int, error: RankFailedError | None) -> None:
+        self._each("on_rank_exit", rank, error)
+
+    def _each(self, hook: str, *args: Any) -> None:
         for observer in self._observers:
-            _guard(observer.on_message, rank, kind, data)
+            _guard(getattr(observer, hook), *args)
 
     def end(self, record: RunRecord, error: BaseException | None) -> None:
         record.duration_s = time.monotonic() - self._started

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from sparkrunner.channel.messages import Message
+from sparkrunner.channel.messages import Progress
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
 
@@ -20,46 +20,43 @@ class ProgressObserver(RunObserver):
         self._show = show
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
-        self._last: dict[int, dict[str, Any]] = {}
+        self._last: dict[int, Progress] = {}
         self._bar: Any = None
 
     def on_start(self, record: RunRecord) -> None:
         self._rows, self._last, self._bar = [], {}, None
         self._started = time.monotonic()
 
-    def on_message(self, rank: int, kind: str, data: Any) -> None:
-        if kind != Message.PROGRESS:
-            return
+    def on_progress(self, rank: int, progress: Progress) -> None:
         with self._lock:
             previous = self._last.get(rank)
-            step_s = data["t"] - previous["t"] if previous else float("nan")
+            step_s = progress.t - previous.t if previous else float("nan")
             row = {
                 "rank": rank,
-                "step": data["step"],
-                "epoch": data["epoch"],
-                "samples": data["samples"],
+                "step": progress.step,
+                "epoch": progress.epoch,
+                "samples": progress.samples,
                 "step_s": step_s,
                 "elapsed_s": time.monotonic() - self._started,
-                **data["metrics"],
+                **progress.metrics,
             }
             self._rows.append(row)
-            self._last[rank] = data
+            self._last[rank] = progress
             if self._show:
-                self._update_bar(rank, data)
+                self._update_bar(rank, progress)
 
-    def _update_bar(self, rank: int, data: dict[str, Any]) -> None:
+    def _update_bar(self, rank: int, progress: Progress) -> None:
         if self._bar is None:
-            self._bar = _new_bar(data["total"])
+            self._bar = _new_bar(progress.total)
             if self._bar is None:
                 self._show = False
                 return
-        done = min(d["step"] for d in self._last.values())  # the bar follows the slowest rank
+        done = min(p.step for p in self._last.values())  # the bar follows the slowest rank
         if done > self._bar.n:
             self._bar.update(done - self._bar.n)
         if rank == 0:
-            epoch = data["epoch"]
-            postfix = {"epoch": epoch} if epoch is not None else {}
-            postfix.update({k: f"{v:.4g}" for k, v in data["metrics"].items()})
+            postfix: dict[str, Any] = {"epoch": progress.epoch} if progress.epoch is not None else {}
+            postfix.update({k: f"{v:.4g}" for k, v in progress.metrics.items()})
             self._bar.set_postfix(postfix, refresh=False)
 
     def on_end(self, record: RunRecord) -> None:

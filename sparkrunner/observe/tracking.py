@@ -17,7 +17,7 @@ import time
 import warnings
 from typing import Any
 
-from sparkrunner.channel.messages import Message
+from sparkrunner.channel.messages import Progress
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
@@ -82,13 +82,13 @@ class MlflowTracking(RunObserver):
     def rank_env(self) -> dict[str, str]:
         return {"MLFLOW_TRACKING_URI": self._uri, "MLFLOW_RUN_ID": self._run_id}
 
-    def on_message(self, rank: int, kind: str, data: Any) -> None:
-        if rank != 0 or kind != Message.PROGRESS or not self.log_progress:
+    def on_progress(self, rank: int, progress: Progress) -> None:
+        if rank != 0 or not self.log_progress:
             return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        self._pending += [Metric(k, v, now, data["step"]) for k, v in data["metrics"].items()]
+        self._pending += [Metric(k, v, now, progress.step) for k, v in progress.metrics.items()]
         if len(self._pending) >= _FLUSH_EVERY:
             self._flush()
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from sparkrunner.channel import ChannelError, Connection
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.messages import Message
 
 _connection: Connection | None = None
 
@@ -72,13 +71,13 @@ def attach(connection: Connection | None) -> None:
     _connection = connection
 
 
-def send_to_driver(kind: str, data: Any) -> bool:
+def send_to_driver(message: m.Message) -> bool:
     """Send one message to the driver; returns False when not inside a run (or the driver is gone)."""
     conn = _connection
     if conn is None:
         return False
     try:
-        conn.send(kind, data)
+        m.send(conn, message)
     except ChannelError:
         return False
     return True
@@ -94,7 +93,7 @@ def send_file_to_driver(path: str) -> bool:
             data = f.read()
     except OSError:
         return False
-    return send_to_driver(Message.FILE, {"name": os.path.basename(path), "data": data})
+    return send_to_driver(m.File(os.path.basename(path), data))
 
 
 def log_to_driver(message: str) -> None:
@@ -102,5 +101,5 @@ def log_to_driver(message: str) -> None:
 
     Outside a run (e.g. when testing `main` directly) the message is printed locally.
     """
-    if not send_to_driver(Message.LOG, str(message)):
+    if not send_to_driver(m.Log(str(message))):
         print(message, file=sys.stderr, flush=True)

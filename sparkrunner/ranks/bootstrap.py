@@ -15,8 +15,8 @@ import cloudpickle
 
 from sparkrunner import channel, frameworks
 from sparkrunner.channel import handover
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.messages import Message
 from sparkrunner.channel.payload import RemoteError, loads
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env
@@ -48,16 +48,16 @@ class DriverWatch:
     def _watch(self) -> None:
         try:
             while True:
-                kind, data = self._conn.recv()
-                if kind == Message.ACK:
-                    self.acknowledged.set()
-                    return
-                if kind == Message.ABORT:
-                    _die(1)
-                if kind == Message.STOP:
-                    graceful_stop.request_stop()
-                if kind == Message.DUMP_STACKS:
-                    self._conn.send(Message.STACKS, {**data, **thread_dump()})
+                match m.receive(self._conn):
+                    case m.Ack():
+                        self.acknowledged.set()
+                        return
+                    case m.Abort():
+                        _die(1)
+                    case m.Stop():
+                        graceful_stop.request_stop()
+                    case m.DumpStacks(request=request):
+                        m.send(self._conn, m.Stacks(request=request, **thread_dump()))
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)
@@ -74,25 +74,25 @@ def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
         ) from exc
 
 
-def _outcome(payload: bytes, returns_value: bool) -> tuple[str, Any]:
+def _outcome(payload: bytes, returns_value: bool) -> m.Result | m.Error:
     try:
         verify_on_rank()
         main, args, kwargs = _load_call(payload)
     except (RuntimeError, CheckpointDirError) as exc:
-        return Message.ERROR, RemoteError.capture(exc)
+        return m.Error(RemoteError.capture(exc))
     try:
         value = main(*args, **kwargs)
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
-        return Message.ERROR, RemoteError.capture_user_error(exc)
+        return m.Error(RemoteError.capture_user_error(exc))
     if not returns_value:
-        return Message.RESULT, None
+        return m.Result(None)
     try:
-        return Message.RESULT, cloudpickle.dumps(value)
+        return m.Result(cloudpickle.dumps(value))
     except Exception as exc:
         note = ResultNotPicklableError(
             f"the return value (a {type(value).__name__}) cannot be pickled: {exc}"
         )
-        return Message.ERROR, RemoteError.capture(note)
+        return m.Error(RemoteError.capture(note))
 
 
 def _wire_frameworks_under_mpirun() -> None:
@@ -119,29 +119,28 @@ def main() -> int:
     relay = OutputRelay((host, int(port)), secret, me.rank, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
     conn = channel.connect((host, int(port)), secret)
     task = os.environ.get(Env.STARTED_BY_TASK)
-    hello = {"rank": me.rank, "host": socket.gethostname(), "pid": os.getpid(), "task": task and int(task)}
-    conn.send(Message.HELLO, hello)
+    m.send(conn, m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None))
     if gpu_warning:
-        conn.send(Message.WARNING, gpu_warning)
-    kind, payload = conn.recv()
-    while kind == Message.DUMP_STACKS:  # asked before the payload came: nothing of the user's runs yet
-        kind, payload = conn.recv()
-    if kind != Message.PAYLOAD:
+        m.send(conn, m.RankWarning(gpu_warning))
+    first = m.receive(conn)
+    while isinstance(first, m.DumpStacks):  # asked before the payload came: nothing of the user's runs yet
+        first = m.receive(conn)
+    if not isinstance(first, m.Payload):
         return 1
     watch = DriverWatch(conn)
     rank.attach(conn)
     try:
-        kind, data = _outcome(payload, me.rank == 0 or os.environ.get(Env.RESULTS) == "all")
+        outcome = _outcome(first.call, me.rank == 0 or os.environ.get(Env.RESULTS) == "all")
         timeline = horovod_env.finish_timeline()
         if timeline is not None:
             rank.send_file_to_driver(timeline)
     finally:
         relay.stop()
-    conn.send(kind, data)
+    m.send(conn, outcome)
     watch.acknowledged.wait(RESULT_ACK_TIMEOUT_S)
     rank.attach(None)
     conn.close()
-    return 0 if kind == Message.RESULT else 1
+    return 0 if isinstance(outcome, m.Result) else 1
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 
 from sparkrunner import channel
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.lines import LineSplitter
-from sparkrunner.channel.messages import Message
 from sparkrunner.timeouts import RELAY_STOP_POLL_S, RELAY_STOP_WAIT_S, RELAY_UPDATE_INTERVAL_S
 
 _STREAMS = ((1, "stdout"), (2, "stderr"))
@@ -73,21 +73,21 @@ def _relay(
     conn: channel.Connection | None
     try:
         conn = channel.connect(driver, secret)
-        conn.send(Message.OUTPUT_STREAM, {"rank": rank})
+        m.send(conn, m.OutputStream(rank))
     except channel.ChannelError:
         conn = None  # the driver is out of reach: still echo what the rank prints (its task's tail keeps it)
 
-    def send(kind: str, data: object) -> None:
+    def send(message: m.Message) -> None:
         if conn is not None:
             with contextlib.suppress(channel.ChannelError):
-                conn.send(kind, data)
+                m.send(conn, message)
 
     threads = []
     for fd, name in _STREAMS:
         args = (
             read_fds[fd],
-            lambda lines, name=name: send(Message.OUTPUT, (name, lines)),
-            lambda update, name=name: send(Message.OUTPUT_UPDATE, (name, update)),
+            lambda lines, name=name: send(m.Output(name, lines)),
+            lambda update, name=name: send(m.OutputUpdate(name, update)),
             echo_fds.get(fd),
         )
         threads.append(threading.Thread(target=pump, args=args, daemon=True))

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
-from sparkrunner.channel.messages import Message
+from sparkrunner.channel.messages import Progress
 from sparkrunner.ranks.api import send_to_driver
 
 _last_step: dict[str, int] = {}
@@ -37,15 +37,9 @@ def report_progress(
     """
     step = _last_step.get("step", 0) + 1 if step is None else int(step)
     _last_step["step"] = step
-    data = {
-        "step": step,
-        "epoch": epoch,
-        "total": total,
-        "samples": samples,
-        "t": time.monotonic(),
-        "metrics": {str(k): float(v) for k, v in metrics.items()},
-    }
-    return send_to_driver(Message.PROGRESS, data)
+    numbers = {str(k): float(v) for k, v in metrics.items()}
+    epoch, total, samples = (None if n is None else int(n) for n in (epoch, total, samples))
+    return send_to_driver(Progress(step, epoch, total, samples, time.monotonic(), numbers))
 
 
 def keras_callback(log_every: int = 1) -> Any:

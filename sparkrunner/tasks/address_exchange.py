@@ -3,14 +3,15 @@
 Spark's own `BarrierTaskContext.allGather` costs every caller at least one second: the executor checks for
 the coordinator's answer once a second (`Thread.sleep(1000)` in `BarrierTaskContext.runBarrier`), so even
 tasks that arrive together wait that long. The driver channel is already open and authenticated, so each
-task sends its entries there (`Message.JOIN`) and the driver answers every task at once (`Message.TOPOLOGY`)
+task sends its entries there (`Join`) and the driver answers every task at once (`Topology`)
 as soon as the last one has joined: milliseconds instead of a second, on every launcher.
 """
 
 from __future__ import annotations
 
 from sparkrunner import channel
-from sparkrunner.channel.messages import Message, TaskEntries
+from sparkrunner.channel import messages as m
+from sparkrunner.channel.messages import TaskEntries
 from sparkrunner.errors import ChannelError
 
 
@@ -23,12 +24,12 @@ def exchange(
     first fails the stage, and Spark then ends this one)."""
     conn = channel.connect(driver, secret)
     try:
-        conn.send(
-            Message.JOIN, {"task": task, "tasks": tasks, "spark_task_id": spark_task_id, "entries": entries}
-        )
-        kind, everyone = conn.recv()
+        m.send(conn, m.Join(task, tasks, spark_task_id, entries))
+        answer = m.receive(conn)
     finally:
         conn.close()
-    if kind != Message.TOPOLOGY:
-        raise ChannelError(f"the driver answered the address exchange with {kind!r}")
-    return list(everyone)
+    match answer:
+        case m.Topology(tasks=everyone):
+            return list(everyone)
+        case _:
+            raise ChannelError(f"the driver answered the address exchange with {answer.kind!r}")

@@ -9,6 +9,7 @@ import os
 import traceback
 from collections.abc import Iterable, Iterator
 
+from sparkrunner.channel.messages import TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import free_ports, own_ports, peer_address
 from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
@@ -63,20 +64,23 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     ctx = BarrierTaskContext.get()
     topology, first = exchange_topology(ctx, launcher.ports_per_rank, job)
     index = ctx.partitionId()
-    about = {"task": index, "host": topology.peers[first].host, "launcher": launcher.name}
+    host = topology.peers[first].host
     reported: list[TaskOutcome] = []
 
     def report_failure(outcome: TaskOutcome) -> None:
         """Tell the driver how this task's (first failed) process ended; once."""
         if not reported:
             reported.append(outcome)
-            failure = {**about, "exit_code": outcome.exit_code, "tail": outcome.output_tail}
+            failure = TaskReport(
+                index, host, launcher.name, exit_code=outcome.exit_code, tail=outcome.output_tail
+            )
             task_report.send(job.driver, job.secret, failure)
 
     try:
         outcome = launcher.run_in_task(job, topology, first, report_failure)
     except BaseException:
-        task_report.send(job.driver, job.secret, {**about, "traceback": traceback.format_exc()})
+        failure = TaskReport(index, host, launcher.name, traceback=traceback.format_exc())
+        task_report.send(job.driver, job.secret, failure)
         raise
     finally:
         # only this task's processes: another task's ranks on this machine may still be running

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkrunner import Runner, channel
-from sparkrunner.channel.messages import Message
+from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
@@ -99,11 +99,11 @@ def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange(
     entries = [{"host": "127.0.0.1", "ports": [1], "gpus": []}]
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:
-        waiting.send(Message.JOIN, {"task": 0, "tasks": 2, "spark_task_id": 10, "entries": entries})
+        m.send(waiting, m.Join(task=0, tasks=2, spark_task_id=10, entries=entries))
         time.sleep(0.5)  # the driver has taken task 0's join by now
         session.collect_stacks()
         assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, 11, entries)
-        assert waiting.recv() == (Message.TOPOLOGY, [entries, entries])
+        assert m.receive(waiting) == m.Topology([entries, entries])
         assert session.spark_task_ids() == {0: 10, 1: 11}
     finally:
         waiting.close()

@@ -1,0 +1,143 @@
+"""The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
+
+`Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
+`Succeeded`, `Failed` (with its cause), `TimedOut` or `Stalled`; `Supervisor.wait` steps until the attempt
+ends and raises its error.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sparkrunner.driver import causes
+from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.stacks import StallWatch, hang_error
+from sparkrunner.errors import (
+    ExecutorDecommissionedError,
+    RankFailedError,
+    RunTimeoutError,
+    SparkRunnerError,
+    StallError,
+    StartTimeoutError,
+)
+from sparkrunner.placement import Placement
+from sparkrunner.timeouts import FINISH_GRACE_S, SUPERVISE_POLL_S
+
+
+@dataclass(frozen=True)
+class Running:
+    """Nothing decided yet."""
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """Every rank reported its outcome and none failed."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A rank raised or vanished, its executor is being decommissioned, or the ranks ended unreported."""
+
+    cause: SparkRunnerError
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """Not every rank started within `start_timeout`, or the run exceeded `timeout`."""
+
+    error: StartTimeoutError | RunTimeoutError
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """No rank printed or reported progress for `stall_timeout` s, with ``on_stall="fail"``."""
+
+    error: StallError
+
+
+Outcome = Running | Succeeded | Failed | TimedOut | Stalled
+
+
+class Supervisor:
+    """Watches one attempt's session and placement; `step()` is called with ``session.changed`` held."""
+
+    def __init__(
+        self,
+        session: DriverSession,
+        placement: Placement,
+        start_timeout: float,
+        timeout: float | None,
+        stall: StallWatch,
+    ) -> None:
+        self._session = session
+        self._placement = placement
+        self._start_timeout = start_timeout
+        self._timeout = timeout
+        self._stall = stall
+        self._started = time.monotonic()
+
+    def wait(self) -> None:
+        """Step until the attempt ends; return on success, raise its error otherwise."""
+        with self._session.changed:
+            while True:
+                match self.step():
+                    case Running():
+                        self._session.changed.wait(SUPERVISE_POLL_S)
+                    case Succeeded():
+                        return
+                    case Failed(cause=RankFailedError() as error):
+                        raise error from error.original
+                    case Failed(cause=error) | TimedOut(error=error) | Stalled(error=error):
+                        raise error
+
+    def step(self) -> Outcome:
+        """What happened since the last step (the first decisive answer wins)."""
+        session, report = self._session, self._session.report
+        if report.errors or report.vanished:
+            return Failed(causes.run_failure(session, self._placement))
+        if report.all_done():
+            return Succeeded()
+        ended = self._ended()
+        if ended is not None:
+            return ended
+        elapsed = time.monotonic() - self._started
+        if not report.all_connected() and elapsed > self._start_timeout:
+            message = _start_timeout_message(session, self._start_timeout)
+            return TimedOut(hang_error(StartTimeoutError, message, session.collect_stacks()))
+        if self._timeout is not None and elapsed > self._timeout:
+            message = f"the run did not finish within timeout={self._timeout} s; every rank was stopped"
+            return TimedOut(hang_error(RunTimeoutError, message, session.collect_stacks()))
+        if report.all_connected():
+            stalled = self._stall.check(session.last_activity, session.collect_stacks)
+            if stalled is not None:
+                return Stalled(stalled)
+        return Running()
+
+    def _ended(self) -> Failed | None:
+        """The placement is going away (decommission) or ended while ranks had not all reported."""
+        session, report, placement = self._session, self._session.report, self._placement
+        decommissioning = placement.decommissioning(session.spark_task_ids())
+        if decommissioning is not None:
+            return Failed(
+                ExecutorDecommissionedError(
+                    f"{decommissioning}: every rank was asked to stop, and ranks that watch stopping() or "
+                    f"on_stop() had stop_grace_s to save a checkpoint"
+                )
+            )
+        if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
+            session, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
+        ):
+            missing = report.num_ranks - sum(1 for s in report.ranks.values() if s.done)
+            return Failed(causes.ended_without_result(session, placement, missing))
+        return None
+
+
+def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
+    report = session.report
+    connected = sorted(r for r, s in report.ranks.items() if s.connected_at is not None)
+    return (
+        f"only {len(connected)} of {report.num_ranks} ranks started within start_timeout={start_timeout} s "
+        f"(connected: {connected or 'none'}). The cluster may be busy with other jobs, or executors are "
+        f"missing; every rank that did start was stopped."
+    )
