@@ -20,8 +20,9 @@ import uuid
 from typing import Any
 
 from sparkrunner.data import plan_code, storage
-from sparkrunner.data.connect_plan import connect_plan, is_connect_frame
+from sparkrunner.data.connect_plan import connect_plan
 from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.placement.sessions import is_connect_session
 
 FORMAT_VERSION = 3
 _NO_LIMIT = 2**31 - 1
@@ -42,7 +43,7 @@ def cache_key(frame: Any, options: dict[str, int]) -> str:
 def cache_description(frame: Any, options: dict[str, int]) -> dict[str, Any]:
     """What the key is made of: with "session" when the data can be told apart only inside this application,
     with "call" (a random id: never reused) when it cannot be told apart at all."""
-    if is_connect_frame(frame):
+    if is_connect_session(frame):
         return _connect_description(frame, options)
     plan = _analyzed_plan(frame)
     code = plan_code.examine(frame.sparkSession, plan)

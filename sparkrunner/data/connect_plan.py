@@ -55,11 +55,6 @@ class ConnectPlan:
     """This Connect session's id and the plan with its own plan ids: unique to this DataFrame."""
 
 
-def is_connect_frame(frame: Any) -> bool:
-    """True for a Spark Connect DataFrame (pyspark.sql.connect), which has no JVM object on the client."""
-    return type(frame).__module__.startswith("pyspark.sql.connect")
-
-
 def connect_plan(frame: Any) -> ConnectPlan:
     from google.protobuf.json_format import MessageToDict
 

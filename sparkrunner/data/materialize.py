@@ -10,12 +10,12 @@ from typing import Any
 from sparkrunner.data import cache_leases, cache_store, columns, host_check, storage
 from sparkrunner.data.cache_key import cache_key
 from sparkrunner.data.cache_store import CACHE_ENV, default_cache_dir
-from sparkrunner.data.connect_plan import is_connect_frame
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.progress_report import WriteProgress
 from sparkrunner.data.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number
+from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.voice import install_default_handler
 
 __all__ = ["CACHE_ENV", "default_cache_dir", "materialize"]
@@ -92,7 +92,7 @@ def _written(
 
 def _converted(frame: Any, float32: bool) -> Any:
     """Vectors to arrays, and doubles to floats when asked, keeping the column order."""
-    if is_connect_frame(frame):  # the classic functions build classic columns when both kinds are loaded
+    if is_connect_session(frame):  # the classic functions build classic columns when both kinds are loaded
         from pyspark.ml.connect.functions import vector_to_array
         from pyspark.sql.connect import functions as F
     else:

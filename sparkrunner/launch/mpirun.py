@@ -9,7 +9,6 @@ Every other task serves (or idles) until task 0 tells it that mpirun has ended (
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 import os
 import re
@@ -49,7 +48,7 @@ _ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
 def horovod_has_mpi() -> bool:
     """True when Horovod is installed here and was built with MPI support (asked once: Horovod probes in a
     subprocess)."""
-    if importlib.util.find_spec("horovod") is None:
+    if not horovod_env.horovod_installed():
         return False
     try:
         from horovod.common.util import mpi_built

@@ -27,7 +27,7 @@ def find_spark_session() -> Any:
 
 
 def is_connect_session(spark: Any) -> bool:
-    """True for a Spark Connect session (pyspark.sql.connect), which has no SparkContext."""
+    """True for a Spark Connect session or DataFrame (pyspark.sql.connect): no SparkContext, no JVM object."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
