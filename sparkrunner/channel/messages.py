@@ -18,8 +18,18 @@ from sparkrunner.channel.payload import RemoteError
 from sparkrunner.channel.transport import Connection, Handler
 from sparkrunner.errors import ChannelError
 
-TaskEntries = list[dict[str, Any]]
-"""One barrier task's entries: one {"host", "ports", "gpus"} per rank it starts."""
+
+@dataclass(frozen=True)
+class RankAddress:
+    """Where one rank of a barrier task can be reached: the address its peers dial, its ports, its GPUs."""
+
+    host: str
+    ports: tuple[int, ...]
+    gpus: tuple[str, ...]
+
+
+TaskEntries = list[RankAddress]
+"""One barrier task's entries: one `RankAddress` per rank it starts."""
 
 _KINDS: dict[str, type[Message]] = {}
 _FIELD_TYPES: dict[str, dict[str, Any]] = {}

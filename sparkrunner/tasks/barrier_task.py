@@ -9,7 +9,7 @@ import os
 import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner.channel.messages import TaskReport
+from sparkrunner.channel.messages import RankAddress, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import free_ports, own_ports, peer_address
 from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
@@ -36,15 +36,13 @@ def exchange_topology(ctx: object, ports_per_rank: int, job: RankJob) -> tuple[T
     ports = free_ports(ports_per_rank * per_task, port_range=own_ports(job.port_range), slot=index)
     split = split_gpus(_task_gpus(ctx), per_task)
     mine = [
-        {"host": host, "ports": ports[j * ports_per_rank : (j + 1) * ports_per_rank], "gpus": split[j]}
+        RankAddress(host, tuple(ports[j * ports_per_rank : (j + 1) * ports_per_rank]), tuple(split[j]))
         for j in range(per_task)
     ]
     tid = ctx.taskAttemptId()  # type: ignore[attr-defined]
     gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), tid, mine)
     peers = tuple(
-        Peer(p["host"], tuple(p["ports"]), tuple(p["gpus"]), TaskIndex(task))
-        for task, ranks in enumerate(gathered)
-        for p in ranks
+        Peer(p.host, p.ports, p.gpus, TaskIndex(task)) for task, ranks in enumerate(gathered) for p in ranks
     )
     return Topology(peers), RankIndex(index * per_task)
 

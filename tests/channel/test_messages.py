@@ -13,7 +13,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError
 from sparkrunner.errors import ChannelError
 
-ENTRIES = [{"host": "10.0.0.7", "ports": [40001, 40002], "gpus": ["0"]}]
+ENTRIES = [m.RankAddress("10.0.0.7", (40001, 40002), ("0",))]
 
 SAMPLES: list[m.Message] = [
     m.Hello(rank=3, host="worker-1", pid=4242, task=1),

@@ -96,7 +96,7 @@ def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange(
     """Driver side, real channel: a barrier task that joined the address exchange gets the topology as its one
     answer, even when `dump_stacks` is called before the last task has joined."""
     session = DriverSession(dumps_call(print, (), {}), 2, "all", "127.0.0.1")
-    entries = [{"host": "127.0.0.1", "ports": [1], "gpus": []}]
+    entries = [m.RankAddress("127.0.0.1", (1,), ())]
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:
         m.send(waiting, m.Join(task=0, tasks=2, spark_task_id=10, entries=entries))
