@@ -71,7 +71,7 @@ def _classes(package: str) -> tuple[type, type]:
     base_strategy = importlib.import_module(f"{package}.strategies").DDPStrategy
     fabric = importlib.import_module(f"{_PACKAGES[package]}.plugins.environments")
 
-    class SparkRunnerEnvironment(fabric.TorchElasticEnvironment):  # type: ignore[misc,name-defined]
+    class SparkRunnerEnvironment(fabric.TorchElasticEnvironment):  # type: ignore[name-defined]
         """The torch variables sparkrunner sets (RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK, MASTER_*)."""
 
         @staticmethod

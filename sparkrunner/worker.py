@@ -15,7 +15,7 @@ import cloudpickle
 
 from sparkrunner import channel, diagnostics, fast_exit, frameworks, gpus, handover, network, processes, rank
 from sparkrunner.errors import CheckpointDirError
-from sparkrunner.frameworks import horovod_env
+from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.output_relay import OutputRelay
 from sparkrunner.payload import RemoteError, loads
 from sparkrunner.protocol import Env, Message
@@ -106,6 +106,7 @@ def main() -> int:
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)
+    jax_env.register_on_import()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
