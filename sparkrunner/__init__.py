@@ -16,7 +16,15 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.rank import RankContext, log_to_driver, rank_context
-from sparkrunner.recovery import AttemptRecord, load_checkpoint, on_stop, save_checkpoint, stopping
+from sparkrunner.recovery import (
+    AttemptRecord,
+    latest_sharded_checkpoint,
+    load_checkpoint,
+    on_stop,
+    save_checkpoint,
+    sharded_checkpoint,
+    stopping,
+)
 
 if TYPE_CHECKING:
     from sparkrunner.observers import RunObserver, RunRecord
@@ -68,11 +76,13 @@ __all__ = [
     "StartTimeoutError",
     "TorchProgress",
     "keras_callback",
+    "latest_sharded_checkpoint",
     "load_checkpoint",
     "log_to_driver",
     "on_stop",
     "rank_context",
     "report_progress",
     "save_checkpoint",
+    "sharded_checkpoint",
     "stopping",
 ]

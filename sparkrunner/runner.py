@@ -33,8 +33,8 @@ from sparkrunner.progress import ProgressObserver
 from sparkrunner.protocol import Env
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints
-from sparkrunner.recovery.checkpoints import list_checkpoints
 from sparkrunner.recovery.options import RecoveryOptions
+from sparkrunner.recovery.sharded import latest_step
 from sparkrunner.script import module_call, script_call
 from sparkrunner.sessions import find_spark_session, is_connect_session
 from sparkrunner.tracking import tracking_observer
@@ -218,7 +218,7 @@ class Runner:
                 self.recovery.policy,
                 record.attempts,
                 attempt,
-                lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
+                lambda: latest_step(checkpoints.folder),
                 lambda: self._before_retry(launcher, spark, self.np // per_task),
             )
         except BaseException as exc:
