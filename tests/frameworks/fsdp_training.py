@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.recovery.training import EPOCHS, FAILING_EPOCH, _fail
+from tests.recovery.training import EPOCHS, fit_epoch
 
 
 def fsdp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, Any]:
@@ -45,12 +45,7 @@ def fsdp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str,
         set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
         history, start = state["history"], latest.step
     for epoch in range(start, EPOCHS):
-        if ctx.attempt == 0 and epoch == FAILING_EPOCH and failure is not None:
-            _fail(failure, ctx.rank, marker, None)
-        for _ in range(4):
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
+        fit_epoch(epoch, model, opt, (x, y), failure, marker, None)
         history[epoch] = ctx.attempt
         model_state, optim_state = get_state_dict(model, opt)
         state = {"model": model_state, "optim": optim_state, "history": history}
