@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -50,8 +51,8 @@ class _RegistryFinder(importlib.abc.MetaPathFinder):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != _REGISTRY:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        sys.meta_path.remove(self)  # once: the other finders find the module itself
+        spec = importlib.util.find_spec(fullname)
         if spec is None or spec.loader is None:
             return spec
         spec.loader = _RegisteringLoader(spec.loader)

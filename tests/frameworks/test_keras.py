@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def data_parallel_fit() -> dict[str, Any]:
-    """One rank: fit a dense layer on this rank's own data, its batches joined into global ones by Keras."""
+    """One rank: fit a dense layer on this rank's own data (already sharded: no auto-sharding), its batches
+    joined into global ones by Keras."""
     import os
 
     os.environ["KERAS_BACKEND"] = "jax"
@@ -25,7 +26,9 @@ def data_parallel_fit() -> dict[str, Any]:
 
     keras.distribution.initialize()
     devices = keras.distribution.list_devices()
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    keras.distribution.set_distribution(
+        keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False)
+    )
     keras.utils.set_random_seed(7)  # the same initial weights everywhere
     x = np.random.default_rng(int(os.environ["RANK"])).normal(size=(32, 4)).astype("float32")
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
