@@ -2,9 +2,8 @@
 
 Lightning sizes a DDP job as `num_nodes x devices` from the Trainer's arguments and indexes its device list by
 LOCAL_RANK. Under sparkrunner neither is known before the run (Spark places the ranks), hosts may hold uneven
-numbers of ranks (2 + 1), and no Lightning cluster environment is chosen from variables alone without also
-taking `num_nodes x devices` from the Trainer. So this strategy takes the run's shape from the rank's
-environment instead: the sampler splits the data over WORLD_SIZE ranks, the rank trains on its own GPU
+numbers of ranks (2 + 1), and a cluster environment (all that Lightning detects from variables) cannot change
+`num_nodes x devices`. So this strategy takes the run's shape from the rank's environment instead: the sampler splits the data over WORLD_SIZE ranks, the rank trains on its own GPU
 (`cuda:LOCAL_RANK`, sparkrunner's GPU model) or on the CPU, and the Trainer's `devices`/`num_nodes` are not
 needed. Works with both import names, `lightning.pytorch` and `pytorch_lightning` (docs/frameworks.md).
 """
