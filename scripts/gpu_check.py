@@ -1,8 +1,9 @@
 """The GPU check behind scripts/gpu_check.sh: real GPUs, real Spark GPU scheduling, NCCL and TF on the GPU.
 
 One local-cluster worker owns up to 2 of this machine's GPUs (found by an nvidia-smi discovery script) and
-runs one task per GPU. Each rank reports the GPU it computes on (by UUID, from torch) and the GPUs Spark gave
-its task (by index, mapped to UUIDs with nvidia-smi here): they must match, and no two ranks may share one.
+runs one task per GPU: several GPU tasks on one host. Each rank picks its GPU with the tutorials' idiom,
+`set_device(LOCAL_RANK)`, and reports the GPU it computes on (by UUID, from torch) and the GPUs Spark gave its
+task (by index, mapped to UUIDs with nvidia-smi here): they must match, and no two ranks may share one.
 """
 
 from __future__ import annotations
@@ -34,15 +35,17 @@ def gpu_uuids() -> dict[str, str]:
 
 
 def torch_ddp_nccl() -> list[dict[str, Any]]:
-    """Every rank: a DDP step over NCCL on cuda:0 (its only visible GPU); rank 0 returns every rank's view."""
+    """Every rank: set_device(LOCAL_RANK), a DDP step over NCCL; rank 0 returns every rank's view."""
     import os
 
     import torch
     import torch.distributed as dist
 
     assert torch.cuda.is_available(), "torch sees no GPU (a CPU-only torch build?)"
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)  # the idiom every GPU tutorial starts with
     dist.init_process_group("nccl")
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1).cuda(), device_ids=[0])
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1).cuda(), device_ids=[local_rank])
     loss = model(torch.ones(8, 4, device="cuda")).sum()
     loss.backward()
     total = torch.ones(1, device="cuda")
@@ -52,7 +55,7 @@ def torch_ddp_nccl() -> list[dict[str, Any]]:
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "task_gpus": os.environ.get("SPARKRUNNER_TASK_GPUS"),
         "device_count": torch.cuda.device_count(),
-        "uuid": "GPU-" + str(torch.cuda.get_device_properties(0).uuid),
+        "uuid": "GPU-" + str(torch.cuda.get_device_properties(local_rank).uuid),
         "allreduce": float(total.item()),
     }
     views: list[Any] = [None] * dist.get_world_size()
@@ -70,7 +73,9 @@ def tf_mwms_fit() -> dict[str, Any]:
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    assert len(gpus) == 1, f"TensorFlow sees {len(gpus)} GPUs, expected its task's one (a CPU-only build?)"
+    local_rank = int(os.environ["LOCAL_RANK"])
+    assert len(gpus) > local_rank, f"TensorFlow sees {len(gpus)} GPUs, none at LOCAL_RANK (a CPU-only build?)"
+    tf.config.set_visible_devices(gpus[local_rank], "GPU")  # every rank sees its host's GPUs: keep its own
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.NCCL
     )
@@ -95,10 +100,11 @@ def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> Non
         assert assigned and "," not in assigned, (
             f"rank {view['rank']}: Spark assigned {assigned!r}, expected one"
         )
-        assert view["visible"] == assigned, (
-            f"rank {view['rank']} sees {view['visible']!r}, task has {assigned!r}"
+        visible = view["visible"].split(",")
+        assert len(visible) == len(views) and assigned in visible, (
+            f"rank {view['rank']} sees {view['visible']!r}: expected the host's {len(views)} task GPUs"
         )
-        assert view["device_count"] == 1, f"rank {view['rank']} sees {view['device_count']} GPUs"
+        assert view["device_count"] == len(views), f"rank {view['rank']} sees {view['device_count']} GPUs"
         assert view["uuid"] == uuids[assigned], (
             f"rank {view['rank']} computes on {view['uuid']}, not GPU {assigned}"
         )

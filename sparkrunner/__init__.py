@@ -19,7 +19,15 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
-from sparkrunner.recovery import AttemptRecord, load_checkpoint, on_stop, save_checkpoint, stopping
+from sparkrunner.recovery import (
+    AttemptRecord,
+    latest_sharded_checkpoint,
+    load_checkpoint,
+    on_stop,
+    save_checkpoint,
+    sharded_checkpoint,
+    stopping,
+)
 
 if TYPE_CHECKING:
     from sparkrunner.observe.observers import RunObserver, RunRecord
@@ -74,11 +82,13 @@ __all__ = [
     "StartTimeoutError",
     "TorchProgress",
     "keras_callback",
+    "latest_sharded_checkpoint",
     "load_checkpoint",
     "log_to_driver",
     "on_stop",
     "rank_context",
     "report_progress",
     "save_checkpoint",
+    "sharded_checkpoint",
     "stopping",
 ]

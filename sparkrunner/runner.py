@@ -33,7 +33,7 @@ from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
-from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, list_checkpoints
+from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.recovery.options import RecoveryOptions
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import (
@@ -202,7 +202,7 @@ class Runner:
                 self.recovery.policy,
                 record.attempts,
                 attempt,
-                lambda: next((c.step for c in list_checkpoints(checkpoints.folder)), None),
+                lambda: latest_step(checkpoints.folder),
                 lambda: self._before_retry(launcher, spark, self.options.np // per_task),
             )
         except BaseException as exc:

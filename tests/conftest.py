@@ -54,6 +54,9 @@ def spark_session(master: str, **conf: str) -> Any:
     if current is not None and _session["key"] == key:
         return current
     if current is not None:
+        for name, _ in _session["key"][1]:  # Spark keeps a session's settings as JVM system properties
+            if name not in conf:
+                current._jvm.System.clearProperty(name)
         current.stop()
     builder = (
         SparkSession.builder.master(master)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-from sparkrunner.frameworks import horovod_env, tf_env, torch_env
+from sparkrunner.frameworks import horovod_env, jax_env, tf_env, torch_env
 from sparkrunner.launch.topology import Topology
 
 
@@ -19,6 +19,7 @@ def mpi_rank_environment(topology: Topology, index: int) -> dict[str, str]:
     """The per-rank variables a rank started by mpirun sets itself (Horovod talks MPI there, not Gloo)."""
     env = torch_env.environment(topology, index)
     env.update(tf_env.environment(topology, index))
+    env.update(jax_env.environment(topology, index))
     return env
 
 

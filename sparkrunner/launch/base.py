@@ -68,7 +68,8 @@ def rank_process_environment(
     if in_spark_task:
         env[Env.STARTED_BY_TASK] = str(barrier_task_of(job, RankIndex(index)))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
-        env[gpus.CUDA_VISIBLE] = env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
+        env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
+        env[gpus.CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[index].host)
     return env
 
 

@@ -1,10 +1,12 @@
 """Which GPUs a rank may use, and no silent CPU training.
 
 Spark's task GPU addresses are indices into the executor's own CUDA_VISIBLE_DEVICES when it has one (YARN,
-some Kubernetes and Slurm set it), so they are mapped onto it, never written over it. Every rank of a Spark
-run sees exactly its own task's GPUs, whatever the launcher. A rank on a host that has GPUs, whose task Spark
-gave none, warns the person (it would otherwise train on CPU without a word); `use_gpu=False` hides the GPUs
-on purpose and `use_gpu=True` refuses to start without them.
+some Kubernetes and Slurm set it), so they are mapped onto it, never written over it. The model is torchrun's,
+whatever the launcher: every rank of a Spark run sees the GPUs of all of the run's tasks on its host, listed so
+that entry LOCAL_RANK is the rank's own GPU; `set_device(LOCAL_RANK)`, `set_device(hvd.local_rank())` and
+Lightning's `parallel_devices[local_rank]` then agree (docs/frameworks.md). A rank on a host that has GPUs,
+whose task Spark gave none, warns the person (it would otherwise train on CPU without a word);
+`use_gpu=False` hides the GPUs on purpose and `use_gpu=True` refuses to start without them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import MutableMapping, Sequence
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import GpuUnavailableError
+from sparkrunner.launch.topology import Topology
 from sparkrunner.timeouts import NVIDIA_SMI_TIMEOUT_S
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
@@ -65,6 +68,14 @@ def device_ids(addresses: Sequence[str], inherited: str | None) -> tuple[str, ..
     return tuple(mapped)
 
 
+def host_devices(topology: Topology, host: str) -> str:
+    """CUDA_VISIBLE_DEVICES for every rank on `host`: each rank's first GPU in local-rank order (so entry
+    LOCAL_RANK is the rank's own), then the rest of their GPUs; each device is listed once."""
+    owned = [peer.gpus for peer in topology.peers if peer.host == host]
+    ordered = [gpus[0] for gpus in owned if gpus] + [gpu for gpus in owned for gpu in gpus[1:]]
+    return ",".join(dict.fromkeys(ordered))
+
+
 def require_spark_gpus(task_gpu_amount: float) -> None:
     """`use_gpu=True` on Spark: refuse before anything starts when Spark gives tasks no GPU."""
     if task_gpu_amount <= 0:
@@ -90,7 +101,7 @@ def use_gpu_value(use_gpu: bool | None) -> str:
 
 
 def pin_rank_gpus(env: MutableMapping[str, str]) -> str | None:
-    """In the rank, before user code: set CUDA_VISIBLE_DEVICES to its task's GPUs (or hide them all).
+    """In the rank, before user code: hide every GPU under `use_gpu=False`; the launcher set the host's list.
 
     Returns a warning for the driver when the host has GPUs that this rank cannot use by Spark's choice.
     """
@@ -100,7 +111,6 @@ def pin_rank_gpus(env: MutableMapping[str, str]) -> str | None:
     assigned = env.get(Env.TASK_GPUS)
     if assigned is None:
         return None  # not in a Spark task (np < 0): the machine's GPUs, as the person set them
-    env[CUDA_VISIBLE] = assigned
     if assigned:
         return None
     count = host_gpu_count()

@@ -23,6 +23,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks import horovod_env
+from sparkrunner.launch import gpus
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -36,7 +37,7 @@ from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.network import PortRange, local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
-from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env, host_gpus
+from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.launch.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,8 @@ class MpirunLauncher(Launcher):
         names = exported_names(env, job)  # the secret folder is not among them: each host has its own
         env.update(agents_env(topology))
         env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
-        env[CUDA_VISIBLE] = host_gpus(topology, topology.peers[0].host)
-        env[Env.TASK_GPUS] = ""  # a Spark run: each rank narrows to its own task's GPUs (from the topology)
+        env[CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[0].host)
+        env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None
         with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:

@@ -18,7 +18,7 @@ from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
-from sparkrunner.launch import processes
+from sparkrunner.launch import gpus, processes
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.topology import PortSlot, Topology
 
@@ -44,12 +44,6 @@ def agents_env(topology: Topology) -> dict[str, str]:
     return {Env.TASK_AGENTS: json.dumps(where)}
 
 
-def host_gpus(topology: Topology, host: str) -> str:
-    """CUDA_VISIBLE_DEVICES for every rank on `host`: the GPUs Spark gave all of that host's tasks."""
-    gpus = (gpu for peer in topology.peers if peer.host == host for gpu in peer.gpus)
-    return ",".join(dict.fromkeys(gpus))  # ranks pin by local rank; each GPU is listed once
-
-
 class TaskAgent:
     """Runs remote-start commands for this task's host; every process it starts carries the run id and the
     index of barrier task `task`, whose first rank is at `index` in the topology."""
@@ -64,7 +58,7 @@ class TaskAgent:
             **self._secrets.env(),
             Env.RUN_ID: run_id,
             Env.STARTED_BY_TASK: str(task),
-            CUDA_VISIBLE: host_gpus(topology, peer.host),
+            CUDA_VISIBLE: gpus.host_devices(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []
         self._lock = threading.Lock()

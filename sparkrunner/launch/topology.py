@@ -23,6 +23,7 @@ class PortSlot(IntEnum):
     HOROVOD_RENDEZVOUS = 2  # Horovod's Gloo rendezvous server (task 0's)
     TASK_AGENT = 3  # the mpirun launcher's task agent
     RUN_END = 4  # task 0's run-end notice (mpirun launcher): other tasks wait on it, not in barrier()
+    JAX_COORDINATOR = 5  # jax.distributed's coordinator service (task 0's, started by rank 0)
 
 
 PORTS_PER_RANK = len(PortSlot)  # each rank reserves one port per slot

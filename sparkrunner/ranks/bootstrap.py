@@ -19,7 +19,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import RemoteError, loads
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
-from sparkrunner.frameworks import horovod_env
+from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
 from sparkrunner.ranks import api as rank
@@ -113,6 +113,7 @@ def main() -> int:
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)
+    jax_env.register_on_import()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)

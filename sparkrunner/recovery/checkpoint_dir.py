@@ -18,6 +18,8 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.errors import CheckpointDirError
 
 _PROBE_PREFIX = ".sparkrunner-probe-"
+_SHARDED_NAME = re.compile(r"^sharded-(\d{12})$")
+_SHARDED_COMPLETE = ".metadata"  # DCP writes it last: a folder without it is an incomplete save
 _NAME = re.compile(r"^checkpoint-(\d{12})\.(pt|pkl)$")
 
 
@@ -106,3 +108,24 @@ def verify_on_rank() -> None:
             f"there, but host {socket.gethostname()} does not see it. Use a path on a file system that the driver "
             f"and every executor mount (NFS, /dbfs/..., a FUSE-mounted bucket)."
         )
+
+
+def list_sharded(folder: str) -> list[CheckpointFile]:
+    """The complete sharded checkpoints in `folder`, newest (highest step) first."""
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    found = [
+        CheckpointFile(os.path.join(folder, name), int(match.group(1)))
+        for name in names
+        if (match := _SHARDED_NAME.match(name))
+        and os.path.exists(os.path.join(folder, name, _SHARDED_COMPLETE))
+    ]
+    return sorted(found, key=lambda c: c.step, reverse=True)
+
+
+def latest_step(folder: str) -> int | None:
+    """The step of the newest complete checkpoint in `folder`, single-file or sharded (for the driver)."""
+    steps = [c.step for c in [*list_checkpoints(folder)[:1], *list_sharded(folder)[:1]]]
+    return max(steps, default=None)

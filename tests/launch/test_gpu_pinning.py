@@ -1,7 +1,8 @@
 """GPU pinning from Spark task resources, on local-cluster with Spark's real resource scheduler.
 
 There is no GPU on this machine: the one stand-in is the GPU *discovery script* (`discover_fake_gpus.sh`),
-which hands each worker a made-up GPU index of its own. Scheduling, assignment and pinning are all real.
+which hands each worker a made-up GPU index of its own. Scheduling, assignment and pinning are all real; both
+workers run on this one host, so its two GPU tasks are the case where LOCAL_RANK and per-task GPUs must agree.
 The executors carry their own CUDA_VISIBLE_DEVICES (as YARN or Slurm set it): Spark's addresses are indices
 into it, so rank pinned to address "0" must see device "7", never "0".
 """
@@ -9,6 +10,7 @@ into it, so rank pinned to address "0" must see device "7", never "0".
 from __future__ import annotations
 
 import ast
+import json
 import os
 import stat
 from pathlib import Path
@@ -18,7 +20,9 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import GpuUnavailableError
-from sparkrunner.launch.gpus import device_ids
+from sparkrunner.frameworks.horovod_env import horovod_installed
+from sparkrunner.launch.gpus import device_ids, host_devices
+from sparkrunner.launch.topology import Peer, Topology
 from tests.conftest import CLUSTER_MASTER, spark_session
 from tests.matrix import LAUNCHERS
 
@@ -69,16 +73,64 @@ def seen_gpus(out: str) -> dict[str, str]:
     return seen
 
 
+def gpu_idioms() -> dict[str, Any]:
+    """The local ranks each GPU idiom reads in this rank, its GPU list, and the executor JVM it runs under.
+
+    `hvd.local_rank()` is HOROVOD_LOCAL_RANK under Gloo (direct) and Open MPI's local rank under mpirun."""
+    import psutil
+
+    executor = next(p for p in psutil.Process().parents() if p.name() == "java")
+    return {
+        "rank": int(os.environ["RANK"]),
+        "local_rank": int(os.environ["LOCAL_RANK"]),
+        "local_world_size": int(os.environ["LOCAL_WORLD_SIZE"]),
+        "horovod_local_rank": os.environ.get("HOROVOD_LOCAL_RANK"),
+        "ompi_local_rank": os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"),
+        "visible": os.environ["CUDA_VISIBLE_DEVICES"],
+        "executor_pid": executor.pid,
+    }
+
+
+def executor_gpus(app_id: str) -> dict[int, str]:
+    """Executor JVM pid -> the device its GPU address points at, read from the resources file Spark's worker
+    wrote for that executor (the oracle: Spark's own assignment, not sparkrunner's topology)."""
+    import psutil
+
+    found = {}
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["name"] == "java" and app_id in cmdline and "--resourcesFile" in cmdline:
+            allocations = json.loads(Path(cmdline[cmdline.index("--resourcesFile") + 1]).read_text())
+            (gpu,) = [a["addresses"] for a in allocations if a["id"]["resourceName"] == "gpu"]
+            found[proc.pid] = MAPPED[gpu[0]]
+    return found
+
+
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_each_rank_sees_only_its_own_tasks_gpu(
-    spark_with_fake_gpus: Any, launcher: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Spark placement, np=2: two ranks never see the same GPU, and see it through the executor's list."""
-    Runner(np=2, launcher=launcher, tracking=False).run(show_visible_gpus)
-    seen = seen_gpus(capsys.readouterr().out)
-    assert sorted(seen) == ["0", "1"], seen
-    assert sorted(seen.values()) == sorted(MAPPED.values()), f"not mapped onto {EXECUTOR_VISIBLE}: {seen}"
-    assert seen["0"] != seen["1"], "two ranks share a GPU"
+def test_every_gpu_idiom_picks_the_ranks_own_task_gpu(spark_with_fake_gpus: Any, launcher: str) -> None:
+    """Spark placement, np=2, two GPU tasks on one host (torchrun's model): every rank sees both tasks' GPUs
+    and `CUDA_VISIBLE_DEVICES[LOCAL_RANK]` (= `hvd.local_rank()`, = Open MPI's local rank) is its own task's."""
+    views = Runner(np=2, launcher=launcher, tracking=False).run_all(gpu_idioms)
+    own_gpu = executor_gpus(spark_with_fake_gpus.sparkContext.applicationId)
+    assert sorted(own_gpu.values()) == sorted(MAPPED.values()), own_gpu
+    if (
+        launcher == "mpirun"
+    ):  # task 0 runs mpirun: both ranks live under its executor; rank 1's task is the other
+        (other,) = set(own_gpu) - {views[0]["executor_pid"]}
+        expected = [own_gpu[views[0]["executor_pid"]], own_gpu[other]]
+    else:
+        expected = [own_gpu[view["executor_pid"]] for view in views]
+    for view, gpu in zip(views, expected, strict=True):
+        assert view["local_world_size"] == 2, view
+        assert view["local_rank"] == view["rank"], view
+        if launcher == "mpirun":
+            assert view["ompi_local_rank"] == str(view["local_rank"]), view
+        else:  # sparkrunner sets Horovod's Gloo variables wherever Horovod is installed
+            assert view["horovod_local_rank"] == (str(view["local_rank"]) if horovod_installed() else None), (
+                view
+            )
+        assert sorted(view["visible"].split(",")) == sorted(MAPPED.values()), view
+        assert view["visible"].split(",")[view["local_rank"]] == gpu, (view, expected)
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -95,3 +147,13 @@ def test_addresses_are_indices_into_the_executors_list() -> None:
     assert device_ids(["0", "1"], None) == ("0", "1")
     with pytest.raises(GpuUnavailableError, match="CUDA_VISIBLE_DEVICES='2,3'"):
         device_ids(["7"], "2,3")
+
+
+def test_entry_local_rank_of_the_host_list_is_each_ranks_first_gpu() -> None:
+    """Two GPUs per rank (ranks_per_task on a 4-GPU task), two hosts: set_device(LOCAL_RANK) stays on the rank's
+    own GPUs, and every GPU of the host is listed once."""
+    t = Topology((Peer("a", (), ("0", "1")), Peer("b", (), ("4",)), Peer("a", (), ("2", "3"))))
+    assert host_devices(t, "a").split(",")[t.local_rank(2)] == "2"
+    assert host_devices(t, "a") == "0,2,1,3"
+    assert host_devices(t, "b") == "4"
+    assert host_devices(Topology((Peer("a", (), ()),)), "a") == "", "no GPU: an explicit empty list"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,16 @@ def wait_for_slots(spark: Any, needed: int = 2, seconds: float = 120) -> None:
 
 
 def run_signalling_rank1s_executor(
-    spark: Any, tmp_path: Path, failure: str, sig: signal.Signals, **options: Any
+    spark: Any,
+    tmp_path: Path,
+    failure: str,
+    sig: signal.Signals,
+    train: Callable[[str, str], dict[str, Any]] = ddp_checkpointed,
+    **options: Any,
 ) -> tuple[Runner, dict[str, Any], list[int]]:
-    """Run the checkpointed DDP training (np=2, launcher direct, max_failures=1); once rank 1 waits in epoch 3
-    of attempt 0, send `sig` to the executor JVM hosting it. Returns the runner, rank 0's result and the JVMs
-    signalled."""
+    """Run the checkpointed training `train` (np=2, launcher direct, max_failures=1); once rank 1 waits in
+    epoch 3 of attempt 0, send `sig` to the executor JVM hosting it. Returns the runner, rank 0's result and
+    the JVMs signalled."""
     marker = tmp_path / "rank1-waits"
     runner = Runner(
         np=2,
@@ -72,7 +78,7 @@ def run_signalling_rank1s_executor(
     )
     signaller = ExecutorKiller(marker, seconds=300, sig=sig)
     try:
-        result = runner.run(ddp_checkpointed, failure, str(marker))
+        result = runner.run(train, failure, str(marker))
     finally:
         signalled = signaller.join()
         wait_for_slots(spark)  # leave the shared session with both executors for the next test

@@ -43,12 +43,7 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
         history, start = state["history"], state["next_epoch"]
     print(f"attempt {ctx.attempt} starts at epoch {start}", flush=True)
     for epoch in range(start, EPOCHS):
-        if ctx.attempt == 0 and epoch == FAILING_EPOCH and failure is not None:
-            _fail(failure, ctx.rank, marker, state)
-        for _ in range(4):
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
+        fit_epoch(epoch, model, opt, (x, y), failure, marker, state)
         history = [*history, (ctx.attempt, epoch)]
         state = {
             "model": model.module.state_dict(),
@@ -61,6 +56,24 @@ def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, 
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
     dist.destroy_process_group()
     return {"weights": weights, "history": history, "resumed_from_stop": resumed_from_stop}
+
+
+def fit_epoch(
+    epoch: int, model: Any, opt: Any, data: tuple[Any, Any], failure: str | None, marker: str, state: Any
+) -> None:
+    """Four full-batch SGD steps of mean squared error; first, in epoch 3 of attempt 0, `failure` (see above)."""
+    import torch
+
+    import sparkrunner
+
+    ctx = sparkrunner.rank_context()
+    if ctx.attempt == 0 and epoch == FAILING_EPOCH and failure is not None:
+        _fail(failure, ctx.rank, marker, state)
+    x, y = data
+    for _ in range(4):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
 
 
 def _fail(failure: str, rank: int, marker: str, state: Any) -> None:

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# DeepSpeed's CPU accelerator compiles its shared-memory collective op (deepspeed_shm_comm) with torch's JIT
+# the first time a rank calls deepspeed.initialize: ~2 CPU-minutes, during which every rank waits on torch's
+# build lock. Build it once here, into torch's extension cache (~/.cache/torch_extensions), so the DeepSpeed
+# tests (tests/frameworks/test_deepspeed.py) start at once. Needs the main environment (setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+.venv/bin/python - <<'PY'
+from deepspeed.accelerator import get_accelerator
+
+builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+if builder is not None:
+    builder.load()
+    print("deepspeed: shared-memory comm op built for", get_accelerator().device_name())
+PY

@@ -1,0 +1,104 @@
+"""JAX wiring: `jax.distributed.initialize()` with no arguments finds the run's coordinator and ranks.
+
+JAX reads the coordinator from JAX_COORDINATOR_ADDRESS, but takes the process count and id only from a cluster
+it detects (Slurm, Open MPI, ...). The rank bootstrap therefore registers one more of JAX's `ClusterEnv`
+subclasses, reading sparkrunner's RANK/WORLD_SIZE/LOCAL_RANK, at the moment JAX's own cluster registry is
+imported: a rank that never imports JAX pays nothing. Under mpirun JAX's Open MPI cluster, found first, reads
+the same numbers. The local process id becomes JAX's local device id, which is sparkrunner's GPU model
+(entry LOCAL_RANK of CUDA_VISIBLE_DEVICES is the rank's own GPU).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from sparkrunner.channel.environment import Env
+from sparkrunner.launch.topology import PortSlot, Topology
+
+COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+_BIND = "JAX_COORDINATOR_BIND_ADDRESS"
+_REGISTRY = "jax._src.clusters"
+
+
+def environment(topology: Topology, index: int) -> dict[str, str]:
+    """The coordinator every rank of the run dials: rank 0's host, on task 0's reserved port; rank 0 listens
+    on that address only (JAX's default is every interface)."""
+    host = topology.peers[0].host
+    address = f"[{host}]" if ":" in host else host
+    coordinator = f"{address}:{topology.peers[0].ports[PortSlot.JAX_COORDINATOR]}"
+    return {COORDINATOR: coordinator, _BIND: coordinator}
+
+
+def register_on_import() -> None:
+    """In the rank: have JAX detect sparkrunner's run as a cluster once (and if) it imports its registry."""
+    if _REGISTRY in sys.modules:
+        _register(sys.modules[_REGISTRY])
+    elif not any(isinstance(finder, _RegistryFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RegistryFinder())
+
+
+class _RegistryFinder(importlib.abc.MetaPathFinder):
+    """Finds JAX's cluster registry with the other finders and registers sparkrunner's cluster after it runs."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _REGISTRY:
+            return None
+        sys.meta_path.remove(self)  # once: the other finders find the module itself
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    """Runs the registry module, then adds sparkrunner's cluster to it."""
+
+    def __init__(self, loader: importlib.abc.Loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        _register(module)
+
+
+def _register(registry: ModuleType) -> None:
+    """Define (so register) JAX's view of a sparkrunner rank, once."""
+    if any(getattr(c, "name", None) == "sparkrunner" for c in registry.ClusterEnv._cluster_types):
+        return
+
+    class SparkRunnerCluster(registry.ClusterEnv):  # type: ignore[name-defined]
+        name = "sparkrunner"
+
+        @classmethod
+        def is_env_present(cls) -> bool:
+            return Env.RUN_ID in os.environ and COORDINATOR in os.environ
+
+        @classmethod
+        def get_coordinator_address(
+            cls, timeout_secs: int | None, override_coordinator_port: str | None
+        ) -> str:
+            return os.environ[COORDINATOR]
+
+        @classmethod
+        def get_process_count(cls) -> int:
+            return int(os.environ["WORLD_SIZE"])
+
+        @classmethod
+        def get_process_id(cls) -> int:
+            return int(os.environ["RANK"])
+
+        @classmethod
+        def get_local_process_id(cls) -> int | None:
+            return int(os.environ["LOCAL_RANK"])
