@@ -7,12 +7,15 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
+from sparkrunner.channel import messages as m
 from sparkrunner.driver import task_reports
 from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.driver.registry import RankState
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
+from sparkrunner.launch.mpirun import rank_exit_from_banner
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import (
     FAILURE_DETAIL_WAIT_S,
@@ -90,7 +93,7 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
             location(state), tail,
         )  # fmt: skip
     else:
-        detail = _exit_detail(session, placement, state, wait)  # waits for the exit to be known
+        detail = _exit_detail(session, placement, rank, state, wait)  # waits for the exit to be known
         code = _exit_code(session, placement, rank, state)
         if code is not None and state is not None and state.task is None:  # on the driver: its own exit
             detail = f"process {state.pid} ended with {task_reports.exit_text(code)}"
@@ -101,23 +104,28 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
     return error
 
 
-def _exit_detail(session: DriverSession, placement: Placement, state: RankState | None, wait: bool) -> str:
+def _exit_detail(
+    session: DriverSession, placement: Placement, rank: int, state: RankState | None, wait: bool
+) -> str:
     """How the rank's process ended: its barrier task's report, else what the placement knows."""
     reports = session.report.task_reports
-
     task = state.task if state is not None else None
 
     def known() -> str | None:
-        found = reports.get(task) if task is not None else None
+        found = _rank_report(session, rank, state) if task is not None else None
         found = found or next(iter(reports.values()), None)
         if found is not None:
             return task_reports.describe(found)
         return placement.failure(state.pid if state is not None else None)
 
+    def settled() -> bool:  # the rank's own task's report; under mpirun, task 0's too (its banner)
+        own = reports.get(task) if task is not None else None
+        return own is not None and (own.launcher != "mpirun" or 0 in reports)
+
     if wait:  # the rank's own task's report, when it ran in one, before any other task's
         wait_until(
             session,
-            (lambda: task in reports) if task is not None else (lambda: known() is not None),
+            settled if task is not None else (lambda: known() is not None),
             FAILURE_DETAIL_WAIT_S,
         )
     return known() or "no exit code is known yet"
@@ -129,8 +137,23 @@ def _exit_code(
     """The rank process's exit code: from its barrier task's report, else from the placement; None if unknown."""
     if state is None or state.task is None:
         return placement.exit_code(rank, state.pid if state is not None else None)
-    report = session.report.task_reports.get(state.task)
+    report = _rank_report(session, rank, state)
     return report.exit_code if report is not None and not report.traceback else None
+
+
+def _rank_report(session: DriverSession, rank: int, state: RankState | None) -> m.TaskReport | None:
+    """The report that speaks for the rank's process: its own task's. Under mpirun that says how mpirun ended;
+    the rank's own exit is in mpirun's banner (task 0 ran mpirun), and its own output is what it relayed."""
+    reports = session.report.task_reports
+    own = reports.get(state.task) if state is not None and state.task is not None else None
+    if state is None or own is None or own.launcher != "mpirun" or own.traceback:
+        return own
+    said = (rank_exit_from_banner(r.tail, rank) for r in reports.values() if r.launcher == "mpirun")
+    code = next((c for c in said if c is not None), None)
+    if code is None:
+        return own
+    # worded as the direct launcher's report of the rank's own process: the same outcome on both launchers
+    return replace(own, launcher="direct", exit_code=code, tail="\n".join(session.output.tail(rank)))
 
 
 def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> RanksVanishedError:

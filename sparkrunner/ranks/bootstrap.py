@@ -108,7 +108,14 @@ def _wire_frameworks_under_mpirun() -> None:
             os.environ.setdefault(name, value)  # an interface the user or the cluster chose wins
 
 
+def _die_with_launcher() -> None:
+    """End with the process that started this rank: mpirun does not take its ranks down when it is killed
+    (a lost executor kills it), and an orphaned rank would outlive its run (direct ranks are armed already)."""
+    processes.die_with_parent()
+
+
 def main() -> int:
+    _die_with_launcher()
     graceful_stop.install(_die)
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()

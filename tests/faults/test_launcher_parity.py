@@ -1,6 +1,7 @@
 """One outcome whatever the launcher: the same fault gives the same error on `direct` and `mpirun`
-(tests/matrix.py), placement np=-2 (ranks on the driver). Each case checks the error type, the cause first,
-the signal wording, the rank's own last output, no process left behind and nothing new in the temp dir."""
+(tests/matrix.py), placement np=-2 (ranks on the driver) or np=2 on local-cluster[2,1,1024]. Each case checks
+the error type, the cause first, the signal wording, the rank's own last output, no process left behind and
+nothing new in the temp dir."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import RankProcessDiedError, RunTimeoutError
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
+from tests.recovery.processes import ExecutorKiller
 
 
 @pytest.fixture
@@ -63,4 +66,58 @@ def test_a_stopped_rank_is_killed_not_waited_on(launcher: str, temp_dir_unchange
             rank_one_signals_itself, signal.SIGSTOP
         )
     assert time.monotonic() - started < grace, "the stop grace was spent on a rank that cannot act on SIGTERM"
+    assert leftover_rank_processes(grace_s=10) == {}
+
+
+CAUSE_FIRST = "rank {rank} failed with RankProcessDied: its process ended without reporting a result: "
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_sigkilled_rank_in_spark_reads_the_same(
+    launcher: str, spark_cluster: Any, temp_dir_unchanged: None
+) -> None:
+    with pytest.raises(RankProcessDiedError) as info:
+        Runner(np=2, launcher=launcher, stop_grace_s=1).run(rank_one_signals_itself, signal.SIGKILL)
+    error = info.value
+    assert (error.rank, error.exit_code, error.signal) == (1, -signal.SIGKILL, "SIGKILL"), str(error)
+    # the barrier task is the one whose process tree held the rank: its own (direct), task 0's mpirun's (mpirun)
+    cause = CAUSE_FIRST.format(rank=1) + "the rank process of barrier task "
+    assert str(error).startswith(cause), str(error)
+    assert "exit code -9 (killed by SIGKILL); its last output:\nrank 1 last words\n" in str(error), str(error)
+    assert error.output_tail[-1:] == ("rank 1 last words",), error.output_tail
+    assert "mpirun noticed" not in str(error) and "137" not in str(error), str(error)
+    assert leftover_rank_processes(grace_s=10) == {}
+
+
+def rank_one_waits_for_its_executor(marker: str) -> None:
+    """Rank 1 says a last word and leaves `marker` for the test, which then kills its executor's JVM."""
+    import time
+
+    if os.environ["RANK"] == "1":
+        print("rank 1 waits for its executor's end", flush=True)
+        Path(marker).touch()
+    time.sleep(300)
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_killed_executor_reads_the_same(
+    launcher: str, spark_cluster: Any, tmp_path: Path, temp_dir_unchanged: None
+) -> None:
+    marker = tmp_path / "rank1-waits"
+    killer = ExecutorKiller(marker, seconds=300)
+    try:
+        with pytest.raises(RankProcessDiedError) as info:
+            Runner(np=2, launcher=launcher, stop_grace_s=1, start_timeout=180).run(
+                rank_one_waits_for_its_executor, str(marker)
+            )
+    finally:
+        assert len(killer.join()) == 1, "the executor hosting rank 1 was never killed"
+    error = info.value
+    # under mpirun both ranks ran under task 0's mpirun, in the JVM that was killed: either may be named
+    assert error.rank in ((1,) if launcher == "direct" else (0, 1)), str(error)
+    cause = CAUSE_FIRST.format(rank=error.rank) + "the Spark barrier stage failed: Spark executor "
+    assert str(error).startswith(cause), str(error)
+    assert "was lost: its JVM was killed with SIGKILL" in str(error), str(error)
+    if error.rank == 1:
+        assert error.output_tail[-1:] == ("rank 1 waits for its executor's end",), error.output_tail
     assert leftover_rank_processes(grace_s=10) == {}

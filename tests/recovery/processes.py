@@ -31,7 +31,9 @@ def rank_pid(rank: int, seconds: float = 60) -> int:
                     env = f.read().split(b"\0")
             except OSError:
                 continue
-            if f"RANK={rank}".encode() in env and "sparkrunner.ranks.bootstrap" in _cmdline(pid):
+            # mpirun's ranks set RANK themselves after they start: their environ has Open MPI's name only
+            named = {f"RANK={rank}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()} & set(env)
+            if named and "sparkrunner.ranks.bootstrap" in _cmdline(pid):
                 return pid
         time.sleep(0.1)
     raise AssertionError(f"no process of rank {rank} appeared")
