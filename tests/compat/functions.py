@@ -60,19 +60,22 @@ def keras_regression(weights_dir: str, epochs: int = 3) -> dict[str, Any]:
     model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
     history = model.fit(data, epochs=epochs, verbose=0)
     np.savez(os.path.join(weights_dir, f"worker{worker}.npz"), *model.get_weights())
-    strategy = tf.distribute.get_strategy()
     return {
         "loss": [float(v) for v in history.history["loss"]],
-        "replicas": int(strategy.num_replicas_in_sync),
-        "strategy": type(strategy).__name__,
+        "replicas": int(tf.distribute.get_strategy().num_replicas_in_sync),
+        "strategy": strategy_kind(),
     }
 
 
-def strategy_name() -> str:
-    """The strategy in scope where the function runs."""
+def strategy_kind() -> str:
+    """The strategy in scope where the function runs: "multi-worker" (MultiWorkerMirroredStrategy), else its
+    class name."""
     import tensorflow as tf
 
-    return type(tf.distribute.get_strategy()).__name__
+    strategy = tf.distribute.get_strategy()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "multi-worker"
+    return type(strategy).__name__
 
 
 def horovod_rank_value(base: int, factor: int = 1) -> dict[str, Any]:
