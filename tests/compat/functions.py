@@ -85,6 +85,7 @@ def horovod_rank_value(base: int, factor: int = 1) -> dict[str, Any]:
 
     hvd.init()
     total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
+    print(f"horovod rank {hvd.rank()} of {hvd.size()}", flush=True)
     return {
         "rank": hvd.rank(),
         "value": base + factor * hvd.rank(),
