@@ -26,9 +26,16 @@ from sparkrunner.gpus import CUDA_VISIBLE
 TF_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"
 
 
-def in_strategy_scope(train_fn: Callable[..., Any], use_custom_strategy: bool, kwargs: dict[str, Any]) -> Any:
+def in_strategy_scope(
+    train_fn: Callable[..., Any],
+    use_custom_strategy: bool,
+    kwargs: dict[str, Any],
+    gpu_slots: tuple[int, int] | None = None,
+) -> Any:
     """On the rank: ``train_fn(**kwargs)``, inside a MultiWorkerMirroredStrategy scope unless the function
-    builds its own strategy."""
+    builds its own strategy. `gpu_slots` ``(num_slots, workers)``: keep this worker's share of its task's GPUs."""
+    if gpu_slots is not None:
+        keep_gpu_share(*gpu_slots)
     if use_custom_strategy:
         return train_fn(**kwargs)
     import tensorflow as tf
@@ -36,6 +43,15 @@ def in_strategy_scope(train_fn: Callable[..., Any], use_custom_strategy: bool, k
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         return train_fn(**kwargs)
+
+
+def keep_gpu_share(num_slots: int, workers: int) -> None:
+    """Before TensorFlow starts: worker i uses ``num_slots // workers`` GPUs (one more for the first
+    ``num_slots % workers`` workers), the first ones of its task's GPUs, so exactly `num_slots` GPUs train."""
+    worker = int(os.environ["RANK"])
+    share = num_slots // workers + (worker < num_slots % workers)
+    visible = [d for d in os.environ.get(CUDA_VISIBLE, "").split(",") if d]
+    os.environ[CUDA_VISIBLE] = ",".join(visible[:share])
 
 
 class MirroredStrategyRunner:
@@ -82,7 +98,8 @@ class MirroredStrategyRunner:
 
     def run(self, train_fn: Callable[..., Any], **kwargs: Any) -> Any:
         """Run ``train_fn(**kwargs)`` on every worker; return the chief's (worker 0's) value."""
-        return self._runner().run(in_strategy_scope, train_fn, self.use_custom_strategy, kwargs)
+        share = None if self.local_mode or not self.use_gpu else (self.num_slots, self.num_tasks)
+        return self._runner().run(in_strategy_scope, train_fn, self.use_custom_strategy, kwargs, share)
 
     def _runner(self) -> Any:
         from sparkrunner.runner import Runner
