@@ -61,6 +61,9 @@ def spark_session(
         "spark.task.resource.gpu.amount": str(num_gpus_per_worker),
         "spark.executor.memory": "512m",
         "spark.ui.enabled": "false",
+        # explicit: a stopped session's settings stay in the JVM for the next one
+        "spark.ssl.enabled": "false",
+        "tensorflow.spark.distributor.ignoreSsl": "false",
         **{k: str(v) for k, v in extra_spark_configs.items()},
     }
     builder = SparkSession.builder.master(f"local-cluster[{num_workers},1,1024]").appName("upstream-tf")
