@@ -31,14 +31,14 @@ def run(
     kwargs: Mapping[str, Any] | None = None,
     num_proc: int | None = None,
     start_timeout: float | None = None,
+    use_mpi: bool | None = None,
+    use_gloo: bool | None = None,
     extra_mpi_args: str | None = None,
     env: Mapping[str, str] | None = None,
     stdout: IO[str] | None = None,
     stderr: IO[str] | None = None,
     verbose: int = 1,
     nics: Sequence[str] | None = None,
-    use_mpi: bool | None = None,
-    use_gloo: bool | None = None,
 ) -> list[Any]:
     """Run ``fn(*args, **kwargs)`` on `num_proc` ranks in one Spark barrier stage; every rank's value, in order.
 

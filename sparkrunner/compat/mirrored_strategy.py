@@ -93,7 +93,9 @@ class MirroredStrategyRunner:
         if not self.use_gpu:
             return self.num_slots
         if self.spark is None:
-            raise DriverGpuError("local_mode=False runs in a Spark barrier stage, but there is no SparkSession")
+            raise DriverGpuError(
+                "local_mode=False runs in a Spark barrier stage, but there is no SparkSession"
+            )
         return math.ceil(self.num_slots / task_gpu_amount(self.spark, self.gpu_resource_name))
 
     def run(self, train_fn: Callable[..., Any], **kwargs: Any) -> Any:

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from sparkrunner.errors import GpuUnavailableError, InvalidArgumentError, SparkRunnerError
-from sparkrunner.gpus import CUDA_VISIBLE, device_ids, host_gpu_count
+from sparkrunner.gpus import device_ids, host_gpu_count
 from sparkrunner.sessions import is_connect_session
 
 log = logging.getLogger("sparkrunner")
@@ -107,4 +107,3 @@ def check_encryption(spark: Any, ignore_key: str, name: str) -> None:
         f"collectives do not encrypt data in transit. To run anyway, set '{ignore_key}' to 'true' in the "
         f"Spark configuration; model parameters and possibly training data then cross the network unencrypted."
     )
-

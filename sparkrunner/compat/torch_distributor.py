@@ -136,11 +136,11 @@ class DeepspeedTorchDistributor(TorchDistributor):
 
     def __init__(
         self,
-        numGpus: int = 1,  # noqa: N803 (the original's names)
+        numGpus: int = 1,
         nnodes: int = 1,
-        localMode: bool = True,  # noqa: N803
-        useGpu: bool = True,  # noqa: N803
-        deepspeedConfig: str | dict[str, Any] | None = None,  # noqa: N803
+        localMode: bool = True,
+        useGpu: bool = True,
+        deepspeedConfig: str | dict[str, Any] | None = None,
     ) -> None:
         self.deepspeed_config = deepspeedConfig
         super().__init__(int(numGpus) * int(nnodes), localMode, useGpu, DEEPSPEED_SSL_CONF)

@@ -66,8 +66,9 @@ def test_deepspeed_script_gets_deepspeed_flags_and_a_written_config(local_mode: 
     out = tmp_path / "out"
     out.mkdir()
     config = {"train_batch_size": 8}
-    DeepspeedTorchDistributor(numGpus=2, nnodes=1, localMode=local_mode, useGpu=False,
-                              deepspeedConfig=config).run(str(script), str(out), 5)
+    DeepspeedTorchDistributor(
+        numGpus=2, nnodes=1, localMode=local_mode, useGpu=False, deepspeedConfig=config
+    ).run(str(script), str(out), 5)
     flags = [p.read_text().split(" ", 2)[2].split() for p in sorted(out.iterdir())]
     assert len(flags) == 2 and flags[0] == flags[1]
     assert flags[0][:3] == ["5", "--deepspeed", "--deepspeed_config"]
@@ -75,7 +76,9 @@ def test_deepspeed_script_gets_deepspeed_flags_and_a_written_config(local_mode: 
 
 
 def test_deepspeed_function_returns_rank_zeros_value(local_mode: bool) -> None:
-    result = DeepspeedTorchDistributor(numGpus=2, localMode=local_mode, useGpu=False).run(torch_allreduce, 2.0)
+    result = DeepspeedTorchDistributor(numGpus=2, localMode=local_mode, useGpu=False).run(
+        torch_allreduce, 2.0
+    )
     assert result["world_size"] == 2 and result["sum"] == pytest.approx(2.0 + 4.0)
 
 

@@ -26,6 +26,11 @@ def test_original_public_tests_pass_against_the_drop_in(suite: Suite, tmp_path: 
     outcome = run_suite(suite, tmp_path)
     log.info(
         "%s: %d ran, %d passed, %d failed, %d skipped; %d left out",
-        suite.name, outcome.ran, outcome.passed, outcome.failed, outcome.skipped, len(suite.left_out),
+        suite.name,
+        outcome.ran,
+        outcome.passed,
+        outcome.failed,
+        outcome.skipped,
+        len(suite.left_out),
     )
     assert outcome.ran > 0 and outcome.failed == 0 and outcome.skipped == 0, outcome.output[-6000:]

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-UPSTREAM = Path(os.environ.get("SPARKRUNNER_UPSTREAM_TESTS", "~/.cache/sparkrunner/upstream-tests")).expanduser()
+UPSTREAM = Path(
+    os.environ.get("SPARKRUNNER_UPSTREAM_TESTS", "~/.cache/sparkrunner/upstream-tests")
+).expanduser()
 _SUITE_TIMEOUT_S = 1800
 
 
@@ -55,7 +57,9 @@ def rewrite(source: str, imports: dict[str, str]) -> str:
     for old, new in imports.items():
         count = len(re.findall(rf"^{re.escape(old)}$", source, flags=re.MULTILINE))
         if count != 1:
-            raise ValueError(f"expected the import line {old!r} once in the original file, found it {count} times")
+            raise ValueError(
+                f"expected the import line {old!r} once in the original file, found it {count} times"
+            )
         source = re.sub(rf"^{re.escape(old)}$", new, source, flags=re.MULTILINE)
     return source
 
@@ -88,14 +92,26 @@ def _groups(public: tuple[str, ...]) -> list[list[str]]:
 
 def _run_group(target: Path, workdir: Path, number: int, tests: list[str]) -> Outcome:
     report = workdir / f"report{number}.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={workdir}",
-               "-c", str(workdir / "pytest.ini"), f"--junitxml={report}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--rootdir={workdir}",
+        "-c",
+        str(workdir / "pytest.ini"),
+        f"--junitxml={report}",
+    ]
     if tests[0].startswith("k:"):
         command += [str(target), "-k", " or ".join(t[2:] for t in tests)]
     else:
         command += [f"{target}::{t}" for t in tests]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=_SUITE_TIMEOUT_S)
+    done = subprocess.run(
+        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=_SUITE_TIMEOUT_S
+    )
     return _outcome(report, done.stdout + done.stderr)
 
 
@@ -142,8 +158,10 @@ SUITES = [
             "test_get_num_tasks_distributed": _PRIVATE.format("_get_num_tasks"),
             "test_clean_and_terminate": _PRIVATE.format("torch_run_process_wrapper"),
             "test_check_parent_alive": _PRIVATE.format("torch_run_process_wrapper"),
-            "test_local_file_with_pytorch": _MNIST + "; and it needs Spark's source tree (python/test_support)",
-            "test_distributed_file_with_pytorch": _MNIST + "; and it needs Spark's source tree (python/test_support)",
+            "test_local_file_with_pytorch": _MNIST
+            + "; and it needs Spark's source tree (python/test_support)",
+            "test_distributed_file_with_pytorch": _MNIST
+            + "; and it needs Spark's source tree (python/test_support)",
             "test_end_to_end_run_locally": _MNIST,
             "test_end_to_end_run_distributedly": _MNIST,
         },

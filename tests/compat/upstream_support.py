@@ -23,7 +23,7 @@ def discovery_script(addresses: tuple[str, ...] = FAKE_GPUS) -> str:
     quoted = ",".join(f'"{a}"' for a in addresses)
     handle, path = tempfile.mkstemp(prefix="sparkrunner-gpus-", suffix=".sh")
     with os.fdopen(handle, "w") as script:
-        script.write(f"#!/bin/sh\necho '{{\"name\": \"gpu\", \"addresses\": [{quoted}]}}'\n")
+        script.write(f'#!/bin/sh\necho \'{{"name": "gpu", "addresses": [{quoted}]}}\'\n')
     os.chmod(path, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
     return path
 
