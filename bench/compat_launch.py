@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from bench.launch import MASTER, NP, noop
+from bench.launch import MASTER, NP, bench_session, noop
 from bench.timing import timed
 
 
@@ -34,16 +34,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(MASTER)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", "768m")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session()
     medians: dict[str, float] = {}
     try:
         for name, fn in contenders().items():

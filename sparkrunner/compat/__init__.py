@@ -6,32 +6,24 @@
 - `HorovodRunner` (Databricks' sparkdl), the same class as ``sparkrunner.HorovodRunner``
 """
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from sparkrunner.compat import horovod_spark
-    from sparkrunner.compat.mirrored_strategy import MirroredStrategyRunner
-    from sparkrunner.compat.torch_distributor import DeepspeedTorchDistributor, TorchDistributor
-    from sparkrunner.runner import HorovodRunner
+from sparkrunner.compat import horovod_spark
+from sparkrunner.compat.mirrored_strategy import MirroredStrategyRunner
+from sparkrunner.compat.torch_distributor import DeepspeedTorchDistributor, TorchDistributor
 
-# Imported on first use, like the top-level package: each drop-in pulls in the driver side of sparkrunner.
-_LAZY = {
-    "DeepspeedTorchDistributor": "sparkrunner.compat.torch_distributor",
-    "HorovodRunner": "sparkrunner.runner",
-    "MirroredStrategyRunner": "sparkrunner.compat.mirrored_strategy",
-    "TorchDistributor": "sparkrunner.compat.torch_distributor",
-}
+if TYPE_CHECKING:
+    from sparkrunner.runner import HorovodRunner
 
 
 def __getattr__(name: str) -> Any:
-    if name == "horovod_spark":
-        return importlib.import_module("sparkrunner.compat.horovod_spark")
-    if name not in _LAZY:
-        raise AttributeError(f"module 'sparkrunner.compat' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+    """`HorovodRunner` lives with `Runner` on the driver side: imported on first use, not by the ranks that
+    unpickle a drop-in's helper from this package."""
+    if name == "HorovodRunner":
+        from sparkrunner.runner import HorovodRunner
+
+        return HorovodRunner
+    raise AttributeError(f"module 'sparkrunner.compat' has no attribute {name!r}")
 
 
 __all__ = [

@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from sparkrunner.compat.runners import barrier_runner, local_runner
 from sparkrunner.compat.spark_facts import (
     DriverGpuError,
-    check_encryption,
     driver_gpus,
     optional_session,
     task_gpu_amount,
@@ -104,20 +104,10 @@ class MirroredStrategyRunner:
         return self._runner().run(in_strategy_scope, train_fn, self.use_custom_strategy, kwargs, share)
 
     def _runner(self) -> Any:
-        from sparkrunner.runner import Runner
-
         if self.local_mode:
-            return Runner(-1, launcher="direct", horovod=False, **self._local_gpu_options())
-        check_encryption(self.spark, TF_SSL_CONF, type(self).__name__)
+            return local_runner(1, **self._local_gpu_options())
         assert self.num_tasks is not None
-        return Runner(
-            self.num_tasks,
-            spark=self.spark,
-            launcher="direct",
-            horovod=False,
-            use_gpu=self.use_gpu,
-            ranks_per_task=1,
-        )
+        return barrier_runner(self.spark, self.num_tasks, self.use_gpu, 1, TF_SSL_CONF, type(self).__name__)
 
     def _local_gpu_options(self) -> dict[str, Any]:
         """One worker on the driver: `num_slots` of its GPUs, or none (CPU training takes one slot)."""

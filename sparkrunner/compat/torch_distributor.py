@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sparkrunner.compat.runners import barrier_runner, local_runner
 from sparkrunner.compat.spark_facts import (
     DriverGpuError,
-    check_encryption,
     driver_gpus,
     optional_session,
     positive_int,
@@ -103,21 +103,12 @@ class TorchDistributor:
         return self._runner().run(train_object, *args, **kwargs)
 
     def _runner(self) -> Any:
-        """A `Runner` that places the ranks as the original does; refuses a TLS cluster on Spark."""
-        from sparkrunner.runner import Runner
-
+        """A `Runner` that places the ranks as the original does."""
         if self.local_mode:
-            return Runner(-self.num_processes, launcher="direct", horovod=False, env=self._local_gpu_env())
-        check_encryption(self.spark, self.ssl_conf, type(self).__name__)
+            return local_runner(self.num_processes, env=self._local_gpu_env())
         per_task = self.num_processes // self.num_tasks
-        return Runner(
-            self.num_processes,
-            spark=self.spark,
-            launcher="direct",
-            horovod=False,
-            use_gpu=self.use_gpu,
-            ranks_per_task=per_task,
-        )
+        name = type(self).__name__
+        return barrier_runner(self.spark, self.num_processes, self.use_gpu, per_task, self.ssl_conf, name)
 
     def _local_gpu_env(self) -> dict[str, str]:
         """Local mode with GPUs: every rank sees the first `num_processes` of the driver's GPUs."""
