@@ -94,11 +94,8 @@ def extra_contenders(spark: Any) -> dict[str, Callable[[], Any]]:
     return dict(horovod_bench.contenders(NP, noop))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", action="append", help="time only this contender (repeatable)")
-    args = parser.parse_args()
+def bench_session() -> Any:
+    """The SparkSession every launch benchmark times in: `MASTER`, quiet."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -109,6 +106,15 @@ def main() -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", action="append", help="time only this contender (repeatable)")
+    args = parser.parse_args()
+    spark = bench_session()
     medians: dict[str, float] = {}
     try:
         for name, fn in contenders(spark).items():

@@ -19,6 +19,7 @@ RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.r
         "sparkrunner.data.prefetch")  # fmt: skip
 TASK = ("sparkrunner.tasks.",)
 DRIVER = ("sparkrunner.driver.", "sparkrunner.placement.", "sparkrunner.observe.", "sparkrunner.runner",
+          "sparkrunner.compat.",
           "sparkrunner.cli", "sparkrunner.check", "sparkrunner.recovery.attempts", "sparkrunner.recovery.options",
           "sparkrunner.data.materialize", "sparkrunner.data.cache_key", "sparkrunner.data.progress_report",
           "sparkrunner.data.host_check", "sparkrunner.data.writer", "sparkrunner.__main__")  # fmt: skip

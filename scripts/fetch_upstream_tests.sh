@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fetch the originals' test files that tests/compat/test_upstream_suites.py runs against the drop-ins, at the
+# commits tests/compat/upstream.py names, into $SPARKRUNNER_UPSTREAM_TESTS (they stay out of this repository).
+set -euo pipefail
+dest="${SPARKRUNNER_UPSTREAM_TESTS:-$HOME/.cache/sparkrunner/upstream-tests}"
+raw=https://raw.githubusercontent.com
+fetch() { mkdir -p "$(dirname "$dest/$1")"; curl -fsSL "$raw/$2" -o "$dest/$1"; }
+fetch pyspark/test_distributor.py \
+  apache/spark/c9d9a1059ff8e06106fabc6599bb0cb61b8c95d5/python/pyspark/ml/torch/tests/test_distributor.py
+fetch pyspark/test_deepspeed_distributor.py \
+  apache/spark/103a23263b3307f6fd40fc005e87cd505955a9cc/python/pyspark/ml/deepspeed/tests/test_deepspeed_distributor.py
+fetch spark-tensorflow-distributor/test_mirrored_strategy_runner.py \
+  tensorflow/ecosystem/c39378894bf080843a86edacd0176c53f70d939f/spark/spark-tensorflow-distributor/tests/integration/test_mirrored_strategy_runner.py
+echo "upstream test files in $dest"

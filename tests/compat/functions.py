@@ -1,0 +1,94 @@
+"""Functions and scripts the drop-in tests run on the ranks (pickled by value: executors cannot import tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ALLREDUCE_SCRIPT = """
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+with open(os.path.join(sys.argv[1], f"rank{dist.get_rank()}.txt"), "w") as out:
+    out.write(f"{dist.get_world_size()} {total.item()} {' '.join(sys.argv[2:])}")
+dist.destroy_process_group()
+"""
+
+
+def torch_allreduce(scale: float, offset: float = 0.0) -> dict[str, Any]:
+    """Each rank contributes scale * (rank + 1) + offset to a gloo all_reduce (sum)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    value = torch.tensor([scale * (dist.get_rank() + 1) + offset])
+    dist.all_reduce(value)
+    result = {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "sum": value.item(),
+        "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+    dist.destroy_process_group()
+    return result
+
+
+def keras_regression(weights_dir: str, epochs: int = 3) -> dict[str, Any]:
+    """Single-machine Keras code (no strategy of its own): a tiny regression on rank-dependent data."""
+    import json
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+
+    worker = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    rng = np.random.default_rng(worker)  # each worker its own data: only the all-reduce keeps them equal
+    x = rng.normal(size=(128, 4)).astype("float32")
+    y = (x @ np.array([1.0, -2.0, 0.5, 3.0], dtype="float32"))[:, None]
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).with_options(options)
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+    history = model.fit(data, epochs=epochs, verbose=0)
+    np.savez(os.path.join(weights_dir, f"worker{worker}.npz"), *model.get_weights())
+    return {
+        "loss": [float(v) for v in history.history["loss"]],
+        "replicas": int(tf.distribute.get_strategy().num_replicas_in_sync),
+        "strategy": strategy_kind(),
+    }
+
+
+def strategy_kind() -> str:
+    """The strategy in scope where the function runs: "multi-worker" (MultiWorkerMirroredStrategy), else its
+    class name."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "multi-worker"
+    return type(strategy).__name__
+
+
+def horovod_rank_value(base: int, factor: int = 1) -> dict[str, Any]:
+    """Each rank's own value plus a Horovod allreduce of every rank's (rank + 1) (the oracle is n(n+1)/2)."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    total = hvd.allreduce(torch.tensor([float(hvd.rank() + 1)]), op=hvd.Sum)
+    print(f"horovod rank {hvd.rank()} of {hvd.size()}", flush=True)
+    return {
+        "rank": hvd.rank(),
+        "value": base + factor * hvd.rank(),
+        "sum": total.item(),
+        "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+    }
