@@ -52,15 +52,15 @@ class SimulatedRanks:
         self.counts = Counts()
         self._changed = threading.Condition()
         self._selector = selectors.DefaultSelector()
-        self._new: queue.Queue[tuple[Connection, int | None]] = queue.Queue()
+        self._new: queue.Queue[tuple[Connection, int | None] | None] = queue.Queue()  # None: stop
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
         self._reader = threading.Thread(target=self._read_loop, name="sim-reader", daemon=True)
         self._reader.start()
 
-    def _watch(self, conn: Connection, rank: int | None) -> None:
-        """Hand `conn` to the reader thread (which alone touches the selector)."""
-        self._new.put((conn, rank))
+    def _watch(self, conn: Connection | None, rank: int | None) -> None:
+        """Hand `conn` to the reader thread (which alone touches the selector); None stops it."""
+        self._new.put(None if conn is None else (conn, rank))
         self._wake_writer.send(b"x")
 
     def _read_loop(self) -> None:
@@ -79,10 +79,11 @@ class SimulatedRanks:
     def _drain_new(self) -> bool:
         self._wake_reader.recv(4096)
         while not self._new.empty():
-            conn, rank = self._new.get()
-            if rank == -1:
+            item = self._new.get()
+            if item is None:
                 return False
-            self._selector.register(conn._sock, selectors.EVENT_READ, (conn, rank))
+            conn, rank = item
+            self._selector.register(conn, selectors.EVENT_READ, (conn, rank))
         return True
 
     def _on_message(self, conn: Connection, rank: int | None, message: m.Message) -> None:
@@ -98,7 +99,7 @@ class SimulatedRanks:
                     m.send(conn, m.Stacks(request, os.getpid(), f"Thread main (rank {rank})\n", "train_fn"))
                 case m.Ack():
                     self.counts.acks += 1
-                    self._selector.unregister(conn._sock)
+                    self._selector.unregister(conn)
                     conn.close()
                     if rank is not None:
                         self._relays[rank].close()
@@ -140,7 +141,9 @@ class SimulatedRanks:
             lines = lines[: lines_per_rank - batch]
             for rank in self._ranks:
                 m.send(self._relays[rank], m.Output("stdout", lines))
-                m.send(self._rank_conns[rank], m.Progress(batch, 0, lines_per_rank, None, time.monotonic(), {}))
+                m.send(
+                    self._rank_conns[rank], m.Progress(batch, 0, lines_per_rank, None, time.monotonic(), {})
+                )
 
     def end(self) -> None:
         """Every rank reports its result and leaves once the driver acknowledged it; tasks hang up."""
@@ -152,7 +155,7 @@ class SimulatedRanks:
             conn.close()
 
     def close(self) -> None:
-        self._watch(Connection.__new__(Connection), -1)
+        self._watch(None, None)
         self._reader.join()
         self._selector.close()
 
