@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
-from bench.scale_ranks import serve
+from bench.scale_ranks import PHASE_TIMEOUT_S, serve
 from sparkrunner.channel.messages import Progress
 from sparkrunner.driver import addresses
 from sparkrunner.driver.session import DriverSession
@@ -127,7 +127,7 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
         phase, arg = pipe.recv()
         if phase == "lines":
             with counting.changed:
-                counting.changed.wait_for(lambda wanted=arg: counting.lines >= wanted)
+                counting.changed.wait_for(lambda wanted=arg: counting.lines >= wanted, PHASE_TIMEOUT_S)
             pipe.send(time.time())
         elif phase == "stacks":
             start = time.perf_counter()
@@ -148,7 +148,9 @@ def _end(session: DriverSession) -> None:
     Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()  # type: ignore[arg-type]
     report = session.report
     with session.changed:
-        session.changed.wait_for(lambda: report.all_gone() and len(report.output_ended) == report.num_ranks)
+        everyone_left = lambda: report.all_gone() and len(report.output_ended) == report.num_ranks  # noqa: E731
+        if not session.changed.wait_for(everyone_left, PHASE_TIMEOUT_S):
+            raise TimeoutError(f"not every rank left within {PHASE_TIMEOUT_S} s")
     session.close()
 
 

@@ -26,6 +26,8 @@ from sparkrunner.channel import messages as m
 
 LINES_PER_BATCH = 100
 """Lines per `Output` message, about what a rank's relay reads at once from a busy pipe."""
+PHASE_TIMEOUT_S = 300.0
+"""The longest a phase may wait for the driver before the harness gives up on the run."""
 
 
 @dataclass
@@ -106,8 +108,10 @@ class SimulatedRanks:
             self._changed.notify_all()
 
     def _wait(self, done: Callable[[], bool]) -> None:
+        """Wait for what the driver should send; a phase that never completes fails the client (and its run)."""
         with self._changed:
-            self._changed.wait_for(done)
+            if not self._changed.wait_for(done, PHASE_TIMEOUT_S):
+                raise TimeoutError(f"the driver did not answer within {PHASE_TIMEOUT_S} s: {self.counts}")
 
     def join(self) -> dict[str, Any]:
         """Every task joins the address exchange and waits for the topology."""
