@@ -8,14 +8,15 @@ that do not fit the kind, raise `ChannelError` naming them, which ends that conn
 
 from __future__ import annotations
 
+import contextlib
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from sparkrunner.channel.payload import RemoteError
-from sparkrunner.channel.transport import Connection, Handler
+from sparkrunner.channel.transport import Connection, Handler, pickled
 from sparkrunner.errors import ChannelError
 
 
@@ -278,6 +279,14 @@ def _conforms(value: Any, hint: Any) -> bool:
 def send(conn: Connection, message: Message) -> None:
     """Send one message on `conn`."""
     conn.send(*encode(message))
+
+
+def send_to_all(conns: Iterable[Connection], message: Message) -> None:
+    """Send one message to many connections, pickled once; connections already gone are skipped."""
+    body = pickled(*encode(message))
+    for conn in conns:
+        with contextlib.suppress(ChannelError):
+            conn.send_pickled(body, message.kind)
 
 
 def receive(conn: Connection) -> Message:

@@ -7,10 +7,13 @@ a nonce made of its sequence number, its header (length, last-record flag) being
 replayed, reordered, truncated or altered record fails its tag and ends the connection. A message is
 unpickled only once every one of its records was authenticated: nothing unauthenticated is ever unpickled.
 
-The server never spends a thread on a peer that has not authenticated: handshakes run in its accept thread
-(one selector), at most `MAX_PENDING_HANDSHAKES` at a time (the oldest is dropped for a new one), each for at
-most `SERVER_HANDSHAKE_TIMEOUT_S`. A flood of idle connections or a port scan costs it file descriptors for a
-few seconds, never the run; errors such as running out of descriptors or threads are survived and logged.
+The server spends no thread on a peer: one selector thread runs every handshake, at most
+`MAX_PENDING_HANDSHAKES` at a time (the oldest is dropped for a new one), each for at most
+`SERVER_HANDSHAKE_TIMEOUT_S`, and reads every authenticated connection without blocking; its complete
+messages go to `HANDLER_THREADS` handler threads, a connection always to the same one, so that each
+connection's messages are handled in order and a thousand ranks cost a bounded number of threads. A flood of
+idle connections or a port scan costs it file descriptors for a few seconds, never the run; errors such as
+running out of descriptors are survived and logged.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ import hmac
 import logging
 import os
 import pickle
+import queue
 import selectors
 import socket
 import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -51,6 +55,9 @@ _LAST_RECORD = 1
 RECORD_BYTES = 1 << 20
 _MAX_MESSAGE = 1 << 34  # 16 GiB: results can be large model states
 MAX_PENDING_HANDSHAKES = 128
+HANDLER_THREADS = 4
+"""Threads that run the server's handler, whatever the number of connections."""
+_HANDLER_QUEUE = 256  # messages waiting per handler thread before the reader waits for it (backpressure)
 _REFUSED = bytes(_PROOF_BYTES)  # what the server sends instead of its proof when the peer's proof is wrong
 
 
@@ -61,6 +68,11 @@ def new_secret() -> bytes:
 
 def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def pickled(kind: str, data: Any = None) -> memoryview:
+    """A message's wire body, for `Connection.send_pickled`."""
+    return memoryview(pickle.dumps((kind, data), protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:
@@ -114,10 +126,18 @@ class Connection:
         self._sender = _RecordCipher(to_client if is_server else to_server)
         self._receiver = _RecordCipher(to_server if is_server else to_client)
         self._send_lock = threading.Lock()
+        self._inbox = bytearray()  # bytes read ahead by `read_ready`, not yet a whole record
+        self._body = bytearray()  # the records of the message being read by `read_ready`
         self.closed = False
 
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
     def send(self, kind: str, data: Any = None) -> None:
-        body = memoryview(pickle.dumps((kind, data), protocol=pickle.HIGHEST_PROTOCOL))
+        self.send_pickled(pickled(kind, data), kind)
+
+    def send_pickled(self, body: memoryview, kind: str) -> None:
+        """Send a message `pickled` once: the same message to many peers costs one pickling."""
         with self._send_lock:
             try:
                 for start in range(0, max(len(body), 1), RECORD_BYTES):
@@ -127,19 +147,48 @@ class Connection:
                 raise ChannelError(f"could not send {kind!r}: {exc}") from exc
 
     def recv(self) -> tuple[str, Any]:
+        """Block for the next message (one reader at a time)."""
         body = bytearray()
         last = False
         while not last:
-            header = self._recv(_RECORD_HEADER.size)
-            sealed_length, flags = _RECORD_HEADER.unpack(header)
-            if not _TAG_BYTES <= sealed_length <= RECORD_BYTES + _TAG_BYTES or flags not in (0, _LAST_RECORD):
-                raise ChannelError("a malformed record arrived; dropping the connection")
-            body += self._receiver.open(bytes(header), self._recv(sealed_length))
-            if len(body) > _MAX_MESSAGE:
-                raise ChannelError(f"a message is larger than {_MAX_MESSAGE} bytes; dropping the connection")
-            last = flags == _LAST_RECORD
+            header = bytes(self._recv(_RECORD_HEADER.size))
+            sealed_length, last = _record_header(header)
+            self._open_into(body, header, self._recv(sealed_length))
         kind, data = pickle.loads(body)  # every record of `body` was authenticated
         return kind, data
+
+    def read_ready(self) -> Iterator[tuple[str, Any]]:
+        """Read what has arrived without blocking; yield the messages it completed (for a selector), then
+        raise `ChannelError` if the connection ended or a record failed (after the good ones before it)."""
+        try:
+            chunk = self._sock.recv(RECORD_BYTES, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            raise ChannelError(f"connection broke: {exc}") from exc
+        if not chunk:
+            raise ChannelError("connection closed by peer")
+        self._inbox += chunk
+        start = 0
+        try:
+            while len(self._inbox) - start >= _RECORD_HEADER.size:
+                header = bytes(self._inbox[start : start + _RECORD_HEADER.size])
+                sealed_length, last = _record_header(header)
+                end = start + _RECORD_HEADER.size + sealed_length
+                if len(self._inbox) < end:
+                    break
+                self._open_into(self._body, header, self._inbox[start + _RECORD_HEADER.size : end])
+                start = end
+                if last:
+                    body, self._body = self._body, bytearray()
+                    yield pickle.loads(body)  # every record of it was authenticated
+        finally:
+            del self._inbox[:start]
+
+    def _open_into(self, body: bytearray, header: bytes, sealed: bytearray) -> None:
+        body += self._receiver.open(header, sealed)
+        if len(body) > _MAX_MESSAGE:
+            raise ChannelError(f"a message is larger than {_MAX_MESSAGE} bytes; dropping the connection")
 
     def _recv(self, n: int) -> bytearray:
         try:
@@ -147,11 +196,23 @@ class Connection:
         except OSError as exc:
             raise ChannelError(f"connection broke: {exc}") from exc
 
-    def close(self) -> None:
+    def shut_down(self) -> None:
+        """End the connection both ways but keep its descriptor: a selector watching it sees it end."""
         self.closed = True
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.shut_down()
         self._sock.close()
+
+
+def _record_header(header: bytes) -> tuple[int, bool]:
+    """(sealed length, last record?) of a record's header; `ChannelError` when it cannot be one."""
+    sealed_length, flags = _RECORD_HEADER.unpack(header)
+    if not _TAG_BYTES <= sealed_length <= RECORD_BYTES + _TAG_BYTES or flags not in (0, _LAST_RECORD):
+        raise ChannelError("a malformed record arrived; dropping the connection")
+    return sealed_length, flags == _LAST_RECORD
 
 
 def _ready(sock: socket.socket) -> socket.socket:
@@ -244,8 +305,8 @@ Handler = Callable[[Connection, str, Any], None]
 class ChannelServer:
     """Accepts authenticated connections and hands every message to `handler(conn, kind, data)`.
 
-    `on_disconnect(conn)` is called when a connection ends, so the driver can notice ranks that vanish.
-    Authenticated peers get a thread each; unauthenticated ones only a slot in the accept thread's selector.
+    `on_disconnect(conn)` is called when a connection ends (after its last message was handled), so the driver
+    can notice ranks that vanish. One selector thread reads every connection; `HANDLER_THREADS` threads handle.
     """
 
     def __init__(
@@ -263,7 +324,8 @@ class ChannelServer:
         self._listener.setblocking(False)
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._pending: OrderedDict[socket.socket, _PendingHandshake] = OrderedDict()
-        self._connections: list[Connection] = []
+        self._connections: set[Connection] = set()
+        self._handlers = [_HandlerThread(handler, on_disconnect, i) for i in range(HANDLER_THREADS)]
         self._lock = threading.Lock()
         self._closed = False
         self.rejected = 0
@@ -297,6 +359,8 @@ class ChannelServer:
         for key, _ in selector.select(SELECT_TIMEOUT_S):
             if key.fileobj is self._listener:
                 self._accept(selector)
+            elif isinstance(key.data, Connection):
+                self._read(selector, key.data)
             elif key.fileobj is not self._wake_reader:
                 self._advance(selector, self._pending[key.fileobj])  # type: ignore[index]
         now = time.monotonic()
@@ -337,11 +401,12 @@ class ChannelServer:
         except (OSError, ChannelError) as exc:
             self._drop(selector, pending, str(exc))
             return
-        try:
-            threading.Thread(target=self._serve, args=(conn,), name="sparkrunner-peer", daemon=True).start()
-        except RuntimeError as exc:  # cannot start a thread: refuse this peer, keep the loop alive
-            log.warning("the channel refused an authenticated peer: %s", exc)
-            conn.close()
+        with self._lock:
+            if self._closed:
+                conn.close()
+                return
+            self._connections.add(conn)
+        selector.register(conn, selectors.EVENT_READ, conn)
 
     def _drop(self, selector: selectors.BaseSelector, pending: _PendingHandshake, why: str | None) -> None:
         self.rejected += 1
@@ -351,21 +416,18 @@ class ChannelServer:
             selector.unregister(pending.sock)
         pending.sock.close()
 
-    def _serve(self, conn: Connection) -> None:
-        with self._lock:
-            if self._closed:
-                conn.close()
-                return
-            self._connections.append(conn)
+    def _read(self, selector: selectors.BaseSelector, conn: Connection) -> None:
+        """Hand what `conn` completed to its handler thread; when it ended, its end too."""
+        handler = self._handlers[hash(conn) % len(self._handlers)]
         try:
-            while True:
-                kind, data = conn.recv()
-                self._handler(conn, kind, data)
-        except ChannelError as exc:
+            for message in conn.read_ready():
+                handler.put(conn, message)
+        except Exception as exc:  # broken, closed, or not a message: the connection ends, the loop goes on
             log.debug("a channel connection ended: %s", exc)
-        finally:
-            conn.close()
-            self._on_disconnect(conn)
+            selector.unregister(conn)
+            with self._lock:
+                self._connections.discard(conn)
+            handler.put(conn, None)  # closed there, after its last message was handled
 
     def broadcast(self, kind: str, data: Any = None) -> None:
         """Send a message to every connected peer, ignoring peers that are already gone."""
@@ -386,6 +448,48 @@ class ChannelServer:
         self._wake_writer.close()
         for conn in connections:
             conn.close()
+        for handler in self._handlers:
+            handler.stop()
+
+
+class _HandlerThread:
+    """Runs the server's handler for the connections assigned to it, in the order their messages arrived."""
+
+    def __init__(self, handler: Handler, on_disconnect: Callable[[Connection], None], index: int) -> None:
+        self._handler = handler
+        self._on_disconnect = on_disconnect
+        self._queue: queue.Queue[tuple[Connection, tuple[str, Any] | None] | None] = queue.Queue(
+            _HANDLER_QUEUE
+        )
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"sparkrunner-handler-{index}", daemon=True)
+        self._thread.start()
+
+    def put(self, conn: Connection, message: tuple[str, Any] | None) -> None:
+        """Queue one message of `conn` (None: `conn` ended); waits while this thread is far behind."""
+        self._queue.put((conn, message))
+
+    def stop(self) -> None:
+        """Handle nothing more (the server closed); never waits, even for a thread stuck in a handler."""
+        self._stopped.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None and not self._stopped.is_set():
+            conn, message = item
+            if message is None:
+                conn.close()
+                self._on_disconnect(conn)
+                continue
+            try:
+                self._handler(conn, *message)
+            except ChannelError as exc:  # the handler refused the message: that ends its connection
+                log.debug("a channel connection ended: %s", exc)
+                conn.shut_down()
+            except Exception:  # one peer's message must not end the server
+                log.exception("the channel's handler failed on a message; closing that connection")
+                conn.shut_down()
 
 
 def connect_when_listening(address: tuple[str, int], secret: bytes, wait_s: float) -> Connection:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import threading
 
 from sparkrunner import channel
-from sparkrunner.channel.messages import Join, TaskEntries, Topology, send
-from sparkrunner.errors import ChannelError
+from sparkrunner.channel.messages import Join, TaskEntries, Topology, send_to_all
 
 
 class AddressBook:
@@ -33,9 +32,5 @@ class AddressBook:
             if len(self._joined) < join.tasks:
                 return
             joined = [self._joined[index] for index in range(join.tasks)]
-        everyone = [entries for _, entries in joined]
-        for waiting, _ in joined:
-            try:
-                send(waiting, Topology(everyone))
-            except ChannelError:
-                continue  # that task is gone: the stage fails without us
+        # pickled once for all (a task that is gone is skipped: the stage fails without us)
+        send_to_all([waiting for waiting, _ in joined], Topology([entries for _, entries in joined]))

@@ -1,0 +1,264 @@
+"""Scale harness: the real driver side against 64 to 4,096 simulated ranks that speak the real protocol.
+
+The driver runs in its own process: a `DriverSession` (its `ChannelServer`, the address exchange, rank
+output shown with verbosity "all" into /dev/null, progress, `collect_stacks`, and the run's end through the
+`Supervisor`). Several client processes (`bench/scale_ranks.py`) each hold many real encrypted connections:
+per rank a task that joins and waits for the topology, the rank's own connection and its output relay.
+One table row per size: the address exchange (first join to the topology at every task, and the last join to
+it), the driver's CPU seconds, peak RSS and peak threads, output lines/s forwarded with every rank printing,
+`dump_stacks` latency and the time to end the run (results sent to every rank acknowledged and gone).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/scale.py [--sizes 64 256 1024] [--workers 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import resource
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection as Pipe
+from typing import Any
+
+from bench.scale_ranks import PHASE_TIMEOUT_S, serve
+from sparkrunner.channel.messages import Progress
+from sparkrunner.driver import addresses
+from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.stacks import StallWatch
+from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.observe.observers import RunObserver
+
+TOTAL_LINES = 200_000
+"""Lines printed per size, shared out among the ranks (every rank prints)."""
+
+
+def raise_fd_limit() -> None:
+    """Three connections per rank on the driver: let this process open as many descriptors as it may."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class _Counting(RunObserver):
+    """Counts the output lines and progress reports the session forwarded to its observers."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self.progress = 0
+        self.changed = threading.Condition()
+
+    def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
+        with self.changed:
+            self.lines += len(lines)
+            self.changed.notify_all()
+
+    def on_progress(self, rank: int, progress: Progress) -> None:
+        with self.changed:
+            self.progress += 1
+
+
+class _SimulatedPlacement:
+    """The ranks live in the client processes: nothing to start, stop or ask."""
+
+    driver_host = bind_host = "127.0.0.1"
+
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None
+
+    def finished(self) -> bool:
+        return False
+
+    def failure(self, pid: int | None = None) -> str | None:
+        return None
+
+
+class _ThreadPeak:
+    """Samples this process's thread count every few milliseconds and keeps the largest."""
+
+    def __init__(self) -> None:
+        self.peak = threading.active_count()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, threading.active_count())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak - 1  # not counting the sampler
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _time_topology_sends() -> list[float]:
+    """Record when the driver finished sending the topology to every task (the tasks' own decoding, all on
+    this machine's cores here, would otherwise count as the driver's)."""
+    sent: list[float] = []
+    send_to_all = addresses.send_to_all
+
+    def timed(conns: Any, message: Any) -> None:
+        send_to_all(conns, message)
+        sent.append(time.time())
+
+    addresses.send_to_all = timed  # type: ignore[assignment]
+    return sent
+
+
+def run_driver(pipe: Pipe, num_ranks: int) -> None:
+    """The driver process: serve one simulated run, phase by phase as the harness asks."""
+    raise_fd_limit()
+    topology_sent = _time_topology_sends()
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - verbosity "all": every line is written, to nowhere
+    counting = _Counting()
+    cpu = _cpu_s()
+    threads = _ThreadPeak()
+    session = DriverSession(b"payload", num_ranks, "all", "127.0.0.1", counting)
+    pipe.send((session.port, session.secret))
+    while True:
+        phase, arg = pipe.recv()
+        if phase == "lines":
+            with counting.changed:
+                counting.changed.wait_for(lambda wanted=arg: counting.lines >= wanted, PHASE_TIMEOUT_S)
+            pipe.send(time.time())
+        elif phase == "stacks":
+            start = time.perf_counter()
+            report = session.collect_stacks()
+            answered = sum(1 for s in report.ranks.values() if s.threads is not None)
+            pipe.send((time.perf_counter() - start, answered))
+        else:
+            _end(session)
+            rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            figures = {"cpu_s": _cpu_s() - cpu, "rss_mb": rss_mb, "threads": threads.stop()}
+            pipe.send(figures | {"topology_sent": topology_sent[0]})
+            return
+
+
+def _end(session: DriverSession) -> None:
+    """What `Runner` does at the end of a run: supervise until every rank reported, wait for them to leave."""
+    stall = StallWatch(None, "warn")
+    Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()  # type: ignore[arg-type]
+    report = session.report
+    with session.changed:
+        everyone_left = lambda: report.all_gone() and len(report.output_ended) == report.num_ranks  # noqa: E731
+        if not session.changed.wait_for(everyone_left, PHASE_TIMEOUT_S):
+            raise TimeoutError(f"not every rank left within {PHASE_TIMEOUT_S} s")
+    session.close()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One size's figures."""
+
+    ranks: int
+    join_span_s: float
+    sent_after_last_join_s: float
+    after_last_join_s: float
+    cpu_s: float
+    rss_mb: float
+    threads: int
+    lines_per_s: float
+    stacks_s: float
+    end_s: float
+    topologies: int
+    acks: int
+    stacks_answered: int
+
+
+def _ask(pipes: list[Pipe], phase: str, arg: Any = None) -> list[Any]:
+    for pipe in pipes:
+        pipe.send((phase, arg))
+    return [pipe.recv() for pipe in pipes]
+
+
+def measure(num_ranks: int, workers: int = 8, total_lines: int = TOTAL_LINES) -> Row:
+    """Run one simulated run of `num_ranks` ranks against a driver process; return its figures."""
+    raise_fd_limit()
+    ctx = multiprocessing.get_context("spawn")
+    driver_pipe, there = ctx.Pipe()
+    driver = ctx.Process(target=run_driver, args=(there, num_ranks), daemon=True)
+    driver.start()
+    port, secret = driver_pipe.recv()
+    shares = [list(range(num_ranks))[w::workers] for w in range(workers)]
+    pipes, clients = [], []
+    for share in shares:
+        pipe, other = ctx.Pipe()
+        client = ctx.Process(target=serve, args=(other, ("127.0.0.1", port), secret, share, num_ranks))
+        client.start()
+        pipes.append(pipe)
+        clients.append(client)
+    try:
+        joined = _ask(pipes, "join")
+        join_sent = [t for j in joined for t in j["join_sent"]]
+        topology_at = max(t for j in joined for t in j["topology_at"])
+        _ask(pipes, "hello")
+        lines_per_rank = max(total_lines // num_ranks, 1)
+        start = time.time()
+        driver_pipe.send(("lines", lines_per_rank * num_ranks))
+        _ask(pipes, "output", lines_per_rank)
+        lines_per_s = lines_per_rank * num_ranks / (driver_pipe.recv() - start)
+        driver_pipe.send(("stacks", None))
+        stacks_s, answered = driver_pipe.recv()
+        start = time.time()
+        driver_pipe.send(("end", None))
+        counts = _ask(pipes, "end")
+        figures = driver_pipe.recv()
+        end_s = time.time() - start
+    finally:
+        for pipe in pipes:
+            pipe.send(("quit", None))
+        for process in [*clients, driver]:
+            process.join(30)
+    return Row(
+        num_ranks,
+        topology_at - min(join_sent),
+        figures["topology_sent"] - max(join_sent),
+        topology_at - max(join_sent),
+        figures["cpu_s"],
+        figures["rss_mb"],
+        figures["threads"],
+        lines_per_s,
+        stacks_s,
+        end_s,
+        sum(c["topologies"] for c in counts),
+        sum(c["acks"] for c in counts),
+        answered,
+    )
+
+
+HEADER = (
+    f"{'ranks':>6} {'join->topo s':>12} {'last->sent s':>12} {'last->topo s':>12} {'cpu s':>7} {'RSS MB':>7} {'threads':>7} "
+    f"{'lines/s':>9} {'stacks s':>8} {'end s':>6}  reached (topology/end/stacks)"
+)
+
+
+def format_row(row: Row) -> str:
+    return (
+        f"{row.ranks:>6} {row.join_span_s:>12.2f} {row.sent_after_last_join_s:>12.3f} {row.after_last_join_s:>12.3f} {row.cpu_s:>7.1f} "
+        f"{row.rss_mb:>7.0f} {row.threads:>7} {row.lines_per_s:>9,.0f} {row.stacks_s:>8.2f} {row.end_s:>6.2f}"
+        f"  {row.topologies}/{row.acks}/{row.stacks_answered}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(HEADER)
+    for size in args.sizes:
+        print(format_row(measure(size, args.workers)), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
