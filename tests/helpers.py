@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from tests.waiting import poll_until
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Every process this pytest starts (drivers, executors, ranks) inherits this tag, so the process-table checks
@@ -55,12 +57,8 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
 
 def leftover_rank_processes(grace_s: float = 0.0) -> dict[int, str]:
     """Live processes that carry a sparkrunner run id, after waiting up to `grace_s` for them to go."""
-    deadline = time.monotonic() + grace_s
-    found = rank_processes()
-    while found and time.monotonic() < deadline:
-        time.sleep(0.1)
-        found = rank_processes()
-    return found
+    poll_until(lambda: not rank_processes(), grace_s)
+    return rank_processes()
 
 
 def start_driver(script: str, tmp_path: Path) -> subprocess.Popen[str]:
