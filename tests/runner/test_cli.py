@@ -5,23 +5,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pyspark
 import tomllib
 
-from tests.helpers import ROOT
-
-SCRIPT = """
-import os, sys, time
-print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} argv={sys.argv[1:]}", flush=True)
-if os.environ["RANK"] == "1" and "--fail" in sys.argv:
-    time.sleep(2)  # rank 0 has printed by then: its line is asserted, not raced against the abort
-    sys.exit(3)
-"""
+from tests.helpers import ROOT, driver, line_of
 
 
 def cli(
@@ -40,8 +32,9 @@ def cli(
 
 
 def script(tmp_path: Path) -> str:
+    """`tests/drivers/cli_train.py`, copied as train.py into the test's folder (the command's working dir)."""
     path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(SCRIPT))
+    shutil.copy(driver("cli_train"), path)
     return str(path)
 
 
@@ -56,7 +49,8 @@ def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
     done = cli("run", "--np", "-2", "--launcher", "mpirun", script(tmp_path), "--fail", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "rank 1 failed with sparkrunner.errors.ScriptExitError: train.py exited with code 3" in done.stderr
-    assert 'File "' + str(tmp_path / "train.py") + '", line 6, in <module>' in done.stderr
+    exit_line = line_of(driver("cli_train"), "sys.exit(3)")
+    assert f'File "{tmp_path / "train.py"}", line {exit_line}, in <module>' in done.stderr
 
 
 def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
