@@ -18,6 +18,7 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from tests.helpers import leftover_rank_processes, run_driver, start_driver, wait_for_line
+from tests.waiting import wait_until
 
 
 def rank_view() -> dict[str, Any]:
@@ -84,8 +85,15 @@ def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
 
     thread = threading.Thread(target=occupy)
     thread.start()
-    blocker_started.wait(10)
-    time.sleep(2)
+    assert blocker_started.wait(10)
+    tracker = sc.statusTracker()
+    wait_until(
+        lambda: any(
+            getattr(tracker.getStageInfo(s), "numActiveTasks", 0) for s in tracker.getActiveStageIds()
+        ),
+        60,
+        "the blocker's task running in its slot",
+    )
     try:
         with pytest.raises(StartTimeoutError, match="only 0 of 2 ranks started within start_timeout=5"):
             Runner(np=2, start_timeout=5).run(rank_view)
