@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 import tomllib
 
 from tests.helpers import ROOT, driver, line_of
@@ -45,6 +46,7 @@ def test_run_on_the_driver_streams_output_and_succeeds(tmp_path: Path) -> None:
         assert f"[rank {rank}] rank {rank} of 2 argv=['--lr', '0.1']" in done.stdout
 
 
+@pytest.mark.slow  # mpirun
 def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
     done = cli("run", "--np", "-2", "--launcher", "mpirun", script(tmp_path), "--fail", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
@@ -79,6 +81,7 @@ def test_console_script_entry_point(tmp_path: Path) -> None:
     assert "[rank 0] rank 0 of 1 argv=[]" in done.stdout
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> None:
     done = cli(
         "run",
@@ -100,6 +103,7 @@ def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> N
         assert f"[rank {rank}] rank {rank} of 2 argv=['--epochs', '1']" in done.stdout
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     entry = cli("entry-point", cwd=tmp_path).stdout.strip()
     assert entry.endswith("sparkrunner/__main__.py") and os.path.isfile(entry)
@@ -126,6 +130,7 @@ def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     assert "train.py exited with code 3" in done.stdout, "spark-submit sends its Python's stderr to stdout"
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_check_reports_the_stack(tmp_path: Path) -> None:
     done = cli("check", "--master", "local[2]", "--conf", "spark.ui.enabled=false", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

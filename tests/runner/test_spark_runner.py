@@ -103,6 +103,7 @@ def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
     assert Runner(np=2).run(rank_view)["WORLD_SIZE"] == "2", "the cluster must be usable afterwards"
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_ctrl_c_cancels_the_spark_job_and_every_rank() -> None:
     proc = start_driver("sleeping_ranks", "2", "direct")
     wait_for_line(proc, "rank started", seconds=180)
@@ -112,6 +113,7 @@ def test_ctrl_c_cancels_the_spark_job_and_every_rank() -> None:
     assert leftover_rank_processes(grace_s=15) == {}
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_dynamic_allocation_is_refused_before_launch() -> None:
     out = run_driver("dynamic_allocation")
     assert "REFUSED: spark.dynamicAllocation.enabled is true" in out, out

@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from tests.helpers import ROOT, driver
+
+pytestmark = pytest.mark.spark  # spark-submit starts a Spark driver
 
 
 def test_runner_inside_a_spark_submit_job(tmp_path: Path) -> None:
