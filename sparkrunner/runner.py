@@ -13,6 +13,7 @@ from typing import Any
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver import causes
+from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StackReport, StallWatch
 from sparkrunner.driver.supervisor import Supervisor
@@ -129,7 +130,7 @@ class Runner:
         )  # fmt: skip
         self.recovery = RecoveryOptions.of(self.options)
         self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
-        self._session: DriverSession | None = None
+        self._in_flight = InFlightWatch()
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
         """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
@@ -177,7 +178,7 @@ class Runner:
         launcher = resolve_launcher(self.options.launcher)
         spark = self._spark_session()
         per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
-        self._placement(launcher, spark, self.options.np // per_task).check()
+        self.placement(launcher, spark, self.options.np // per_task).check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.options.np, launcher.name)
         self.received_files = {}
@@ -224,7 +225,7 @@ class Runner:
         timeout: float | None,
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
-        placement = self._placement(launcher, spark, abs(self.options.np) // spec.ranks_per_task)
+        placement = self.placement(launcher, spark, abs(self.options.np) // spec.ranks_per_task)
         own = own_ports(self.options.port_range)
         port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
         session = DriverSession(
@@ -247,7 +248,7 @@ class Runner:
             ranks_per_task=spec.ranks_per_task,
         )
         stall = StallWatch(self.options.stall_timeout, self.options.on_stall)
-        self._session = session
+        self._in_flight.publish(session)
         try:
             _run_ranks(
                 session,
@@ -260,7 +261,7 @@ class Runner:
             )
             return _results(session, wanted)
         finally:
-            self._session = None
+            self._in_flight.publish(None)
             self.received_files.update(session.report.files)
 
     def _spark_session(self) -> Any:
@@ -271,7 +272,7 @@ class Runner:
 
     def _before_retry(self, launcher: Launcher, spark: Any, tasks: int) -> None:
         """Wait for the cluster to offer the slots again (executors lost with the failed attempt come back)."""
-        self._placement(launcher, spark, tasks).check()  # on Spark: waits up to start_timeout for the slots
+        self.placement(launcher, spark, tasks).check()  # on Spark: waits up to start_timeout for the slots
 
     def dump_stacks(self) -> StackReport:
         """Every live rank's Python stacks (all threads) and last output lines, while `run` is in flight.
@@ -279,14 +280,27 @@ class Runner:
         Call it from another thread or notebook cell; ``print(report)`` shows the full dumps,
         ``report.summary()`` one line per rank.
         """
-        session = self._session
+        session = self._in_flight.session
         if session is None:
             raise SparkRunnerError(
                 "dump_stacks() needs a run in flight: no run of this Runner is running now"
             )
         return session.collect_stacks()
 
-    def _placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
+    @property
+    def in_flight(self) -> InFlight | None:
+        """The ranks of the run in flight that have connected so far (rank, pid, host, barrier task), or None
+        when no run of this Runner is running; see `sparkrunner.driver.in_flight`."""
+        return self._in_flight.view()
+
+    def wait_in_flight(self, timeout: float, ranks: int | None = None) -> InFlight:
+        """From another thread: wait until a run of this Runner has `ranks` (default: every) rank connected,
+        and return `in_flight` then; raises TimeoutError after `timeout` seconds."""
+        return self._in_flight.wait(ranks, timeout)
+
+    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
+        """Where the ranks of one attempt run: np < 0 this machine, else Spark (classic or Connect). A subclass
+        may return another `Placement` (tests use it to stand in for a failing Spark)."""
         if self.options.np < 0:
             return LocalPlacement(-self.options.np, launcher, self.options.use_gpu)
         if is_connect_session(spark):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
+from tests.waiting import poll_until
+
 ROOT = Path(__file__).resolve().parents[1]
+DRIVERS = ROOT / "tests" / "drivers"
 
 # Every process this pytest starts (drivers, executors, ranks) inherits this tag, so the process-table checks
 # below see this session's ranks only, never those of another test session on the same machine.
@@ -55,21 +57,25 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
 
 def leftover_rank_processes(grace_s: float = 0.0) -> dict[int, str]:
     """Live processes that carry a sparkrunner run id, after waiting up to `grace_s` for them to go."""
-    deadline = time.monotonic() + grace_s
-    found = rank_processes()
-    while found and time.monotonic() < deadline:
-        time.sleep(0.1)
-        found = rank_processes()
-    return found
+    poll_until(lambda: not rank_processes(), grace_s)
+    return rank_processes()
 
 
-def start_driver(script: str, tmp_path: Path) -> subprocess.Popen[str]:
-    """Run `script` as a separate driver process (its own interpreter, and SparkSession if it makes one)."""
-    path = tmp_path / "driver.py"
-    path.write_text(textwrap.dedent(script))
+def driver(name: str) -> Path:
+    """The program `tests/drivers/<name>.py`."""
+    return DRIVERS / f"{name}.py"
+
+
+def start_driver(name: str, *argv: str) -> subprocess.Popen[str]:
+    """Run `tests/drivers/<name>.py argv...` as a separate driver process (its own interpreter, and
+    SparkSession if it makes one)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
-        [sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, str(driver(name)), *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -88,7 +94,12 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, seconds: float = 120) 
     raise AssertionError(f"never saw {text!r}; output was:\n{''.join(seen)}")
 
 
-def run_driver(script: str, tmp_path: Path, seconds: float = 180) -> str:
-    """Run a driver script to its end and return everything it printed."""
-    out, _ = start_driver(script, tmp_path).communicate(timeout=seconds)
+def run_driver(name: str, *argv: str, seconds: float = 180) -> str:
+    """Run `tests/drivers/<name>.py argv...` to its end and return everything it printed."""
+    out, _ = start_driver(name, *argv).communicate(timeout=seconds)
     return out
+
+
+def line_of(path: Path, text: str) -> int:
+    """The number of the first line of `path` that contains `text`."""
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)

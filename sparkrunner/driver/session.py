@@ -75,6 +75,8 @@ class DriverSession:
                 self._relays[id(conn)] = message.rank
             case m.Join():
                 self._addresses.join(conn, message)
+                with self.changed:
+                    self.changed.notify_all()  # `spark_task_ids()` changed
             case m.TaskReport(task=task):
                 with self.changed:
                     self.report.task_reports[task] = message

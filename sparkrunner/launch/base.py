@@ -43,6 +43,10 @@ class TaskOutcome:
     output_tail: str
 
 
+ReportFailure = Callable[[TaskOutcome], None]
+"""How a task's launcher tells the driver at once that one of the task's processes failed."""
+
+
 def rank_process_environment(
     job: RankJob, topology: Topology, index: int, echo_output: bool, in_spark_task: bool
 ) -> dict[str, str]:
@@ -116,11 +120,7 @@ class Launcher(ABC):
 
     @abstractmethod
     def run_in_task(
-        self,
-        job: RankJob,
-        topology: Topology,
-        index: RankIndex,
-        report_failure: Callable[[TaskOutcome], None],
+        self, job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
     ) -> TaskOutcome:
         """Inside the barrier task whose first rank is `index`: start what this task owns and block until it
         ends. A launcher whose task holds several processes calls `report_failure` as soon as one fails, so

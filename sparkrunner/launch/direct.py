@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from sparkrunner import frameworks
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
+    ReportFailure,
     TaskOutcome,
     close_after,
     rank_process_environment,
@@ -40,11 +40,7 @@ class DirectLauncher(Launcher):
         return ranks
 
     def run_in_task(
-        self,
-        job: RankJob,
-        topology: Topology,
-        index: RankIndex,
-        report_failure: Callable[[TaskOutcome], None],
+        self, job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
     ) -> TaskOutcome:
         """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
         ranks = range(index, index + job.ranks_per_task)
@@ -61,7 +57,7 @@ class DirectLauncher(Launcher):
             return _wait_for_all(procs, report_failure)
 
 
-def _wait_for_all(procs: list[RankProcess], report_failure: Callable[[TaskOutcome], None]) -> TaskOutcome:
+def _wait_for_all(procs: list[RankProcess], report_failure: ReportFailure) -> TaskOutcome:
     """Wait for every process; the first to fail (in time) is reported at once and is the task's outcome."""
     first_failure: TaskOutcome | None = None
     running = list(procs)

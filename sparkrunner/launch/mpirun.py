@@ -16,7 +16,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from sparkrunner.channel.environment import Env
@@ -27,6 +26,7 @@ from sparkrunner.launch import gpus
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
+    ReportFailure,
     TaskOutcome,
     barrier_task_of,
     close_after,
@@ -154,11 +154,7 @@ class MpirunLauncher(Launcher):
         return ranks
 
     def run_in_task(
-        self,
-        job: RankJob,
-        topology: Topology,
-        index: RankIndex,
-        report_failure: Callable[[TaskOutcome], None],
+        self, job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
     ) -> TaskOutcome:
         """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
         # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.

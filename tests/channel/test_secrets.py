@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
+from tests.helpers import driver
 from tests.matrix import LAUNCHERS
 
 SECRET_LOOKING = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
@@ -111,19 +112,11 @@ def test_no_secret_in_the_environment_or_command_line_of_ranks_and_their_childre
             assert os.listdir(folder) == [], f"secret files left to read in {folder}"
 
 
-_SPAWNER = """
-import os, sys, time
-from sparkrunner.channel.handover import SecretDrop
-drop = SecretDrop()
-drop.put_run_secret(bytes(32), [0])
-print(drop.path, flush=True)
-time.sleep(300)
-"""
-
-
 def _spawner_with_a_secret_folder() -> tuple[subprocess.Popen[str], str]:
     """A process that made a secret folder (with a secret nobody took) and is still running."""
-    proc = subprocess.Popen([sys.executable, "-c", _SPAWNER], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(driver("secret_spawner"))], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     folder = proc.stdout.readline().strip()
     assert os.path.isdir(folder), f"the spawner made no secret folder: {folder!r}"

@@ -7,7 +7,6 @@ with every executor registered. Registered as a plugin in tests/conftest.py, so 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from sparkrunner.placement.slots import task_slots
 from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.conftest import spark_session, stop_spark_session
+from tests.waiting import wait_until
 
 HOSTS = 2
 SLOTS_PER_HOST = 2
@@ -99,11 +99,9 @@ def cluster_session(cluster: NetnsCluster, slots: int) -> Iterator[TwoHosts]:
 
 def registered(netns_cluster: NetnsCluster, spark: Any, slots: int) -> TwoHosts:
     """Wait until `spark` has an executor on every host and `slots` task slots."""
-    deadline = time.monotonic() + _REGISTER_TIMEOUT_S
-    while task_slots(spark.sparkContext) < slots or len(executor_hosts(spark)) < HOSTS:
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"the executors did not register in {_REGISTER_TIMEOUT_S} s; see {netns_cluster.logs}"
-            )
-        time.sleep(0.5)
+    wait_until(
+        lambda: task_slots(spark.sparkContext) >= slots and len(executor_hosts(spark)) >= HOSTS,
+        _REGISTER_TIMEOUT_S,
+        f"the executors registering on every host (see {netns_cluster.logs})",
+    )
     return TwoHosts(netns_cluster, spark)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from sparkrunner.placement.slots import task_slots
+from tests.waiting import wait_until
 
 
 @pytest.fixture(params=["np-2-on-driver", "spark"])
@@ -22,9 +22,7 @@ def np2(request: pytest.FixtureRequest) -> int:
 def wait_for_both_executors(spark: Any, seconds: float = 120.0) -> None:
     """A failed mpirun run may cost an executor (issue 9's "a failed run costs an executor", fixed apart from
     this suite); Spark starts a new one: wait for it, so these tests see the cluster they ask for."""
-    deadline = time.monotonic() + seconds
-    while task_slots(spark.sparkContext) < 2 and time.monotonic() < deadline:
-        time.sleep(1.0)
+    wait_until(lambda: task_slots(spark.sparkContext) >= 2, seconds, "two task slots")
 
 
 def timeout_for(np: int) -> float:

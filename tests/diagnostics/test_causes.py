@@ -10,10 +10,11 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, SparkRunnerError
-from sparkrunner.launch import RankJob
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.topology import Topology
+from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
 from tests.diagnostics.conftest import wait_for_both_executors
 from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
@@ -83,11 +84,13 @@ class _CancelFailsPlacement(LocalPlacement):
         raise RuntimeError("cancel failed while stopping")
 
 
-def test_an_error_while_shutting_down_never_replaces_the_runs_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    runner = Runner(np=-2, launcher="direct", tracking=False)
-    monkeypatch.setattr(
-        runner, "_placement", lambda launcher, spark, tasks: _CancelFailsPlacement(2, launcher)
-    )
+class _CancelFailsRunner(Runner):
+    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
+        return _CancelFailsPlacement(2, launcher)
+
+
+def test_an_error_while_shutting_down_never_replaces_the_runs_error() -> None:
+    runner = _CancelFailsRunner(np=-2, launcher="direct", tracking=False)
     with pytest.raises(RankFailedError) as info:
         runner.run(killed_on_rank_one)
     assert info.value.rank == 1
@@ -99,18 +102,30 @@ class _TwoShellRanks(DirectLauncher):
     """Stand-in launcher (np<0 placement, real processes): rank 1 exits with code 7 after rank 0 failed (code 1),
     the order in which a peer that lost its connection fails before the rank that hung up has died."""
 
+    def __init__(self, gate: Path) -> None:
+        super().__init__()
+        self.gate = gate
+        """A FIFO: rank 1 exits once the test opens it for writing."""
+        self.started: list[RankProcess] = []
+
     def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
         env = {"PATH": os.environ["PATH"]}
-        return [RankProcess(["sh", "-c", "exit 1"], env), RankProcess(["sh", "-c", "sleep 1; exit 7"], env)]
+        second = RankProcess(["sh", "-c", f"read _ < {self.gate}; exit 7"], env)
+        self.started = [RankProcess(["sh", "-c", "exit 1"], env), second]
+        return self.started
 
 
-def test_np_below_zero_describes_the_dead_ranks_own_exit_never_a_peers() -> None:
-    placement = LocalPlacement(2, _TwoShellRanks())
+def test_np_below_zero_describes_the_dead_ranks_own_exit_never_a_peers(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    launcher = _TwoShellRanks(gate)
+    placement = LocalPlacement(2, launcher)
     placement.start(RankJob("run", ("127.0.0.1", 1), b"secret"))
-    first, second = placement._procs
+    first, second = launcher.started
     try:
         first.wait()
         assert placement.failure(second.pid) is None  # rank 1 still runs: its exit is not known yet
+        gate.open("w").close()  # rank 1 exits only now
         second.wait()
         assert f"process {second.pid} exited with code 7" in str(placement.failure(second.pid))
         assert f"process {first.pid} exited with code 1" in str(placement.failure(None))

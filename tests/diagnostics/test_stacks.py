@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
+from sparkrunner.observe.observers import RunObserver
 from sparkrunner.tasks import address_exchange
 from tests.diagnostics.conftest import timeout_for
 from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
@@ -66,24 +66,41 @@ def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, caplog: pytest.L
     assert "rank 1: in stuck_here" in err
 
 
+class _RanksUp(RunObserver):
+    """Sets `all_up` once every rank printed "rank N is up" (`rank_one_stuck_here`'s first line)."""
+
+    def __init__(self, ranks: int) -> None:
+        self._waiting = set(range(ranks))
+        self.all_up = threading.Event()
+
+    def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
+        if f"rank {rank} is up" in lines:
+            self._waiting.discard(rank)
+        if not self._waiting:
+            self.all_up.set()
+
+
 def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
     np2: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     release = tmp_path / "release"
     # the active session is thread-local: a run started in another thread is given it
     spark = request.getfixturevalue("spark_cluster") if np2 > 0 else None
-    runner = Runner(np=np2, spark=spark, launcher="direct", timeout=180, tracking=False)
+    up = _RanksUp(2)
+    runner = Runner(np=np2, spark=spark, launcher="direct", timeout=180, tracking=False, observers=[up])
     outcome: list[object] = []
     thread = threading.Thread(target=lambda: outcome.append(runner.run(rank_one_stuck_here, str(release))))
     thread.start()
     try:
-        deadline = time.monotonic() + 120
+        in_flight = runner.wait_in_flight(timeout=120)
+        assert sorted(r.rank for r in in_flight.ranks) == [0, 1] and all(r.pid > 0 for r in in_flight.ranks)
+        assert up.all_up.wait(120), "the ranks never printed that they are up"
         summary = ""
         expected = ("rank 1: in stuck_here", "rank 0: in rank_one_stuck_here")
-        while not all(e in summary for e in expected) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            if runner._session is not None:
-                summary = runner.dump_stacks().summary()
+        for _ in range(5):  # rank 1 enters stuck_here right after its line: a first ask may come just before
+            summary = runner.dump_stacks().summary()
+            if all(e in summary for e in expected):
+                break
         assert "rank 1: in stuck_here" in summary
         assert "rank 0: in rank_one_stuck_here" in summary
     finally:
@@ -100,7 +117,8 @@ def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange(
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:
         m.send(waiting, m.Join(task=0, tasks=2, spark_task_id=10, entries=entries))
-        time.sleep(0.5)  # the driver has taken task 0's join by now
+        with session.changed:  # the driver has taken task 0's join
+            assert session.changed.wait_for(lambda: 0 in session.spark_task_ids(), timeout=30)
         session.collect_stacks()
         assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, 11, entries)
         assert m.receive(waiting) == m.Topology([entries, entries])

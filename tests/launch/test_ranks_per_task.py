@@ -62,47 +62,12 @@ def test_bad_ranks_per_task_is_refused(np: int, per_task: int, message: str) -> 
         Runner(np=np, ranks_per_task=per_task)
 
 
-THREE_TASKS_DRIVER = """
-import os, time
-from pyspark.sql import SparkSession
-from sparkrunner import Runner
-from sparkrunner.errors import RankFailedError
-
-spark = (
-    SparkSession.builder.master("local[3]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
-
-def outlive_task_two():
-    rank = int(os.environ["RANK"])
-    if rank < 4:  # tasks 0 and 1 go on after task 2 (ranks 4, 5) has ended and cleaned up after itself
-        time.sleep(10)
-    return rank, os.environ["SPARKRUNNER_STARTED_BY_TASK"]
-
-def rank_three_dies():
-    if os.environ["RANK"] == "3":
-        print("rank 3 exits", flush=True)
-        os._exit(7)
-    time.sleep(120)
-
-print("ALL", Runner(np=6, ranks_per_task=2, launcher="direct").run_all(outlive_task_two), flush=True)
-try:
-    Runner(np=6, ranks_per_task=2, launcher="direct", stop_grace_s=1).run(rank_three_dies)
-except RankFailedError as exc:
-    print("FAILED", exc.rank, "|", exc.location, "|", " ".join(str(exc).split()), flush=True)
-"""
-
-
 @pytest.mark.spark
-def test_started_by_task_is_the_barrier_task_not_its_first_rank(tmp_path: Any) -> None:
+def test_started_by_task_is_the_barrier_task_not_its_first_rank() -> None:
     """Placement: Spark `local[3]` in its own driver process, np=6, ranks_per_task=2, launcher direct: barrier
     task 2 holds ranks 4-5 and task 1 holds ranks 2-3, so a task index and a first rank can be the same number.
     Task 2's clean-up must leave task 1's ranks alone, and a dead rank 3 is reported in barrier task 1."""
-    out = run_driver(THREE_TASKS_DRIVER, tmp_path, seconds=400)
+    out = run_driver("three_tasks", seconds=400)
     assert "ALL [(0, '0'), (1, '0'), (2, '1'), (3, '1'), (4, '2'), (5, '2')]" in out, out
     failed = next(line for line in out.splitlines() if line.startswith("FAILED"))
     assert failed.startswith("FAILED 3 | barrier task 1, host "), failed

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 from tests.helpers import rank_processes
+from tests.waiting import poll_until, wait_until
 
 
 def _parent(pid: int) -> int:
@@ -23,20 +23,21 @@ def _cmdline(pid: int) -> str:
 
 def rank_pid(rank: int, seconds: float = 60) -> int:
     """The pid of this test session's live rank process `rank` (RANK=<rank> in its environment)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        for pid in rank_processes():
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-            except OSError:
-                continue
-            # mpirun's ranks set RANK themselves after they start: their environ has Open MPI's name only
-            named = {f"RANK={rank}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()} & set(env)
-            if named and "sparkrunner.ranks.bootstrap" in _cmdline(pid):
-                return pid
-        time.sleep(0.1)
-    raise AssertionError(f"no process of rank {rank} appeared")
+    return wait_until(lambda: _find_rank(rank), seconds, f"a process of rank {rank}")
+
+
+def _find_rank(rank: int) -> int:
+    for pid in rank_processes():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        # mpirun's ranks set RANK themselves after they start: their environ has Open MPI's name only
+        named = {f"RANK={rank}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()} & set(env)
+        if named and "sparkrunner.ranks.bootstrap" in _cmdline(pid):
+            return pid
+    return 0
 
 
 def executor_jvm_of(pid: int) -> int:
@@ -60,9 +61,8 @@ class ExecutorKiller:
         self._thread.start()
 
     def _kill_when_waiting(self) -> None:
-        deadline = time.monotonic() + self._seconds
-        while not self._marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if not poll_until(self._marker.exists, self._seconds):
+            return  # join() reports that nothing was signalled
         jvm = executor_jvm_of(rank_pid(1))
         os.kill(jvm, self._signal)
         self.killed.append(jvm)

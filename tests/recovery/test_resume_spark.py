@@ -20,6 +20,7 @@ from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.processes import ExecutorKiller
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -49,9 +50,7 @@ def assert_resumed_at_failing_epoch(
 
 
 def wait_for_slots(spark: Any, needed: int = 2, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while task_slots(spark.sparkContext) < needed and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: task_slots(spark.sparkContext) >= needed, seconds, f"{needed} task slots")
 
 
 def run_signalling_rank1s_executor(

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pyspark
+import pytest
 import tomllib
 
-from tests.helpers import ROOT
-
-SCRIPT = """
-import os, sys, time
-print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} argv={sys.argv[1:]}", flush=True)
-if os.environ["RANK"] == "1" and "--fail" in sys.argv:
-    time.sleep(2)  # rank 0 has printed by then: its line is asserted, not raced against the abort
-    sys.exit(3)
-"""
+from tests.helpers import ROOT, driver, line_of
 
 
 def cli(
@@ -40,8 +33,9 @@ def cli(
 
 
 def script(tmp_path: Path) -> str:
+    """`tests/drivers/cli_train.py`, copied as train.py into the test's folder (the command's working dir)."""
     path = tmp_path / "train.py"
-    path.write_text(textwrap.dedent(SCRIPT))
+    shutil.copy(driver("cli_train"), path)
     return str(path)
 
 
@@ -52,11 +46,13 @@ def test_run_on_the_driver_streams_output_and_succeeds(tmp_path: Path) -> None:
         assert f"[rank {rank}] rank {rank} of 2 argv=['--lr', '0.1']" in done.stdout
 
 
+@pytest.mark.slow  # mpirun
 def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
     done = cli("run", "--np", "-2", "--launcher", "mpirun", script(tmp_path), "--fail", cwd=tmp_path)
     assert done.returncode == 3, done.stderr
     assert "rank 1 failed with sparkrunner.errors.ScriptExitError: train.py exited with code 3" in done.stderr
-    assert 'File "' + str(tmp_path / "train.py") + '", line 6, in <module>' in done.stderr
+    exit_line = line_of(driver("cli_train"), "sys.exit(3)")
+    assert f'File "{tmp_path / "train.py"}", line {exit_line}, in <module>' in done.stderr
 
 
 def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
@@ -85,6 +81,7 @@ def test_console_script_entry_point(tmp_path: Path) -> None:
     assert "[rank 0] rank 0 of 1 argv=[]" in done.stdout
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> None:
     done = cli(
         "run",
@@ -106,6 +103,7 @@ def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> N
         assert f"[rank {rank}] rank {rank} of 2 argv=['--epochs', '1']" in done.stdout
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     entry = cli("entry-point", cwd=tmp_path).stdout.strip()
     assert entry.endswith("sparkrunner/__main__.py") and os.path.isfile(entry)
@@ -132,6 +130,7 @@ def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     assert "train.py exited with code 3" in done.stdout, "spark-submit sends its Python's stderr to stdout"
 
 
+@pytest.mark.spark  # a Spark driver in the subprocess
 def test_check_reports_the_stack(tmp_path: Path) -> None:
     done = cli("check", "--master", "local[2]", "--conf", "spark.ui.enabled=false", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -7,7 +7,7 @@ executors; the oracle is the driver JVM's own list of executor ids.
 
 from __future__ import annotations
 
-import time
+import os
 from typing import Any
 
 import pytest
@@ -15,12 +15,25 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
 from tests.matrix import LAUNCHERS
+from tests.waiting import wait_until
 
 
 def executor_ids(spark: Any) -> list[str]:
     """Executor ids the driver knows, as Spark itself reports them (the driver's own id excluded)."""
     listed = spark.sparkContext._jsc.sc().getExecutorIds().mkString(",")
     return sorted(i for i in listed.split(",") if i)
+
+
+def _own_executor_jvm(_: Any) -> list[int]:
+    from tests.recovery.processes import executor_jvm_of
+
+    return [executor_jvm_of(os.getpid())]
+
+
+def executor_jvms(spark: Any) -> list[int]:
+    """The executor JVMs (pids) that a two-task barrier stage runs on: both executors must be up to run it."""
+    rdd = spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(_own_executor_jvm)
+    return sorted(rdd.collect())
 
 
 def rank_one_fails_rank_zero_works_on() -> None:
@@ -41,11 +54,9 @@ def every_rank_hangs() -> None:
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_three_failed_runs_in_a_row_keep_every_executor(spark_cluster: Any, launcher: str) -> None:
     """Spark placement (np=2, local-cluster), each launcher: a rank error, a timeout, a rank error."""
-    deadline = time.monotonic() + 60
-    while len(executor_ids(spark_cluster)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: len(executor_ids(spark_cluster)) == 2, 60, "2 executors")
     before = executor_ids(spark_cluster)
-    assert len(before) == 2
+    jvms = executor_jvms(spark_cluster)
     runs = [
         (rank_one_fails_rank_zero_works_on, {}, RankFailedError),
         (every_rank_hangs, {"timeout": 5}, RunTimeoutError),
@@ -54,5 +65,6 @@ def test_three_failed_runs_in_a_row_keep_every_executor(spark_cluster: Any, laun
     for fn, options, expected in runs:
         with pytest.raises(expected):
             Runner(np=2, launcher=launcher, tracking=False, **options).run(fn)
-    time.sleep(3)  # a lost executor is reported to the driver within a second or two
+    # a barrier stage of two tasks runs only on two live executors: the same JVMs as before, or one was lost
+    assert executor_jvms(spark_cluster) == jvms, "a failed run cost an executor JVM"
     assert executor_ids(spark_cluster) == before, "a failed run cost an executor"

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -48,18 +47,8 @@ def test_run_timeout_stops_everything(launcher: str) -> None:
     assert leftover_rank_processes(grace_s=5) == {}
 
 
-LOCAL_DRIVER = """
-import time
-from sparkrunner import Runner
-def main():
-    print("rank started", flush=True)
-    time.sleep(600)
-Runner(np=-2, launcher="LAUNCHER").run(main)
-"""
-
-
-def test_ctrl_c_on_the_driver_stops_every_rank(tmp_path: Path, launcher: str) -> None:
-    proc = start_driver(LOCAL_DRIVER.replace("LAUNCHER", launcher), tmp_path)
+def test_ctrl_c_on_the_driver_stops_every_rank(launcher: str) -> None:
+    proc = start_driver("sleeping_ranks", "-2", launcher)
     wait_for_line(proc, "rank started")
     assert leftover_rank_processes(), "the ranks should be running now"
     proc.send_signal(signal.SIGINT)
@@ -68,8 +57,8 @@ def test_ctrl_c_on_the_driver_stops_every_rank(tmp_path: Path, launcher: str) ->
     assert leftover_rank_processes(grace_s=10) == {}
 
 
-def test_a_killed_driver_takes_its_ranks_with_it(tmp_path: Path, launcher: str) -> None:
-    proc = start_driver(LOCAL_DRIVER.replace("LAUNCHER", launcher), tmp_path)
+def test_a_killed_driver_takes_its_ranks_with_it(launcher: str) -> None:
+    proc = start_driver("sleeping_ranks", "-2", launcher)
     wait_for_line(proc, "rank started")
     proc.kill()
     proc.wait(timeout=30)

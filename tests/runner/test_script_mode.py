@@ -18,37 +18,8 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError, RankFailedError
 from sparkrunner.script import script_call
-from tests.helpers import ROOT
+from tests.helpers import ROOT, driver, line_of
 from tests.matrix import LAUNCHERS
-
-TRAIN = """
-import os, sys
-import helpers
-
-def main():
-    rank = os.environ["RANK"]
-    print(f"script name={__name__} rank={rank} world={os.environ['WORLD_SIZE']} argv={sys.argv[1:]}")
-    print(f"helper {helpers.double(int(rank))} from {helpers.__file__}")
-
-if __name__ == "__main__":
-    main()
-"""
-
-FAILS = """
-import os
-
-def load(column):
-    raise KeyError(f"missing column {column!r}")
-
-if os.environ["RANK"] == "1":
-    load("label")
-"""
-
-EXITS = """
-import os, sys
-print("about to exit", flush=True)
-sys.exit(3 if os.environ["RANK"] == "1" else 0)
-"""
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -63,7 +34,7 @@ def project(tmp_path: Path) -> dict[str, Path]:
     """A script in one folder and its helper module in another (shipped with code_dir)."""
     code = tmp_path / "code"
     write(code, "helpers.py", "def double(x):\n    return 2 * x\n")
-    return {"script": write(tmp_path / "scripts", "train.py", TRAIN), "code": code}
+    return {"script": driver("script_train"), "code": code}
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -81,30 +52,31 @@ def test_script_runs_as_main_with_argv_and_shipped_helpers(
     for path in shipped:
         assert not path.startswith(str(project["code"])), "helpers must come from the shipped copy"
         assert not os.path.exists(path), "the unpacked copy is removed when the script ends"
-    assert runner.last_run is not None and runner.last_run.function == "train.py"
+    assert runner.last_run is not None and runner.last_run.function == "script_train.py"
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_script_error_carries_the_scripts_traceback(launcher: str, tmp_path: Path) -> None:
-    script = write(tmp_path, "fails.py", FAILS)
+    script = driver("script_fails")
     with pytest.raises(RankFailedError) as info:
         Runner(np=-2, launcher=launcher).run(script)
     error = info.value
     assert (error.rank, error.exc_type, error.exit_code) == (1, "KeyError", None)
     trace = error.remote_traceback
-    assert f'File "{script}", line 8, in <module>' in trace
-    assert f'File "{script}", line 5, in load' in trace
+    call_line, raise_line = line_of(script, 'load("label")'), line_of(script, "raise KeyError")
+    assert f'File "{script}", line {call_line}, in <module>' in trace
+    assert f'File "{script}", line {raise_line}, in load' in trace
     assert 'raise KeyError(f"missing column {column!r}")' in trace, "the script's own lines are shown"
     assert "sparkrunner" not in trace and "runpy" not in trace, trace
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_non_zero_exit_fails_the_run_with_its_code(launcher: str, tmp_path: Path) -> None:
-    script = write(tmp_path, "exits.py", EXITS)
+    script = driver("script_exits")
     with pytest.raises(RankFailedError) as info:
         Runner(np=-2, launcher=launcher).run_script(script)
     assert info.value.rank == 1 and info.value.exit_code == 3
-    assert "exits.py exited with code 3" in str(info.value)
+    assert "script_exits.py exited with code 3" in str(info.value)
     assert 'sys.exit(3 if os.environ["RANK"] == "1" else 0)' in info.value.remote_traceback
 
 
@@ -188,5 +160,5 @@ def test_script_in_a_spark_barrier_stage(
     for rank in range(2):
         assert f"[rank {rank}] script name=__main__ rank={rank} world=2 argv=['--epochs', '2']" in out
     with pytest.raises(RankFailedError) as info:
-        Runner(np=2, launcher="direct").run(write(tmp_path, "exits.py", EXITS))
+        Runner(np=2, launcher="direct").run(driver("script_exits"))
     assert info.value.exit_code == 3

@@ -6,7 +6,6 @@ import contextlib
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from tests.helpers import leftover_rank_processes, run_driver, start_driver, wait_for_line
+from tests.waiting import wait_until
 
 
 def rank_view() -> dict[str, Any]:
@@ -85,8 +85,15 @@ def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
 
     thread = threading.Thread(target=occupy)
     thread.start()
-    blocker_started.wait(10)
-    time.sleep(2)
+    assert blocker_started.wait(10)
+    tracker = sc.statusTracker()
+    wait_until(
+        lambda: any(
+            getattr(tracker.getStageInfo(s), "numActiveTasks", 0) for s in tracker.getActiveStageIds()
+        ),
+        60,
+        "the blocker's task running in its slot",
+    )
     try:
         with pytest.raises(StartTimeoutError, match="only 0 of 2 ranks started within start_timeout=5"):
             Runner(np=2, start_timeout=5).run(rank_view)
@@ -96,20 +103,9 @@ def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
     assert Runner(np=2).run(rank_view)["WORLD_SIZE"] == "2", "the cluster must be usable afterwards"
 
 
-SPARK_DRIVER = """
-import time
-from pyspark.sql import SparkSession
-from sparkrunner import Runner
-spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-def main():
-    print("rank started", flush=True)
-    time.sleep(600)
-Runner(np=2).run(main)
-"""
-
-
-def test_ctrl_c_cancels_the_spark_job_and_every_rank(tmp_path: Path) -> None:
-    proc = start_driver(SPARK_DRIVER, tmp_path)
+@pytest.mark.spark  # a Spark driver in the subprocess
+def test_ctrl_c_cancels_the_spark_job_and_every_rank() -> None:
+    proc = start_driver("sleeping_ranks", "2", "direct")
     wait_for_line(proc, "rank started", seconds=180)
     proc.send_signal(2)
     out, _ = proc.communicate(timeout=120)
@@ -117,19 +113,7 @@ def test_ctrl_c_cancels_the_spark_job_and_every_rank(tmp_path: Path) -> None:
     assert leftover_rank_processes(grace_s=15) == {}
 
 
-DYNAMIC_DRIVER = """
-from pyspark.sql import SparkSession
-from sparkrunner import Runner
-from sparkrunner.errors import BarrierModeUnsupportedError
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.dynamicAllocation.enabled", "true").getOrCreate())
-try:
-    Runner(np=2).run(print)
-except BarrierModeUnsupportedError as exc:
-    print("REFUSED:", exc)
-"""
-
-
-def test_dynamic_allocation_is_refused_before_launch(tmp_path: Path) -> None:
-    out = run_driver(DYNAMIC_DRIVER, tmp_path)
+@pytest.mark.spark  # a Spark driver in the subprocess
+def test_dynamic_allocation_is_refused_before_launch() -> None:
+    out = run_driver("dynamic_allocation")
     assert "REFUSED: spark.dynamicAllocation.enabled is true" in out, out

@@ -5,31 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pyspark
+import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, driver
 
-JOB = """
-import os
-from pyspark.sql import SparkSession
-from sparkrunner import Runner
-
-spark = SparkSession.builder.appName("submitted").getOrCreate()
-
-def main(scale):
-    return [int(os.environ["RANK"]) * scale, int(os.environ["WORLD_SIZE"])]
-
-print("RESULT", Runner(np=2).run(main, 10))
-spark.stop()
-"""
+pytestmark = pytest.mark.spark  # spark-submit starts a Spark driver
 
 
 def test_runner_inside_a_spark_submit_job(tmp_path: Path) -> None:
-    job = tmp_path / "job.py"
-    job.write_text(textwrap.dedent(JOB))
+    job = driver("submitted_job")
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     env["PYTHONPATH"] = str(ROOT)

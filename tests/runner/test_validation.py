@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,19 +68,9 @@ def test_unpicklable_argument_names_the_argument() -> None:
         Runner(np=-2).run(lambda lock: None, lock=threading.RLock())
 
 
-NO_SESSION_DRIVER = """
-from sparkrunner import Runner
-from sparkrunner.errors import InvalidArgumentError
-try:
-    Runner(np=2).run(print)
-except InvalidArgumentError as exc:
-    print("REFUSED:", exc)
-"""
-
-
-def test_np_positive_without_spark_session_is_explained(tmp_path: Path) -> None:
+def test_np_positive_without_spark_session_is_explained() -> None:
     """In a fresh driver process (this one may hold another module's SparkSession)."""
-    out = run_driver(NO_SESSION_DRIVER, tmp_path)
+    out = run_driver("no_session")
     assert (
         "REFUSED: np > 0 runs the ranks in a Spark barrier stage, but this process has no SparkSession" in out
     ), out

@@ -1,0 +1,92 @@
+"""A read-only view of the run in flight: which ranks have connected, and their pids, hosts and barrier tasks.
+
+`Runner.in_flight` returns a snapshot; `Runner.wait_in_flight` waits (bounded) for the ranks to connect. Tools
+and tests use them instead of the runner's internals, e.g. to signal a rank's process or to ask for its stacks
+once it is up. A snapshot never changes; take a new one to see later connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from sparkrunner.driver.session import DriverSession
+
+
+@dataclass(frozen=True)
+class ConnectedRank:
+    """One rank that said hello to the driver: its process id on `host`, and the barrier task that started it
+    (None for ranks on the driver, ``np < 0``)."""
+
+    rank: int
+    pid: int
+    host: str
+    task: int | None
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The ranks of the current attempt that have connected so far, in rank order."""
+
+    num_ranks: int
+    ranks: tuple[ConnectedRank, ...]
+
+    @property
+    def all_connected(self) -> bool:
+        return len(self.ranks) == self.num_ranks
+
+
+def snapshot(session: DriverSession) -> InFlight:
+    """The session's connected ranks, now."""
+    with session.changed:
+        states = sorted(session.report.ranks.items())
+    ranks = tuple(ConnectedRank(r, s.pid, s.host, s.task) for r, s in states if s.connected_at is not None)
+    return InFlight(session.report.num_ranks, ranks)
+
+
+class InFlightWatch:
+    """The runner's current session, published so that other threads can see and wait for the run."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.session: DriverSession | None = None
+
+    def publish(self, session: DriverSession | None) -> None:
+        """Make `session` the one in flight (None: the attempt ended); wakes every waiter."""
+        previous, self.session = self.session, session
+        with self._changed:
+            self._changed.notify_all()
+        if previous is not None:  # a waiter on the ended attempt's ranks moves on to the next attempt
+            with previous.changed:
+                previous.changed.notify_all()
+
+    def view(self) -> InFlight | None:
+        session = self.session
+        return None if session is None else snapshot(session)
+
+    def wait(self, ranks: int | None, timeout: float) -> InFlight:
+        """Wait until an attempt has `ranks` (default: all) ranks connected; TimeoutError after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            with self._changed:
+                self._changed.wait_for(lambda: self.session is not None, left)
+            session = self.session
+            if session is None:
+                continue
+            wanted = session.report.num_ranks if ranks is None else ranks
+            if self._connected_in(session, wanted, deadline - time.monotonic()):
+                return snapshot(session)
+        raise TimeoutError(f"no run of this Runner had its ranks connected within {timeout} s")
+
+    def _connected_in(self, session: DriverSession, wanted: int, timeout: float) -> bool:
+        """Whether `wanted` ranks of `session` connect within `timeout` s, before another attempt replaces it."""
+        with session.changed:
+            session.changed.wait_for(
+                lambda: self.session is not session or _connected(session) >= wanted, max(timeout, 0)
+            )
+            return self.session is session and _connected(session) >= wanted
+
+
+def _connected(session: DriverSession) -> int:
+    return sum(1 for s in session.report.ranks.values() if s.connected_at is not None)

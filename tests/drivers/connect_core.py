@@ -1,0 +1,46 @@
+"""Runs, results, errors, slots, a worker thread and an unreachable client over a local Spark Connect server
+(tests/connect/test_connect_runner.py); prints one line per check."""
+
+import os
+import threading
+
+from sparkrunner import Runner
+from sparkrunner.channel.environment import Env
+from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, SparkRunnerError
+from tests.connect.server import start_connect_session
+
+server, spark = start_connect_session()
+print("SESSION", type(spark).__module__, flush=True)
+
+
+def main(offset):
+    print("hello from rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+    return int(os.environ["RANK"]) + offset
+
+
+def fails():
+    if os.environ["RANK"] == "1":
+        raise KeyError("missing column 'label'")
+
+
+print("ALL", Runner(np=2, spark=spark, launcher="direct").run_all(main, 10), flush=True)
+print("RANK0", Runner(np=2, spark=spark, launcher="mpirun").run(main, 5), flush=True)
+try:
+    Runner(np=2, spark=spark, launcher="direct").run(fails)
+except RankFailedError as exc:
+    print("FAILED", exc.rank, exc.exc_type, "in fails" in exc.remote_traceback, flush=True)
+try:
+    Runner(np=3, spark=spark, launcher="direct").run(main, 0)
+except NotEnoughSlotsError as exc:
+    print("SLOTS", exc, flush=True)
+found: dict[str, int] = {}
+thread = threading.Thread(target=lambda: found.update(value=Runner(np=2, launcher="direct").run(main, 7)))
+thread.start()
+thread.join(300)
+print("THREAD", found, flush=True)
+os.environ[Env.DRIVER_HOST] = "unreachable.invalid"
+try:
+    Runner(np=2, spark=spark, launcher="direct", start_timeout=120).run(main, 0)
+except SparkRunnerError as exc:
+    print("UNREACHABLE", " ".join(str(exc).split()), flush=True)
+print("ACTIVE JOBS", list(server.sparkContext.statusTracker().getActiveJobsIds()), flush=True)
