@@ -2,7 +2,8 @@
 
 The training rows become a Spark DataFrame, materialized as Parquet; each rank reads only its shard through
 sparkrunner's torch loader, with the same number of steps on every rank. Runs on a local Spark session (two barrier tasks), streams per-epoch progress from
-the ranks, and prints the final test accuracy. Nothing is downloaded: the digits data ships with scikit-learn.
+the ranks, and prints the final test accuracy; sparkrunner's log says where its MLflow run is (the run's id, and
+the tracking URI or the page on a tracking server). Nothing is downloaded: the digits data ships with scikit-learn.
 """
 
 from __future__ import annotations

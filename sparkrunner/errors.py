@@ -76,6 +76,11 @@ class ExecutorDecommissionedError(SparkRunnerError):
     ``max_failures`` like any failed attempt."""
 
 
+class RunCancelledError(SparkRunnerError):
+    """The run's Spark job was cancelled (its job group, its job from the UI's kill link, its job tag): the run
+    stopped as on Ctrl-C, every rank stopped, and the executors kept. Never retried."""
+
+
 class ChannelError(SparkRunnerError, ConnectionError):
     """The driver channel failed: a peer did not authenticate, or a connection broke."""
 

@@ -193,7 +193,7 @@ class Runner:
         def attempt(number: int) -> list[Any]:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
-            spec = RankJobSpec(run_id, job_env, uses_horovod, per_task)
+            spec = RankJobSpec(run_id, job_env, uses_horovod, per_task, job_description(record, run_id))
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
             timeout = self.options.timeout if number == 0 else left
             return self._attempt(payload, launcher, observers, spec, spark, wanted, timeout)
@@ -249,11 +249,13 @@ class Runner:
         )
         stall = StallWatch(self.options.stall_timeout, self.options.on_stall)
         self._in_flight.publish(session)
+        if self.last_run is not None:  # this run's record: its job group is known while it runs
+            self.last_run.spark_job_group = placement.job_group
         try:
             _run_ranks(
                 session,
                 placement,
-                job,
+                (job, spec.description),
                 self.options.start_timeout,
                 timeout,
                 self.recovery.stop_grace_s,
@@ -334,6 +336,12 @@ def _name_of(main: Callable[..., Any]) -> str:
     return str(getattr(main, "__qualname__", None) or getattr(main, "__name__", None) or type(main).__name__)
 
 
+def job_description(record: RunRecord, run_id: str) -> str:
+    """The run's barrier job in Spark's UI: what runs, how, its MLflow run and sparkrunner's run id."""
+    mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
+    return f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={run_id}"
+
+
 def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
     """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
     if np < 0:
@@ -359,20 +367,23 @@ class RankJobSpec:
     env: dict[str, str]
     uses_horovod: bool
     ranks_per_task: int
+    description: str
 
 
 def _run_ranks(
     session: DriverSession,
     placement: Placement,
-    job: RankJob,
+    described: tuple[RankJob, str],
     start_timeout: float,
     timeout: float | None,
     stop_grace_s: float,
     stall: StallWatch,
 ) -> None:
-    """Start the ranks, wait for them, and always shut everything down."""
+    """Start the ranks (`described`: the job and its description in Spark's UI), wait for them, and always shut
+    everything down."""
+    job, description = described
     try:
-        placement.start(job)
+        placement.start(job, description)
         Supervisor(session, placement, start_timeout, timeout, stall).wait()
     except BaseException as exc:
         causes.shut_down_after_failure(

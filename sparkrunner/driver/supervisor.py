@@ -1,7 +1,7 @@
 """The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
 
 `Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
-`Succeeded`, `Failed` (with its cause), `TimedOut` or `Stalled`; `Supervisor.wait` steps until the attempt
+`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.wait` steps until the attempt
 ends and raises its error.
 """
 
@@ -16,6 +16,7 @@ from sparkrunner.driver.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
     RankFailedError,
+    RunCancelledError,
     RunTimeoutError,
     SparkRunnerError,
     StallError,
@@ -43,6 +44,13 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Cancelled:
+    """The run's Spark job was cancelled from outside (its job group, the UI's kill link): stop as on Ctrl-C."""
+
+    error: RunCancelledError
+
+
+@dataclass(frozen=True)
 class TimedOut:
     """Not every rank started within `start_timeout`, or the run exceeded `timeout`."""
 
@@ -56,7 +64,7 @@ class Stalled:
     error: StallError
 
 
-Outcome = Running | Succeeded | Failed | TimedOut | Stalled
+Outcome = Running | Succeeded | Failed | Cancelled | TimedOut | Stalled
 
 
 class Supervisor:
@@ -88,14 +96,23 @@ class Supervisor:
                         return
                     case Failed(cause=RankFailedError() as error):
                         raise error from error.original
-                    case Failed(cause=error) | TimedOut(error=error) | Stalled(error=error):
+                    case (
+                        Failed(cause=error)
+                        | Cancelled(error=error)
+                        | TimedOut(error=error)
+                        | Stalled(error=error)
+                    ):
                         raise error
 
     def step(self) -> Outcome:
         """What happened since the last step (the first decisive answer wins)."""
         session, report = self._session, self._session.report
+        cancelled = self._cancelled()
+        if cancelled is not None:
+            return cancelled
         if report.errors or report.vanished:
-            return Failed(causes.run_failure(session, self._placement))
+            failure = causes.run_failure(session, self._placement)
+            return self._cancelled() or Failed(failure)  # ranks of a cancelled job may go first
         if report.all_done():
             return Succeeded()
         ended = self._ended()
@@ -113,6 +130,17 @@ class Supervisor:
             if stalled is not None:
                 return Stalled(stalled)
         return Running()
+
+    def _cancelled(self) -> Cancelled | None:
+        how = self._placement.cancelled()
+        if how is None:
+            return None
+        return Cancelled(
+            RunCancelledError(
+                f"the run was cancelled in Spark ({how}); it stopped as on Ctrl-C: every rank was asked to "
+                f"stop, and the executors were kept"
+            )
+        )
 
     def _ended(self) -> Failed | None:
         """The placement is going away (decommission) or ended while ranks had not all reported."""

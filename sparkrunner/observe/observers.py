@@ -39,6 +39,8 @@ class RunRecord:
         timings: one row per progress report (see `sparkrunner.progress`), or None without reports.
         mlflow_run_id: the MLflow run that recorded this run, or None when tracking is off.
         attempts: one `AttemptRecord` (start, end, error) per attempt; more than one with ``max_failures``.
+        spark_job_group: the Spark job group (a job tag on Spark Connect) of the current or last attempt's
+            barrier job, set when it starts: ``sc.cancelJobGroup(group)`` stops the run (`RunCancelledError`).
     """
 
     run_id: str
@@ -51,6 +53,7 @@ class RunRecord:
     timings: pd.DataFrame | None = None
     mlflow_run_id: str | None = None
     attempts: list[AttemptRecord] = field(default_factory=list)
+    spark_job_group: str | None = None
 
     def rank_throughput(self) -> pd.DataFrame | None:
         """Per-rank steps, seconds per step and steps (and samples) per second; slowest rank first."""

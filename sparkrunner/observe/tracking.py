@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import logging
 import os
 import platform
 import time
@@ -18,8 +19,10 @@ import warnings
 from typing import Any
 
 from sparkrunner.channel.messages import Progress
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.errors import InvalidArgumentError, RunCancelledError
 from sparkrunner.observe.observers import RunObserver, RunRecord
+
+log = logging.getLogger(__name__)
 
 _VERSIONED = ("sparkrunner", "pyspark", "torch", "tensorflow", "tf-keras", "horovod", "mlflow", "numpy")
 _FLUSH_EVERY = 100
@@ -69,6 +72,7 @@ class MlflowTracking(RunObserver):
         params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
         params.update({f"version.{name}": version for name, version in library_versions().items()})
         self._client.log_batch(self._run_id, params=[_param(k, v) for k, v in params.items()])
+        log.info("MLflow run %s: %s", self._run_id, where_is_run(self._uri, experiment_id, self._run_id))
 
     def _experiment_id(self) -> str:
         if self.experiment is None:
@@ -156,7 +160,7 @@ def _metric(key: str, value: float, timestamp_ms: int, step: int = 0) -> Any:
 def _status(error: BaseException | None) -> str:
     if error is None:
         return "FINISHED"
-    return "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+    return "KILLED" if isinstance(error, (KeyboardInterrupt, RunCancelledError)) else "FAILED"
 
 
 def _param(key: str, value: object) -> Any:
@@ -177,6 +181,15 @@ def library_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return found
+
+
+def where_is_run(uri: str, experiment_id: str, run_id: str) -> str:
+    """Where to see an MLflow run: its page on a tracking server, else how to open the local store's UI."""
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    if uri.startswith("databricks"):
+        return f"experiment {experiment_id} in the workspace of {uri}"
+    return f"tracking URI {uri} (to see it: mlflow ui --backend-store-uri '{uri}')"
 
 
 def absolute_tracking_uri(uri: str) -> str:

@@ -16,11 +16,15 @@ class Placement(Protocol):
     bind_host: str
     """The address the driver channel listens on."""
 
+    @property
+    def job_group(self) -> str | None:
+        """The Spark job group (a job tag on Spark Connect) of the run's barrier job; None without Spark."""
+
     def check(self) -> None:
         """Raise a typed error before anything starts when this placement cannot run."""
 
-    def start(self, job: RankJob) -> None:
-        """Start the ranks; returns at once."""
+    def start(self, job: RankJob, description: str = "") -> None:
+        """Start the ranks; returns at once. `description` names the run in Spark's UI."""
 
     def failure(self, pid: int | None = None) -> str | None:
         """Why the ranks ended abnormally, once known (exit codes, output tails); None otherwise.
@@ -34,6 +38,9 @@ class Placement(Protocol):
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         """Which executors running this run's tasks (barrier task index -> Spark task id) Spark is
         decommissioning, once it is; None otherwise, and always where the placement cannot tell."""
+
+    def cancelled(self) -> str | None:
+        """How the run's Spark job was cancelled from outside (job group, UI kill link), or None."""
 
     def finished(self) -> bool:
         """True once every rank process (or the whole Spark job) has ended."""

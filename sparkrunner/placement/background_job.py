@@ -6,6 +6,7 @@ import re
 import threading
 from collections.abc import Callable
 
+from sparkrunner.placement.cancellation import spark_cancellation
 from sparkrunner.timeouts import BACKGROUND_STOP_JOIN_S
 
 _PYTHON_EXCEPTION_LINE = re.compile(
@@ -42,6 +43,10 @@ class BackgroundJob:
     def failure(self) -> str | None:
         """Why the stage's ranks ended abnormally (see `describe_failure`), or None."""
         return describe_failure(self._error, self._records)
+
+    def cancelled(self) -> str | None:
+        """How the job was cancelled from outside (see `spark_cancellation`), or None."""
+        return None if self._error is None else spark_cancellation(str(self._error))
 
     def finished(self) -> bool:
         return not self._thread.is_alive()

@@ -62,7 +62,7 @@ class ConnectPlacement:
         self._num_tasks = num_tasks
         self._launcher = launcher
         self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
-        self._tag = f"sparkrunner-{uuid.uuid4().hex[:12]}"
+        self.job_group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
 
     def check(self) -> None:
@@ -79,13 +79,19 @@ class ConnectPlacement:
                 f"or cores (spark.task.cpus also counts)."
             )
 
-    def start(self, job: RankJob) -> None:
+    def start(self, job: RankJob, description: str = "") -> None:
         self._job = BackgroundJob(
-            self._tag, lambda: self._collect(job), lambda: self._spark.interruptTag(self._tag)
+            self.job_group,
+            lambda: self._collect(job, description),
+            lambda: self._spark.interruptTag(self.job_group),
         )
 
-    def _collect(self, job: RankJob) -> list[dict[str, object]]:
-        self._spark.addTag(self._tag)  # tags are per thread: only this job carries it
+    def _collect(self, job: RankJob, description: str) -> list[dict[str, object]]:
+        # tags are per thread: only this job carries them; Connect has no job description, so a second tag
+        # (no commas allowed) names the run in Spark's UI
+        tags = [self.job_group, description.replace(",", ";")]
+        for tag in tags:
+            self._spark.addTag(tag)
         try:
             frame = self._spark.range(0, self._num_tasks, 1, self._num_tasks)
             rows = frame.mapInArrow(
@@ -93,7 +99,8 @@ class ConnectPlacement:
             ).collect()
             return [row.asDict() for row in rows]
         finally:
-            self._spark.removeTag(self._tag)
+            for tag in tags:
+                self._spark.removeTag(tag)
 
     def exit_code(self, rank: int, pid: int | None) -> int | None:
         return None  # the barrier tasks report their ranks' exits (`Message.TASK_REPORT`)
@@ -111,6 +118,9 @@ class ConnectPlacement:
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         return None  # a Connect client cannot see the scheduler: a decommissioned executor ends as a lost one
+
+    def cancelled(self) -> str | None:
+        return None if self._job is None else self._job.cancelled()
 
     def finished(self) -> bool:
         return self._job is not None and self._job.finished()

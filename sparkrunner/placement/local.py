@@ -13,6 +13,7 @@ LOOPBACK = "127.0.0.1"
 class LocalPlacement:
     driver_host = LOOPBACK
     bind_host = LOOPBACK
+    job_group = None
 
     def __init__(self, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
         self._num_ranks = num_ranks
@@ -25,7 +26,7 @@ class LocalPlacement:
         if self._use_gpu:
             gpus.require_host_gpus()
 
-    def start(self, job: RankJob) -> None:
+    def start(self, job: RankJob, description: str = "") -> None:
         ports = free_ports(
             self._num_ranks * self._launcher.ports_per_rank, LOOPBACK, own_ports(job.port_range)
         )
@@ -60,6 +61,9 @@ class LocalPlacement:
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         return None  # no executors
+
+    def cancelled(self) -> str | None:
+        return None  # no Spark job to cancel: Ctrl-C stops a local run
 
     def finished(self) -> bool:
         return all(proc.poll() is not None for proc in self._procs)

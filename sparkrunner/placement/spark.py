@@ -35,7 +35,7 @@ class SparkPlacement:
         self.driver_host = str(conf.get("spark.driver.host", "127.0.0.1"))
         # the driver channel listens where Spark's driver does, not on every interface
         self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
-        self._group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
+        self.job_group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
         self._decommission = DecommissionWatch(self._sc)
 
@@ -47,17 +47,17 @@ class SparkPlacement:
             gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
         wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
 
-    def start(self, job: RankJob) -> None:
-        self._job = BackgroundJob(self._group, lambda: self._collect(job), self._cancel)
+    def start(self, job: RankJob, description: str = "") -> None:
+        self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 
-    def _collect(self, job: RankJob) -> list[dict[str, object]]:
+    def _collect(self, job: RankJob, description: str) -> list[dict[str, object]]:
         sc = self._sc
-        sc.setJobGroup(self._group, f"sparkrunner run {job.run_id}", interruptOnCancel=True)
+        sc.setJobGroup(self.job_group, description, interruptOnCancel=True)
         rdd = sc.parallelize(range(self._num_tasks), self._num_tasks)
         return list(rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect())
 
     def _cancel(self) -> None:
-        self._sc.cancelJobGroup(self._group)
+        self._sc.cancelJobGroup(self.job_group)
 
     def exit_code(self, rank: int, pid: int | None) -> int | None:
         return None  # the barrier tasks report their ranks' exits (`Message.TASK_REPORT`)
@@ -67,6 +67,9 @@ class SparkPlacement:
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         return self._decommission.check(spark_task_ids)
+
+    def cancelled(self) -> str | None:
+        return None if self._job is None else self._job.cancelled()
 
     def finished(self) -> bool:
         return self._job is not None and self._job.finished()

@@ -22,6 +22,7 @@ from sparkrunner.errors import (
     NotEnoughSlotsError,
     NotPicklableError,
     RankFailedError,
+    RunCancelledError,
     RunTimeoutError,
 )
 
@@ -38,6 +39,7 @@ _NEVER_RETRIED: tuple[type[BaseException], ...] = (
     NotEnoughSlotsError,
     RunTimeoutError,
     DoNotRetry,
+    RunCancelledError,
 )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,10 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
 
 
-def test_digits_demo_trains_on_the_driver(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_digits_demo_trains_on_the_driver(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    caplog.set_level(logging.INFO, logger="sparkrunner")
     spec = importlib.util.spec_from_file_location("train_digits", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -20,3 +25,5 @@ def test_digits_demo_trains_on_the_driver(capsys: pytest.CaptureFixture[str], tm
     assert "[rank 0] epoch 4/4" in out
     accuracy = float(out.split("test accuracy: ")[1].split()[0])
     assert accuracy > 0.8
+    # it says where its MLflow run is: the id and the store (conftest's throwaway one)
+    assert "MLflow run " in caplog.text and os.environ["MLFLOW_TRACKING_URI"] in caplog.text
