@@ -12,6 +12,7 @@ from sparkrunner.errors import (
     InvalidArgumentError,
     NotEnoughSlotsError,
     RankFailedError,
+    RunCancelledError,
     RunTimeoutError,
 )
 from sparkrunner.recovery.attempts import AttemptRecord, RetryPolicy, run_attempts
@@ -32,6 +33,7 @@ def rank_error(exc_type: str, original: BaseException | None = None) -> RankFail
         (InvalidArgumentError("np"), False),
         (NotEnoughSlotsError("np=8"), False),
         (RunTimeoutError("late"), False),
+        (RunCancelledError("cancelJobGroup"), False),  # cancelled in Spark: someone wants it to stop
         (KeyboardInterrupt(), False),  # not an Exception: the person at the keyboard wants it to stop
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
