@@ -115,3 +115,19 @@ def _lost_executor_advice(lost: re.Match[str]) -> str:
             "(spark.executor.memory, spark.executor.memoryOverhead) and its host's log"
         )
     return why + (f" (exit code {code})" if code else "")
+
+
+class StageHolder:
+    """What a placement that runs its barrier stage as one `BackgroundJob` answers from that job."""
+
+    _job: BackgroundJob | None = None
+
+    def cancelled(self) -> str | None:
+        return None if self._job is None else self._job.cancelled()
+
+    def finished(self) -> bool:
+        return self._job is not None and self._job.finished()
+
+    def stop(self) -> None:
+        if self._job is not None:
+            self._job.stop()

@@ -19,7 +19,7 @@ from typing import Any
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob, gpus
-from sparkrunner.placement.background_job import BackgroundJob
+from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.slots import session_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
 from sparkrunner.tasks.barrier_task import run_barrier_task
@@ -53,7 +53,7 @@ def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyp
     return run
 
 
-class ConnectPlacement:
+class ConnectPlacement(StageHolder):
     bind_host = "0.0.0.0"
 
     def __init__(self, spark: Any, num_tasks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
@@ -118,13 +118,3 @@ class ConnectPlacement:
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         return None  # a Connect client cannot see the scheduler: a decommissioned executor ends as a lost one
-
-    def cancelled(self) -> str | None:
-        return None if self._job is None else self._job.cancelled()
-
-    def finished(self) -> bool:
-        return self._job is not None and self._job.finished()
-
-    def stop(self) -> None:
-        if self._job is not None:
-            self._job.stop()

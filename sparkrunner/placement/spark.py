@@ -7,7 +7,7 @@ from typing import Any
 
 from sparkrunner.errors import BarrierModeUnsupportedError
 from sparkrunner.launch import Launcher, RankJob, gpus
-from sparkrunner.placement.background_job import BackgroundJob
+from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.slots import wait_for_slots
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
@@ -22,7 +22,7 @@ def spark_context(spark: Any) -> Any:
         ) from exc
 
 
-class SparkPlacement:
+class SparkPlacement(StageHolder):
     def __init__(
         self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
     ) -> None:
@@ -67,16 +67,6 @@ class SparkPlacement:
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
         return self._decommission.check(spark_task_ids)
-
-    def cancelled(self) -> str | None:
-        return None if self._job is None else self._job.cancelled()
-
-    def finished(self) -> bool:
-        return self._job is not None and self._job.finished()
-
-    def stop(self) -> None:
-        if self._job is not None:
-            self._job.stop()
 
 
 def refuse_dynamic_allocation(enabled: str | None) -> None:
