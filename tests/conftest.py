@@ -139,10 +139,14 @@ _SLOW_FOLDERS = {"cluster", "connect", "image", "notebooks", "examples"}
 
 def _is_slow(item: pytest.Item) -> bool:
     """Starts Spark, runs mpirun, or lives in a folder whose tests all take more than a few seconds."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
+    callspec = getattr(item, "callspec", None)
+    params = getattr(callspec, "params", {})
+    fixtures = set(getattr(item, "fixturenames", ()))
     return (
         item.get_closest_marker("spark") is not None
-        or bool(_STARTS_SPARK & set(getattr(item, "fixturenames", ())))
+        or bool(_STARTS_SPARK & fixtures)
+        or any(name.startswith("spark_") for name in fixtures)  # a module's own Spark fixture
+        or "spark" in getattr(callspec, "id", "").split("-")  # e.g. parametrize(np, ids=["local", "spark"])
         or "mpirun" in params.values()
         or "spark" in params.values()
         or item.path.parent.name in _SLOW_FOLDERS
