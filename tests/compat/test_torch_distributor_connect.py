@@ -12,28 +12,6 @@ from tests.helpers import run_driver
 
 pytest.importorskip("torch")
 
-DRIVER = """
-from sparkrunner.compat import TorchDistributor
-from tests.connect.server import start_connect_session
-
-server, spark = start_connect_session()
-print("SESSION", type(spark).__module__, flush=True)
-
-def allreduce(scale):
-    import torch, torch.distributed as dist
-    dist.init_process_group("gloo")
-    value = torch.tensor([scale * (dist.get_rank() + 1)])
-    dist.all_reduce(value)
-    return dist.get_world_size(), value.item()
-
-print("FUNCTION", TorchDistributor(2, local_mode=False, use_gpu=False).run(allreduce, 2.0), flush=True)
-print("SCRIPT", TorchDistributor(2, local_mode=False, use_gpu=False).run(SCRIPT_PATH, OUT_DIR), flush=True)
-try:
-    TorchDistributor(2, local_mode=False, use_gpu=True)
-except RuntimeError as exc:
-    print("GPU", exc, flush=True)
-"""
-
 SCRIPT = """
 import os, sys
 import torch.distributed as dist
@@ -48,8 +26,7 @@ def test_function_and_script_over_spark_connect(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    driver = DRIVER.replace("SCRIPT_PATH", repr(str(script))).replace("OUT_DIR", repr(str(out_dir)))
-    out = run_driver(driver, tmp_path, seconds=600)
+    out = run_driver("connect_torch_distributor", str(script), str(out_dir), seconds=600)
     assert "SESSION pyspark.sql.connect.session" in out, out
     assert "FUNCTION (2, 6.0)" in out, out  # 2*1 + 2*2
     assert "SCRIPT None" in out, out
