@@ -119,7 +119,7 @@ class SimulatedRanks:
             conn = connect(self._address, self._secret)
             self._tasks.append(conn)
             self._watch(conn, None)
-            entries = [{"host": f"sim-{task // 8}", "ports": [20000 + task], "gpus": []}]
+            entries = [m.RankAddress(f"sim-{task // 8}", (20000 + task,), ())]
             with self._changed:
                 self.counts.join_sent.append(time.time())
             m.send(conn, m.Join(task, self._num_ranks, 1000 + task, entries))
