@@ -22,7 +22,7 @@ from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 
 def run(

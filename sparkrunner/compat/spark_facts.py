@@ -9,7 +9,7 @@ from sparkrunner.errors import GpuUnavailableError, InvalidArgumentError, SparkR
 from sparkrunner.launch.gpus import device_ids, host_gpu_count
 from sparkrunner.placement.sessions import is_connect_session
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 
 class DistributorRuntimeError(SparkRunnerError, RuntimeError):

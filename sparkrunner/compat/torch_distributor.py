@@ -26,7 +26,7 @@ from sparkrunner.compat.spark_facts import (
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 
-log = logging.getLogger("sparkrunner")
+log = logging.getLogger(__name__)
 
 TORCH_SSL_CONF = "pytorch.spark.distributor.ignoreSsl"
 DEEPSPEED_SSL_CONF = "deepspeed.spark.distributor.ignoreSsl"

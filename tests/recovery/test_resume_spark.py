@@ -86,7 +86,7 @@ def run_signalling_rank1s_executor(
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_ddp_resumes_after_a_rank_exits(
-    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, capsys: Any
+    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, caplog: Any
 ) -> None:
     """Placement: Spark barrier stage (np=2). Rank 1 os._exit()s in epoch 3 of attempt 0 only."""
     runner = Runner(
@@ -94,13 +94,14 @@ def test_ddp_resumes_after_a_rank_exits(
     )
     result = runner.run(ddp_checkpointed, "exit")
     assert_resumed_at_failing_epoch(runner, result, uninterrupted)
-    out = capsys.readouterr().out
-    assert "[sparkrunner] attempt 0 failed" in out and "[sparkrunner] attempt 1 started" in out
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("sparkrunner.")]
+    assert any(m.startswith("attempt 0 failed") for m in said), said
+    assert any(m.startswith("attempt 1 started") for m in said), said
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
 def test_ddp_resumes_after_an_executor_jvm_is_killed(
-    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], capsys: Any
+    spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any]
 ) -> None:
     """Placement: Spark barrier stage (np=2), launcher direct. In epoch 3 of attempt 0 the test SIGKILLs the
     executor JVM that hosts rank 1; the next attempt runs on the executor left and the one Spark brings back."""

@@ -15,6 +15,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
 from tests.matrix import LAUNCHERS
+from tests.recovery.processes import executor_jvm_of
 from tests.waiting import wait_until
 
 
@@ -25,8 +26,6 @@ def executor_ids(spark: Any) -> list[str]:
 
 
 def _own_executor_jvm(_: Any) -> list[int]:
-    from tests.recovery.processes import executor_jvm_of
-
     return [executor_jvm_of(os.getpid())]
 
 
