@@ -115,9 +115,10 @@ def test_a_killed_executor_reads_the_same(
     error = info.value
     # under mpirun both ranks ran under task 0's mpirun, in the JVM that was killed: either may be named
     assert error.rank in ((1,) if launcher == "direct" else (0, 1)), str(error)
-    # the same type and rank on both launchers; the cause's wording is not yet the same (under load the
-    # lost executor's description may arrive after the rank's death is attributed: issue 18's closing note)
-    assert str(error).startswith(CAUSE_FIRST.format(rank=error.rank)), str(error)
+    # the same cause on both launchers: Spark's word on the lost executor (the rank's task never reported)
+    lost = "the Spark barrier stage failed: Spark executor "
+    assert str(error).startswith(CAUSE_FIRST.format(rank=error.rank) + lost), str(error)
+    assert "was lost: its JVM was killed with SIGKILL (exit code 137)" in str(error), str(error)
     if error.rank == 1:
         assert error.output_tail[-1:] == ("rank 1 waits for its executor's end",), error.output_tail
     assert leftover_rank_processes(grace_s=10) == {}
