@@ -396,11 +396,11 @@ def _run_ranks(
 def _shut_down(
     session: DriverSession, placement: Placement, run_id: str, succeeded: bool, stop_grace_s: float
 ) -> None:
-    """Leave nothing behind: on success let the ranks exit on their own first, otherwise stop them (SIGTERM,
-    up to `stop_grace_s` to save a checkpoint) and kill what is left."""
+    """Leave nothing behind: on success let the ranks exit on their own first (not what they left: a daemon
+    may hold mpirun up), otherwise stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
     if succeeded:
         deadline = time.monotonic() + EXIT_WAIT_S
-        while not placement.finished() and time.monotonic() < deadline:
+        while not (placement.finished() or session.ranks_ended_here()) and time.monotonic() < deadline:
             time.sleep(SUPERVISE_POLL_S / 2)
     else:
         session.stop_ranks(stop_grace_s)

@@ -76,6 +76,11 @@ FAILURE_SETTLE_S = _timing(
 FAILURE_DETAIL_WAIT_S = _timing(
     "FAILURE_DETAIL_WAIT_S", 3.0, "for the exit code of a rank whose connection ended without a result"
 )
+FAILURE_PLACEMENT_WAIT_S = _timing(
+    "FAILURE_PLACEMENT_WAIT_S",
+    15.0,
+    "when a dead rank's barrier task never reported (its executor was lost), for Spark to say why",
+)
 FAILURE_OUTPUT_WAIT_S = _timing("FAILURE_OUTPUT_WAIT_S", 2.0, "for the rest of a failed rank's output")
 FAILURE_POLL_S = _timing("FAILURE_POLL_S", 0.02, "between checks while waiting for a failure's details")
 STACK_ANSWER_TIMEOUT_S = _timing(

@@ -66,13 +66,14 @@ def driver(name: str) -> Path:
     return DRIVERS / f"{name}.py"
 
 
-def start_driver(name: str, *argv: str) -> subprocess.Popen[str]:
+def start_driver(name: str, *argv: str, stdin: int | None = None) -> subprocess.Popen[str]:
     """Run `tests/drivers/<name>.py argv...` as a separate driver process (its own interpreter, and
-    SparkSession if it makes one)."""
+    SparkSession if it makes one); `stdin` as subprocess.Popen takes it (PIPE: the test writes to it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
         [sys.executable, str(driver(name)), *argv],
         env=env,
+        stdin=stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -20,6 +20,7 @@ from sparkrunner.placement import Placement
 from sparkrunner.timeouts import (
     FAILURE_DETAIL_WAIT_S,
     FAILURE_OUTPUT_WAIT_S,
+    FAILURE_PLACEMENT_WAIT_S,
     FAILURE_POLL_S,
     FAILURE_SETTLE_S,
 )
@@ -111,23 +112,24 @@ def _exit_detail(
     reports = session.report.task_reports
     task = state.task if state is not None else None
 
+    pid = state.pid if state is not None else None
+
     def known() -> str | None:
-        found = _rank_report(session, rank, state) if task is not None else None
-        found = found or next(iter(reports.values()), None)
-        if found is not None:
-            return task_reports.describe(found)
-        return placement.failure(state.pid if state is not None else None)
+        """The rank's own task's report, else the placement's word (a lost executor), else any task's."""
+        own = _rank_report(session, rank, state) if task is not None else None
+        other = next(iter(reports.values()), None)
+        said = placement.failure(pid) if own is None else None
+        return said or next((task_reports.describe(r) for r in (own, other) if r is not None), None)
 
     def settled() -> bool:  # the rank's own task's report; under mpirun, task 0's too (its banner)
         own = reports.get(task) if task is not None else None
         return own is not None and (own.launcher != "mpirun" or 0 in reports)
 
-    if wait:  # the rank's own task's report, when it ran in one, before any other task's
-        wait_until(
-            session,
-            settled if task is not None else (lambda: known() is not None),
-            FAILURE_DETAIL_WAIT_S,
-        )
+    if wait and task is None:
+        wait_until(session, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
+    elif wait and not wait_until(session, settled, FAILURE_DETAIL_WAIT_S):
+        # its task never reported: its executor is gone with it, and Spark's word on why comes later
+        wait_until(session, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
     return known() or "no exit code is known yet"
 
 

@@ -201,6 +201,14 @@ class DriverSession:
             pass
         self.abort_ranks()
 
+    def ranks_ended_here(self) -> bool:
+        """True once every rank reported and ran on this machine (np < 0), and each one's process has ended:
+        what is left (mpirun held up by a daemon a rank left on its output) need not be waited for."""
+        with self.changed:
+            states = list(self.report.ranks.values())
+            done = self.report.all_done()
+        return done and all(s.task is None and s.pid and processes.ended(s.pid) for s in states)
+
     def _ranks_on_this_machine(self) -> list[int]:
         """Pids of the live ranks that run on the driver (np < 0), the only pids that mean something here."""
         with self.changed:

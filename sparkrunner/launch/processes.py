@@ -103,6 +103,12 @@ def stopped(pids: Iterable[int]) -> list[int]:
     return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat.state in ("T", "t")]
 
 
+def ended(pid: int) -> bool:
+    """True once `pid` has ended on this machine (gone, or a zombie its parent has not reaped yet)."""
+    stat = proc_stat(pid)
+    return stat is None or stat.state == "Z"
+
+
 def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> list[int]:
     """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
     to `grace_s` for them to end on their own first; returns the pids that had to be killed."""

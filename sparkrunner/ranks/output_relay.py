@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -56,7 +57,8 @@ class OutputRelay:
             sys.stderr.flush()
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
-        # a child that inherited the pipes keeps the relay going; do not wait for it forever
+        # a child that inherited the pipes (a daemon the function left) keeps the relay going: do not wait for
+        # it forever, and end the relay then, or it holds the launcher's output pipe (mpirun waits on it)
         deadline = time.monotonic() + RELAY_STOP_WAIT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError):
@@ -64,6 +66,8 @@ class OutputRelay:
                     time.sleep(RELAY_STOP_POLL_S)
                     continue
             return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, signal.SIGKILL)
 
 
 def _relay(

@@ -23,6 +23,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
 from tests.matrix import LAUNCHERS
+from tests.waiting import wait_until
 
 FLOODER = Path(__file__).with_name("flooder.py")
 FLOOD = 3000
@@ -73,10 +74,10 @@ class Flood:
             self.max_threads = max(self.max_threads, _threads())
 
     def made(self, seconds: float = 60) -> int:
-        deadline = time.monotonic() + seconds
-        while not self.ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return int(self.ready.read_text())
+        count = wait_until(
+            lambda: self.ready.exists() and self.ready.read_text(), seconds, "the flood's count"
+        )
+        return int(count)
 
     def end(self) -> None:
         self._stop.set()
@@ -158,7 +159,9 @@ def test_the_channel_serves_while_3000_idle_connections_are_held(flood_factory: 
         server.close()
 
 
-def test_the_accept_loop_survives_running_out_of_file_descriptors(flood_factory: Any) -> None:
+def test_the_accept_loop_survives_running_out_of_file_descriptors(
+    flood_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """With this process's descriptor limit just above what it uses, accept() fails with EMFILE for a while."""
     secret = new_secret()
     echo = Echo()
@@ -168,7 +171,8 @@ def test_the_accept_loop_survives_running_out_of_file_descriptors(flood_factory:
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 20, hard))
         flood.aim(server.port)
-        time.sleep(2)  # the flood fills every descriptor the server may still open
+        # the flood fills every descriptor the server may still open: the accept loop says so when it hits that
+        wait_until(lambda: _out_of_descriptors(caplog), 60, "the channel running out of file descriptors")
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         assert flood.made() > 0
         assert server._thread.is_alive()
@@ -176,6 +180,10 @@ def test_the_accept_loop_survives_running_out_of_file_descriptors(flood_factory:
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         server.close()
+
+
+def _out_of_descriptors(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("could not accept a connection" in r.getMessage() for r in list(caplog.records))
 
 
 def test_a_client_is_refused_with_a_clear_error_when_nobody_listens() -> None:

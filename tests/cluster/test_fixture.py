@@ -12,13 +12,9 @@ import pytest
 from sparkrunner.placement.slots import task_slots
 from tests.cluster.fixtures import HOSTS, SLOTS_PER_HOST, TwoHosts, executor_hosts, skip_without_namespaces
 from tests.cluster.netns_cluster import DECOY_LINK, NetnsCluster
+from tests.helpers import driver, start_driver, wait_for_line
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-_FIRST_INTERFACE = (
-    "import psutil; print(next(a.address for name, addrs in psutil.net_if_addrs().items() if name != 'lo' "
-    "for a in addrs if a.family == 2))"
-)
 
 
 def test_executors_are_reported_by_hostname_with_two_slots_each(two_hosts: TwoHosts) -> None:
@@ -29,18 +25,14 @@ def test_executors_are_reported_by_hostname_with_two_slots_each(two_hosts: TwoHo
 def test_a_naive_interface_choice_picks_the_unroutable_decoy(two_hosts: TwoHosts) -> None:
     cluster = two_hosts.cluster
     for i in range(HOSTS):
-        assert cluster.run_in(i, [sys.executable, "-c", _FIRST_INTERFACE]).strip() == cluster.decoy_address
+        assert (
+            cluster.run_in(i, [sys.executable, str(driver("first_interface"))]).strip()
+            == cluster.decoy_address
+        )
         # the decoy (same address on every host, like docker0) reaches no other host
         other = cluster.worker_addresses[(i + 1) % HOSTS]
         route = cluster.run_in(i, ["ip", "-4", "route", "get", other, "from", cluster.decoy_address])
         assert DECOY_LINK not in route
-
-
-_START_AND_HANG = (
-    "import time; from tests.cluster.netns_cluster import NetnsCluster\n"
-    "c = NetnsCluster(1, 1, variant=9); c.start(workers=0)\n"
-    "print(c._owner, c.namespaces[0], flush=True); time.sleep(600)\n"
-)
 
 
 def _spark_daemons_tagged(owner: str) -> list[int]:
@@ -58,9 +50,8 @@ def _spark_daemons_tagged(owner: str) -> list[int]:
 
 def test_what_a_killed_test_run_left_behind_is_removed_by_the_next_cluster() -> None:
     skip_without_namespaces()
-    hanging = subprocess.Popen([sys.executable, "-c", _START_AND_HANG], stdout=subprocess.PIPE, text=True)
-    assert hanging.stdout is not None
-    owner, namespace = hanging.stdout.readline().split()
+    hanging = start_driver("netns_cluster_left_running")
+    _, owner, namespace = wait_for_line(hanging, "cluster ")[-1].split()
     hanging.kill()  # as a killed pytest: no close()
     hanging.wait()
     assert namespace in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

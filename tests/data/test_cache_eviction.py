@@ -5,9 +5,7 @@ entries go first, the limit holds (sizes summed here from the folder), an entry 
 from __future__ import annotations
 
 import gc
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import pytest
 
 from sparkrunner.data import cache_info, clear_cache, materialize
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
+from tests.helpers import start_driver
 
 pytestmark = pytest.mark.spark
 
@@ -70,14 +69,7 @@ def test_a_lease_of_a_live_process_is_honoured_and_a_dead_ones_is_not(
 ) -> None:
     cache = tmp_path / "cache"
     key = written(spark_local, cache, 100)
-    take = (
-        "import sys; from sparkrunner.data import cache_leases, storage; "
-        f"cache_leases.take(storage.resolve({str(cache)!r}), {key!r}); print('leased', flush=True); sys.stdin.read()"
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    with subprocess.Popen(
-        [sys.executable, "-c", take], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    ) as other:
+    with start_driver("cache_lease_holder", str(cache), key, stdin=subprocess.PIPE) as other:
         assert other.stdout is not None and other.stdout.readline() == "leased\n"
         assert clear_cache(cache) == [] and [e.in_use for e in cache_info(cache)] == [True]
         other.communicate("")  # it exits, leaving its lease file behind

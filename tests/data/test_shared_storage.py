@@ -5,7 +5,6 @@ use; an S3-API server on the cluster's network is shared by every host, and work
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from sparkrunner.errors import DataNotSharedError, RankFailedError
 from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.conftest import spark_session, stop_spark_session
 from tests.data.s3_server import S3Server, s3_server
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -54,13 +54,12 @@ def private_tmp_hosts() -> Iterator[tuple[Any, S3Server]]:
 
 def _wait_for_executors(spark: Any, count: int, cluster: NetnsCluster) -> None:
     """Fail (instead of a job waiting forever) when the hosts' executors do not come up."""
-    deadline = time.monotonic() + EXECUTOR_TIMEOUT_S
-    while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < count + 1:  # + the driver
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"{count} executors did not register in {EXECUTOR_TIMEOUT_S} s; see {cluster.logs}"
-            )
-        time.sleep(1)
+    registered = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # one entry per executor + the driver
+    wait_until(
+        lambda: registered().size() >= count + 1,
+        EXECUTOR_TIMEOUT_S,
+        f"{count} executors registering with the driver (see {cluster.logs})",
+    )
 
 
 def frame(spark: Any) -> Any:

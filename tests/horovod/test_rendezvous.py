@@ -1,17 +1,21 @@
 """Horovod's Gloo rendezvous server (unauthenticated HTTP) is started only for runs that use Horovod, and then on
 the ranks' address, never on every interface (direct launcher, np=-2: the driver hosts it).
 
-The test watches this process's own listening sockets with psutil while the run is in flight.
+The test looks at this process's own listening sockets with psutil once every rank has connected (the server,
+when there is one, listens before the ranks start); the ranks wait until it has looked.
 """
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import psutil
 
 from sparkrunner import Runner
+
+WAIT_S = 120
 
 
 def _listeners() -> set[tuple[str, int]]:
@@ -22,58 +26,72 @@ def _listeners() -> set[tuple[str, int]]:
     }
 
 
-def plain_function() -> int:
+def _wait_for(released: str) -> None:
+    """On a rank: stay in the run until the test has looked at its listeners (`released` appears)."""
     import os
     import time
 
-    time.sleep(1.5)
+    deadline = time.monotonic() + WAIT_S
+    while not os.path.exists(released) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def plain_function(released: str) -> int:
+    import os
+
+    _wait_for(released)
     return int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
 
 
-def horovod_function() -> int:
+def horovod_function(released: str) -> int:
     import os
 
     import horovod.torch as hvd
     import torch
 
+    _wait_for(released)
     hvd.init()
     hvd.allreduce(torch.tensor([1.0]))
     return int(os.environ["HOROVOD_GLOO_RENDEZVOUS_PORT"])
 
 
-def run_watching_listeners(main: Any, **options: Any) -> tuple[int, set[tuple[str, int]]]:
-    """Run `main` at np=-2 (direct launcher); return its value and every listener this process opened meanwhile."""
+def run_watching_listeners(main: Any, tmp_path: Path, **options: Any) -> tuple[int, set[tuple[str, int]]]:
+    """Run `main` at np=-2 (direct launcher); return its value and the listeners this process opened that were
+    up once every rank had connected."""
     before = _listeners()
     seen: set[tuple[str, int]] = set()
-    done = threading.Event()
+    released = tmp_path / "looked"
+    runner = Runner(np=-2, launcher="direct", tracking=False, progress=False, **options)
 
-    def watch() -> None:
-        while not done.wait(0.02):
+    def look() -> None:
+        try:
+            runner.wait_in_flight(WAIT_S)
             seen.update(_listeners() - before)
+        finally:
+            released.touch()
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    looker = threading.Thread(target=look, daemon=True)
+    looker.start()
     try:
-        value = Runner(np=-2, launcher="direct", tracking=False, progress=False, **options).run(main)
+        value = runner.run(main, str(released))
     finally:
-        done.set()
-        watcher.join()
+        looker.join()
     return value, seen
 
 
-def test_a_run_without_horovod_starts_no_rendezvous_server() -> None:
-    port, seen = run_watching_listeners(plain_function)
+def test_a_run_without_horovod_starts_no_rendezvous_server(tmp_path: Path) -> None:
+    port, seen = run_watching_listeners(plain_function, tmp_path)
     assert port not in {p for _, p in seen}
     assert seen, "the driver channel should have been seen listening"
     assert all(ip == "127.0.0.1" for ip, _ in seen)
 
 
-def test_a_horovod_run_hosts_the_rendezvous_on_the_ranks_address_only() -> None:
-    port, seen = run_watching_listeners(horovod_function)
+def test_a_horovod_run_hosts_the_rendezvous_on_the_ranks_address_only(tmp_path: Path) -> None:
+    port, seen = run_watching_listeners(horovod_function, tmp_path)
     assert ("127.0.0.1", port) in seen
     assert all(ip == "127.0.0.1" for ip, _ in seen), seen
 
 
-def test_horovod_true_starts_it_for_a_function_that_does_not_mention_it() -> None:
-    port, seen = run_watching_listeners(plain_function, horovod=True)
+def test_horovod_true_starts_it_for_a_function_that_does_not_mention_it(tmp_path: Path) -> None:
+    port, seen = run_watching_listeners(plain_function, tmp_path, horovod=True)
     assert ("127.0.0.1", port) in seen
