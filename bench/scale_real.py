@@ -215,6 +215,9 @@ def main() -> int:
     print(
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; one run per row; ratio: to the bare row"
     )
+    subprocess.run(
+        [sys.executable, "-c", "import torch"], check=True
+    )  # untimed: a first row paid a cold start
     run_rows(local_rows(args.ranks), args.only)
     if not args.no_spark:
         spark = spark_session(args.executors)
