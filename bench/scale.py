@@ -14,14 +14,18 @@ it), the driver's CPU seconds, peak RSS and peak threads, output lines/s forward
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import resource
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
@@ -30,7 +34,9 @@ from sparkrunner.driver import addresses
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.launch import RankJob
 from sparkrunner.observe.observers import RunObserver
+from sparkrunner.placement import Placement
 
 TOTAL_LINES = 200_000
 """Lines printed per size, shared out among the ranks (every rank prints)."""
@@ -55,24 +61,45 @@ class _Counting(RunObserver):
             self.lines += len(lines)
             self.changed.notify_all()
 
+    def wait_for_lines(self, wanted: int) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.lines >= wanted, PHASE_TIMEOUT_S)
+
     def on_progress(self, rank: int, progress: Progress) -> None:
         with self.changed:
             self.progress += 1
 
 
-class _SimulatedPlacement:
-    """The ranks live in the client processes: nothing to start, stop or ask."""
+class _SimulatedPlacement(Placement):
+    """The ranks live in the client processes: nothing to start, stop or ask. Subclassing the protocol lets
+    `mypy bench/scale.py` check that it is whole (a missing `cancelled` once hung the harness)."""
 
     driver_host = bind_host = "127.0.0.1"
+    job_group = None
+
+    def check(self) -> None:
+        pass
+
+    def start(self, job: RankJob, description: str = "") -> None:
+        pass
+
+    def failure(self, pid: int | None = None) -> str | None:
+        return None
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return None
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None
+
+    def cancelled(self) -> str | None:
         return None
 
     def finished(self) -> bool:
         return False
 
-    def failure(self, pid: int | None = None) -> str | None:
-        return None
+    def stop(self) -> None:
+        pass
 
 
 class _ThreadPeak:
@@ -109,7 +136,7 @@ def _time_topology_sends() -> list[float]:
         send_to_all(conns, message)
         sent.append(time.time())
 
-    addresses.send_to_all = timed  # type: ignore[assignment]
+    addresses.send_to_all = timed
     return sent
 
 
@@ -126,8 +153,7 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
     while True:
         phase, arg = pipe.recv()
         if phase == "lines":
-            with counting.changed:
-                counting.changed.wait_for(lambda wanted=arg: counting.lines >= wanted, PHASE_TIMEOUT_S)
+            counting.wait_for_lines(arg)
             pipe.send(time.time())
         elif phase == "stacks":
             start = time.perf_counter()
@@ -145,10 +171,13 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
 def _end(session: DriverSession) -> None:
     """What `Runner` does at the end of a run: supervise until every rank reported, wait for them to leave."""
     stall = StallWatch(None, "warn")
-    Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()  # type: ignore[arg-type]
+    Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()
     report = session.report
+
+    def everyone_left() -> bool:
+        return report.all_gone() and len(report.output_ended) == report.num_ranks
+
     with session.changed:
-        everyone_left = lambda: report.all_gone() and len(report.output_ended) == report.num_ranks  # noqa: E731
         if not session.changed.wait_for(everyone_left, PHASE_TIMEOUT_S):
             raise TimeoutError(f"not every rank left within {PHASE_TIMEOUT_S} s")
     session.close()
@@ -173,10 +202,29 @@ class Row:
     stacks_answered: int
 
 
-def _ask(pipes: list[Pipe], phase: str, arg: Any = None) -> list[Any]:
+def _answer(pipe: Pipe, process: BaseProcess) -> Any:
+    """`process`'s answer on `pipe`; an error, not a hang, when it died or did not answer in time."""
+    if pipe not in wait([pipe, process.sentinel], PHASE_TIMEOUT_S):
+        raise RuntimeError(f"{process.name} ended (exit code {process.exitcode}) or did not answer in time")
+    return pipe.recv()
+
+
+def _ask(pipes: list[Pipe], processes: Sequence[BaseProcess], phase: str, arg: Any = None) -> list[Any]:
     for pipe in pipes:
         pipe.send((phase, arg))
-    return [pipe.recv() for pipe in pipes]
+    return [_answer(pipe, process) for pipe, process in zip(pipes, processes, strict=True)]
+
+
+def _stop(processes: Sequence[BaseProcess], pipes: list[Pipe]) -> None:
+    """Ask the clients to quit, give every process a while to end, then kill what is left (after a failure)."""
+    for pipe in pipes:
+        with contextlib.suppress(OSError):
+            pipe.send(("quit", None))
+    for process in processes:
+        process.join(30)
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def measure(num_ranks: int, workers: int = 8, total_lines: int = TOTAL_LINES) -> Row:
@@ -186,9 +234,10 @@ def measure(num_ranks: int, workers: int = 8, total_lines: int = TOTAL_LINES) ->
     driver_pipe, there = ctx.Pipe()
     driver = ctx.Process(target=run_driver, args=(there, num_ranks), daemon=True)
     driver.start()
-    port, secret = driver_pipe.recv()
+    port, secret = _answer(driver_pipe, driver)
     shares = [list(range(num_ranks))[w::workers] for w in range(workers)]
-    pipes, clients = [], []
+    pipes: list[Pipe] = []
+    clients: list[BaseProcess] = []
     for share in shares:
         pipe, other = ctx.Pipe()
         client = ctx.Process(target=serve, args=(other, ("127.0.0.1", port), secret, share, num_ranks))
@@ -196,27 +245,24 @@ def measure(num_ranks: int, workers: int = 8, total_lines: int = TOTAL_LINES) ->
         pipes.append(pipe)
         clients.append(client)
     try:
-        joined = _ask(pipes, "join")
+        joined = _ask(pipes, clients, "join")
         join_sent = [t for j in joined for t in j["join_sent"]]
         topology_at = max(t for j in joined for t in j["topology_at"])
-        _ask(pipes, "hello")
+        _ask(pipes, clients, "hello")
         lines_per_rank = max(total_lines // num_ranks, 1)
         start = time.time()
         driver_pipe.send(("lines", lines_per_rank * num_ranks))
-        _ask(pipes, "output", lines_per_rank)
-        lines_per_s = lines_per_rank * num_ranks / (driver_pipe.recv() - start)
+        _ask(pipes, clients, "output", lines_per_rank)
+        lines_per_s = lines_per_rank * num_ranks / (_answer(driver_pipe, driver) - start)
         driver_pipe.send(("stacks", None))
-        stacks_s, answered = driver_pipe.recv()
+        stacks_s, answered = _answer(driver_pipe, driver)
         start = time.time()
         driver_pipe.send(("end", None))
-        counts = _ask(pipes, "end")
-        figures = driver_pipe.recv()
+        counts = _ask(pipes, clients, "end")
+        figures = _answer(driver_pipe, driver)
         end_s = time.time() - start
     finally:
-        for pipe in pipes:
-            pipe.send(("quit", None))
-        for process in [*clients, driver]:
-            process.join(30)
+        _stop([*clients, driver], pipes)
     return Row(
         num_ranks,
         topology_at - min(join_sent),

@@ -7,8 +7,6 @@ result at every rank. Figures (timings) are the bench's business, not this test'
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from bench.scale import measure
@@ -17,10 +15,6 @@ RANKS = 256
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    "SPARKRUNNER_SCALE_TEST" not in os.environ,
-    reason="hangs on the merged main (found at the end of session 16, not yet diagnosed): opt-in until fixed",
-)
 def test_the_topology_and_the_run_end_reach_every_one_of_256_simulated_ranks() -> None:
     row = measure(RANKS, workers=4, total_lines=RANKS * 10)
     assert row.topologies == RANKS  # each counted by a task that got a topology of all 256 tasks
