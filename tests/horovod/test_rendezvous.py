@@ -1,5 +1,5 @@
-"""Horovod's Gloo rendezvous server (unauthenticated HTTP) is started only for runs that use Horovod, and then on
-the ranks' address, never on every interface (direct launcher, np=-2: the driver hosts it).
+"""Horovod's Gloo rendezvous server (unauthenticated HTTP) listens on the ranks' address, never on every
+interface, and not at all with ``horovod=False`` (direct launcher, np=-2: the driver hosts it).
 
 The test watches this process's own listening sockets with psutil while the run is in flight.
 """
@@ -61,8 +61,8 @@ def run_watching_listeners(main: Any, **options: Any) -> tuple[int, set[tuple[st
     return value, seen
 
 
-def test_a_run_without_horovod_starts_no_rendezvous_server() -> None:
-    port, seen = run_watching_listeners(plain_function)
+def test_horovod_false_starts_no_rendezvous_server() -> None:
+    port, seen = run_watching_listeners(plain_function, horovod=False)
     assert port not in {p for _, p in seen}
     assert seen, "the driver channel should have been seen listening"
     assert all(ip == "127.0.0.1" for ip, _ in seen)
@@ -74,6 +74,6 @@ def test_a_horovod_run_hosts_the_rendezvous_on_the_ranks_address_only() -> None:
     assert all(ip == "127.0.0.1" for ip, _ in seen), seen
 
 
-def test_horovod_true_starts_it_for_a_function_that_does_not_mention_it() -> None:
-    port, seen = run_watching_listeners(plain_function, horovod=True)
+def test_it_is_hosted_for_a_function_that_does_not_mention_horovod() -> None:
+    port, seen = run_watching_listeners(plain_function)
     assert ("127.0.0.1", port) in seen
