@@ -1,7 +1,8 @@
 """Training steps/s of a tiny model under sparkrunner (np=-2, direct launcher) against each framework's own
 launcher on the same machine: plain torch DDP and Lightning under `torchrun`, Accelerate under
-`accelerate launch`. The same script (`bench/frameworks_train.py`) runs under both, each rank timing its own
-steps after a warm-up, so launch time does not count; one run each, alternating, with the load average.
+`accelerate launch` (both as ``python -m``, from this interpreter's environment). The same script
+(`bench/frameworks_train.py`) runs under both, each rank timing its own steps after a warm-up, so launch time
+does not count; one run each, the peer first, with the load average.
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.frameworks [--only ddp lightning accelerate]
 """
@@ -20,19 +21,16 @@ from sparkrunner import Runner
 
 SCRIPT = Path(__file__).with_name("frameworks_train.py")
 NP = 2
+TORCHRUN = ["torch.distributed.run", "--standalone", f"--nproc-per-node={NP}"]
+ACCELERATE = [
+    "accelerate.commands.launch", "--multi_gpu", f"--num_processes={NP}", "--num_machines=1",
+    "--mixed_precision=no", "--dynamo_backend=no",
+]  # fmt: skip
 PEERS = {
-    "ddp": ["torchrun", "--standalone", f"--nproc-per-node={NP}"],
-    "lightning": ["torchrun", "--standalone", f"--nproc-per-node={NP}"],
-    "accelerate": [
-        "accelerate", "launch", "--multi_gpu", f"--num_processes={NP}", "--num_machines=1",
-        "--mixed_precision=no", "--dynamo_backend=no",
-    ],
-}  # fmt: skip
-
-
-def _bin(command: list[str]) -> list[str]:
-    """The peer's launcher from this interpreter's environment."""
-    return [str(Path(sys.executable).with_name(command[0])), *command[1:]]
+    "ddp": ("torchrun", TORCHRUN),
+    "lightning": ("torchrun", TORCHRUN),
+    "accelerate": ("accelerate launch", ACCELERATE),
+}
 
 
 def steps_per_s(framework: str, launcher: str, out: Path) -> float:
@@ -40,7 +38,8 @@ def steps_per_s(framework: str, launcher: str, out: Path) -> float:
     if launcher == "sparkrunner":
         Runner(np=-NP, launcher="direct", tracking=False, progress=False).run_script(SCRIPT, framework, out)
     else:
-        subprocess.run([*_bin(PEERS[framework]), str(SCRIPT), framework, str(out)], check=True)
+        module, *options = PEERS[framework][1]  # `python -m`: the launcher of this interpreter's environment
+        subprocess.run([sys.executable, "-m", module, *options, str(SCRIPT), framework, str(out)], check=True)
     return float(json.loads(out.read_text().splitlines()[-1])["steps_per_s"])
 
 
