@@ -21,7 +21,6 @@ from sparkrunner.errors import (
     InvalidArgumentError,
     SparkRunnerError,
 )
-from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
 from sparkrunner.launch.network import free_ports, own_ports
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
@@ -78,9 +77,9 @@ class Runner:
             Python stack is shown (default None: off). Use it for long runs that may hang in a collective
             (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
         on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
-        horovod: whether the function uses Horovod, so the direct launcher hosts Horovod's Gloo rendezvous
-            server. ``None`` (default): detected (the function imports Horovod or uses a Horovod module); say
-            ``True`` when it reaches Horovod only through another function or module of your own.
+        horovod: whether the direct launcher hosts Horovod's Gloo rendezvous server beside rank 0. ``None``
+            (default): whenever Horovod is installed there, however the function reaches ``hvd.init()``;
+            ``False``: never (no listening port); ``True``: always, and a port it cannot listen on fails the run.
         use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
             that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
             (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
@@ -186,14 +185,15 @@ class Runner:
         env = {**observers.start(record), **self.options.env, **checkpoints.rank_env()}
         if every_rank:
             env[Env.RESULTS] = "all"
-        uses_horovod = horovod_env.wants_rendezvous(main, self.options.horovod)
         wanted = range(abs(self.options.np)) if every_rank else range(1)
         deadline = None if self.options.timeout is None else time.monotonic() + self.options.timeout
 
         def attempt(number: int) -> list[Any]:
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
-            spec = RankJobSpec(run_id, job_env, uses_horovod, per_task, job_description(record, run_id))
+            spec = RankJobSpec(
+                run_id, job_env, self.options.horovod, per_task, job_description(record, run_id)
+            )
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
             timeout = self.options.timeout if number == 0 else left
             return self._attempt(payload, launcher, observers, spec, spark, wanted, timeout)
@@ -365,7 +365,7 @@ class RankJobSpec:
 
     run_id: str
     env: dict[str, str]
-    uses_horovod: bool
+    uses_horovod: bool | None
     ranks_per_task: int
     description: str
 

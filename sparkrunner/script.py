@@ -40,11 +40,6 @@ class ScriptCall:
     def name(self) -> str:
         return os.path.basename(self.target) if self.source is not None else f"-m {self.target}"
 
-    @property
-    def __code__(self) -> types.CodeType | None:
-        """The script's module code, so Horovod detection (`horovod_env.mentions_horovod`) sees its imports."""
-        return compile(self.source, self.target, "exec") if self.source is not None else None
-
     def __call__(self) -> None:
         with _shipped_code(self.code_zip) as code_dir, _as_main(self.target, self.argv, code_dir):
             try:

@@ -15,6 +15,7 @@ from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.driver.registry import RankState
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
+from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import (
@@ -99,6 +100,8 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
         if code is not None and state is not None and state.task is None:  # on the driver: its own exit
             detail = f"process {state.pid} ended with {task_reports.exit_text(code)}"
         message = f"its process ended without reporting a result: {detail}"
+        hint = horovod_env.rendezvous_failure(full_tail)
+        message += f"\n{hint}" if hint else ""
         error = RankProcessDiedError(rank, message, location(state), tail, code)
     if full_tail:
         error.artifacts[f"output_rank{rank}.txt"] = "\n".join(full_tail) + "\n"

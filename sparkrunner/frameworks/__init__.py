@@ -23,7 +23,7 @@ def mpi_rank_environment(topology: Topology, index: int) -> dict[str, str]:
     return env
 
 
-def task_services(topology: Topology, index: int, uses_horovod: bool) -> AbstractContextManager[None]:
-    """Servers the process spawning rank `index` hosts while its rank runs (Horovod's Gloo rendezvous, only
-    for a run that uses Horovod)."""
+def task_services(topology: Topology, index: int, uses_horovod: bool | None) -> AbstractContextManager[None]:
+    """Servers the process spawning rank `index` hosts while its rank runs (Horovod's Gloo rendezvous, see
+    `horovod_env.hosts_rendezvous`)."""
     return horovod_env.rendezvous(topology, index, uses_horovod)

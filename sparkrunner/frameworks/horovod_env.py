@@ -11,15 +11,14 @@ torch and Horovod in a rank takes seconds.
 
 from __future__ import annotations
 
-import dis
 import importlib.util
+import logging
 import os
+import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from types import CodeType, ModuleType
-from typing import Any
 
 from sparkrunner.launch.topology import PortSlot, Topology
 
@@ -36,6 +35,8 @@ GLOO_VARIABLES = (
     "HOROVOD_CROSS_SIZE",
     "HOROVOD_HOSTNAME",
 )
+
+log = logging.getLogger(__name__)
 
 
 def horovod_installed() -> bool:
@@ -92,56 +93,38 @@ def host_plan(topology: Topology) -> list[object]:
     ]
 
 
-def _is_horovod(module_name: str) -> bool:
-    return module_name.split(".")[0] == "horovod"
+def hosts_rendezvous(horovod: bool | None) -> bool:
+    """Whether this process, spawning rank 0, hosts Horovod's Gloo rendezvous server: `horovod` when the user
+    said (``Runner(horovod=...)``), else whenever Horovod is installed here.
 
-
-def _code_objects(code: CodeType) -> Iterator[CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _code_objects(const)
-
-
-def mentions_horovod(main: Callable[..., Any]) -> bool:
-    """True when `main` imports Horovod (in its body or a nested function) or uses a global Horovod module."""
-    code = getattr(main, "__code__", None)
-    if code is None:
-        return False
-    module_globals = getattr(main, "__globals__", {})
-    for part in _code_objects(code):
-        for instruction in dis.get_instructions(part):
-            if instruction.opname == "IMPORT_NAME" and _is_horovod(str(instruction.argval)):
-                return True
-        for name in part.co_names:
-            value = module_globals.get(name)
-            if isinstance(value, ModuleType) and _is_horovod(value.__name__):
-                return True
-    return False
-
-
-def wants_rendezvous(main: Callable[..., Any], horovod: bool | None) -> bool:
-    """Whether a run hosts the rendezvous server: `horovod` when the user said (``Runner(horovod=...)``), else
-    whether `main` mentions Horovod (`mentions_horovod`). A function that reaches Horovod only through another
-    function or module of its own needs ``horovod=True``; without it ``hvd.init()`` fails to reach the
-    rendezvous server (an error, not a silent single-process run)."""
-    if not horovod_installed():
-        return False
-    return mentions_horovod(main) if horovod is None else horovod
+    Always, not when the function is seen to use Horovod: code reaches ``hvd.init()`` through any number of the
+    user's modules, libraries, scripts and test suites, and a rank that misses the server aborts. The server
+    costs a ~40 ms import once per process and a thread; it listens on task 0's address only, for the run, and
+    holds only what the ranks put there (as ``horovodrun``'s, and as torch's rendezvous store does for DDP)."""
+    return horovod_installed() if horovod is None else horovod
 
 
 @contextmanager
-def rendezvous(topology: Topology, index: int, wanted: bool) -> Iterator[None]:
-    """Host Horovod's Gloo rendezvous server while the block runs, if the run wants it and this task is task 0
-    (else no-op). It listens on task 0's address only: it is unauthenticated HTTP, as in Horovod itself."""
-    if index != 0 or not wanted:
+def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator[None]:
+    """Host Horovod's Gloo rendezvous server while the block runs, if this task is task 0 and
+    `hosts_rendezvous(horovod)` (else no-op). It listens on task 0's address only: it is unauthenticated HTTP,
+    as in Horovod itself."""
+    if index != 0 or not hosts_rendezvous(horovod):
         yield
         return
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
-    server = RendezvousHTTPServer(
-        (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS]), RendezvousHandler, 0
-    )
+    address = (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS])
+    try:
+        server = RendezvousHTTPServer(address, RendezvousHandler, 0)
+    except OSError as exc:
+        if horovod:  # asked for: the run cannot work without it
+            raise
+        log.warning(
+            "Horovod's rendezvous server could not listen on %s:%s (%s): hvd.init() will fail", *address, exc
+        )
+        yield
+        return
     server.init(host_plan(topology))
     # a short poll interval: shutdown() waits for the serving loop to notice, which ends the task
     thread = threading.Thread(
@@ -154,6 +137,23 @@ def rendezvous(topology: Topology, index: int, wanted: bool) -> Iterator[None]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+_RENDEZVOUS_FAILED = re.compile(r"HTTP (GET |PUT |DELETE )?request failed")
+
+
+def rendezvous_failure(output: Sequence[str]) -> str | None:
+    """What to tell the user when a rank's output shows `hvd.init()` failing to reach the Gloo rendezvous
+    (Horovod then aborts the process, SIGABRT), quoting Horovod's own line; None when it does not."""
+    said = next((line for line in output if _RENDEZVOUS_FAILED.search(line)), None)
+    if said is None:
+        return None
+    said = re.sub(r"^\[[^]]*\]\s*", "", said.strip())  # Horovod's "[time: E file:line]" prefix
+    return (
+        f'Horovod could not reach its Gloo rendezvous server (Horovod said: "{said}"). sparkrunner hosts it '
+        "beside rank 0 whenever Horovod is installed there, unless Runner(horovod=False): pass "
+        "Runner(horovod=True), and let every rank's host reach rank 0's host (docs/networking.md)."
+    )
 
 
 def finish_timeline() -> str | None:

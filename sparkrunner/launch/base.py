@@ -25,8 +25,8 @@ class RankJob:
     driver: tuple[str, int]
     secret: bytes
     user_env: dict[str, str] = field(default_factory=dict)
-    uses_horovod: bool = False
-    """Whether to host Horovod's Gloo rendezvous server (see `frameworks.horovod_env.wants_rendezvous`)."""
+    uses_horovod: bool | None = None
+    """`Runner(horovod=...)`: whether to host Horovod's Gloo rendezvous (`frameworks.horovod_env.hosts_rendezvous`)."""
     use_gpu: bool | None = None
     """`Runner(use_gpu=...)`: None pins each rank to its task's GPUs and warns about unused ones."""
     ranks_per_task: int = 1

@@ -112,3 +112,49 @@ def test_tensorflow_multi_worker_fit_on_two_hosts(two_hosts: TwoHosts, tmp_path:
     for other in weights[1:]:
         for name in weights[0].files:
             np.testing.assert_array_equal(other[name], weights[0][name])
+
+
+def single_process_fit(initial: list[list[float]], world: int) -> list[list[float]]:
+    """The oracle for Lightning DDP at `world` ranks: one process, one SGD step per step on the ranks' batches
+    together (Lightning gives each rank torch's DistributedSampler, shuffled with seed 0 and the epoch; DDP
+    averages the gradients of the ranks' mean losses)."""
+    import torch
+    from torch.utils.data import DistributedSampler
+
+    from tests.frameworks.test_lightning import BATCH, EPOCHS, SAMPLES
+
+    x = torch.arange(SAMPLES * 4, dtype=torch.float32).reshape(SAMPLES, 4) / (SAMPLES * 4)
+    y = x.sum(dim=1, keepdim=True)
+    samplers = [DistributedSampler(range(SAMPLES), world, r, shuffle=True, seed=0) for r in range(world)]
+    layer = torch.nn.Linear(4, 1)
+    with torch.no_grad():
+        for param, values in zip(layer.parameters(), initial, strict=True):
+            param.copy_(torch.tensor(values).reshape(param.shape))
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    for epoch in range(EPOCHS):
+        for sampler in samplers:
+            sampler.set_epoch(epoch)
+        shards = [list(sampler) for sampler in samplers]
+        for start in range(0, len(shards[0]), BATCH):
+            optimizer.zero_grad()
+            batches = [torch.tensor(shard[start : start + BATCH]) for shard in shards]
+            losses = [torch.nn.functional.mse_loss(layer(x[b]), y[b]) for b in batches]
+            torch.stack(losses).mean().backward()
+            optimizer.step()
+    return [p.detach().flatten().tolist() for p in layer.parameters()]
+
+
+def test_lightning_ddp_on_two_hosts_with_uneven_ranks(two_hosts: TwoHosts) -> None:
+    """np=3 on two hosts of two slots: 2 ranks on one host, 1 on the other; Lightning with
+    sparkrunner.lightning.ddp() trains on all three as one single-process run on the union of their batches."""
+    from tests.frameworks.test_lightning import BATCH, EPOCHS, SAMPLES, fit_one_replica
+
+    uneven = Runner(np=3, spark=two_hosts.spark, launcher="direct", start_timeout=180, timeout=300)
+    views = uneven.run_all(fit_one_replica, SAMPLES, BATCH, EPOCHS)
+    per_host = sorted([v["local_rank"] for v in views if v["host"] == h] for h in {v["host"] for v in views})
+    assert per_host == [[0], [0, 1]], views  # uneven: 2 + 1
+    assert [(v["rank"], v["global_rank"], v["world_size"]) for v in views] == [(r, r, 3) for r in range(3)]
+    expected = single_process_fit(views[0]["initial"], world=3)
+    assert views[0]["initial"] != views[1]["initial"], "each rank starts from its own weights: DDP must sync"
+    for view in views:
+        assert np.allclose(np.concatenate(view["weights"]), np.concatenate(expected), atol=1e-6), view

@@ -19,6 +19,7 @@ SAMPLES, BATCH, EPOCHS = 22, 4, 2
 def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
     """One rank: a tiny regression fitted by Lightning's Trainer, as written for one machine plus the strategy."""
     import os
+    import socket
     import tempfile
 
     import pytorch_lightning as pl
@@ -53,6 +54,7 @@ def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
             enable_model_summary=False,
         )
         model = Regression()
+        initial = [p.detach().flatten().tolist() for p in model.parameters()]
         trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=batch))
     return {
         "rank": int(os.environ["RANK"]),
@@ -60,6 +62,9 @@ def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
         "world_size": trainer.world_size,
         "global_step": trainer.global_step,
         "weights": [p.detach().flatten().tolist() for p in model.parameters()],
+        "initial": initial,
+        "host": socket.gethostname(),
+        "local_rank": int(os.environ["LOCAL_RANK"]),
     }
 
 

@@ -1,5 +1,5 @@
-"""Horovod's Gloo rendezvous server (unauthenticated HTTP) is started only for runs that use Horovod, and then on
-the ranks' address, never on every interface (direct launcher, np=-2: the driver hosts it).
+"""Horovod's Gloo rendezvous server (unauthenticated HTTP) listens on the ranks' address, never on every
+interface, and not at all with ``horovod=False`` (direct launcher, np=-2: the driver hosts it).
 
 The test looks at this process's own listening sockets with psutil once every rank has connected (the server,
 when there is one, listens before the ranks start); the ranks wait until it has looked.
@@ -79,8 +79,8 @@ def run_watching_listeners(main: Any, tmp_path: Path, **options: Any) -> tuple[i
     return value, seen
 
 
-def test_a_run_without_horovod_starts_no_rendezvous_server(tmp_path: Path) -> None:
-    port, seen = run_watching_listeners(plain_function, tmp_path)
+def test_horovod_false_starts_no_rendezvous_server(tmp_path: Path) -> None:
+    port, seen = run_watching_listeners(plain_function, tmp_path, horovod=False)
     assert port not in {p for _, p in seen}
     assert seen, "the driver channel should have been seen listening"
     assert all(ip == "127.0.0.1" for ip, _ in seen)
@@ -92,6 +92,6 @@ def test_a_horovod_run_hosts_the_rendezvous_on_the_ranks_address_only(tmp_path: 
     assert all(ip == "127.0.0.1" for ip, _ in seen), seen
 
 
-def test_horovod_true_starts_it_for_a_function_that_does_not_mention_it(tmp_path: Path) -> None:
-    port, seen = run_watching_listeners(plain_function, tmp_path, horovod=True)
+def test_it_is_hosted_for_a_function_that_does_not_mention_horovod(tmp_path: Path) -> None:
+    port, seen = run_watching_listeners(plain_function, tmp_path)
     assert ("127.0.0.1", port) in seen

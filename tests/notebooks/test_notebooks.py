@@ -25,6 +25,7 @@ def _needs(module: str) -> pytest.MarkDecorator:
         pytest.param("02_horovod", marks=_needs("horovod")),
         "03_tensorflow_mwms",
         pytest.param("04_end_to_end", marks=pytest.mark.spark),
+        pytest.param("05_frameworks", marks=[_needs("pytorch_lightning"), _needs("transformers")]),
     ],
 )
 def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
