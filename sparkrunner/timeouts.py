@@ -92,6 +92,12 @@ BACKGROUND_STOP_JOIN_S = _timing(
 DATA_PROGRESS_EVERY_S = _timing(
     "DATA_PROGRESS_EVERY_S", 5.0, "between two progress lines of a materialize job"
 )
+ANATOMY_WINDOW_S = _timing(
+    "ANATOMY_WINDOW_S", 5.0, "the longest window of steps a rank sums up in one step-anatomy message"
+)
+ANATOMY_TABLE_EVERY_S = _timing(
+    "ANATOMY_TABLE_EVERY_S", 10.0, "between two per-rank step-anatomy tables in the driver's log (terminal)"
+)
 TOOL_TIMEOUT_S = _timing("TOOL_TIMEOUT_S", 20.0, "`sparkrunner check`: one external tool's version command")
 
 # -- the channel

@@ -1,0 +1,99 @@
+"""Step anatomy, driver side: every rank's windows, straggler warnings, a live per-rank table, the run's table.
+
+The ranks' half (what a step is, how its parts are timed) is `sparkrunner.ranks.anatomy`. The run's table
+(`RunRecord.step_anatomy`) comes from each rank's final summary, over all of its steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from sparkrunner.channel.messages import StepAnatomy
+from sparkrunner.errors import StragglerWarning
+from sparkrunner.observe.observers import RunObserver, RunRecord
+from sparkrunner.observe.stragglers import StragglerDetector
+from sparkrunner.timeouts import ANATOMY_TABLE_EVERY_S
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+PARTS = ("data", "compute", "comm", "own", "step")
+
+
+class AnatomyObserver(RunObserver):
+    """Follows the ranks' step anatomy: warns about stragglers, shows a live table, fills the run's record."""
+
+    def __init__(self, show: bool = True) -> None:
+        self._show = show
+        self._lock = threading.Lock()
+        self.history: list[tuple[int, float, StepAnatomy]] = []
+        """(rank, seconds since the start, window) of every window so far: the live views and the report."""
+        self._finals: dict[int, StepAnatomy] = {}
+        self._detector = StragglerDetector(0)
+        self._started = self._shown = 0.0
+
+    def on_start(self, record: RunRecord) -> None:
+        with self._lock:
+            self.history, self._finals = [], {}
+            self._detector = StragglerDetector(abs(record.np))
+            self._started = self._shown = time.monotonic()
+
+    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+        with self._lock:
+            if anatomy.final:
+                self._finals[rank] = anatomy
+                return
+            now = time.monotonic()
+            self.history.append((rank, now - self._started, anatomy))
+            stragglers = self._detector.add(rank, anatomy)
+            show = self._show and now - self._shown >= ANATOMY_TABLE_EVERY_S
+            if show:
+                self._shown = now
+        for straggler in stragglers:
+            warnings.warn(straggler.message(), StragglerWarning, stacklevel=1)
+        if show:
+            log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
+
+    def latest(self) -> dict[int, StepAnatomy]:
+        """Each rank's latest window."""
+        with self._lock:
+            return {rank: window for rank, _, window in self.history}
+
+    def on_end(self, record: RunRecord) -> None:
+        with self._lock:
+            finals = dict(self._finals)
+        if finals:
+            record.step_anatomy = anatomy_table(finals)
+
+
+def anatomy_table(summaries: dict[int, StepAnatomy]) -> pd.DataFrame:
+    """Per rank (the index): host, steps, then the median and p95 seconds of every part."""
+    import pandas as pd
+
+    rows = {}
+    for rank, summary in sorted(summaries.items()):
+        row: dict[str, Any] = {"host": summary.host, "steps": summary.steps}
+        for part in PARTS:
+            row[f"{part}_median_s"] = summary.median[part]
+            row[f"{part}_p95_s"] = summary.p95[part]
+        rows[rank] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "rank"
+    return table
+
+
+def live_table(latest: dict[int, StepAnatomy]) -> str:
+    """A compact text table of each rank's latest window: steps/s and the median ms of every part."""
+    lines = [f"{'rank':>4} {'steps/s':>8} " + " ".join(f"{part:>8}" for part in PARTS)]
+    for rank, window in sorted(latest.items()):
+        step = window.median["step"]
+        rate = f"{1 / step:8.1f}" if step > 0 else f"{'-':>8}"
+        parts = " ".join(f"{window.median[part] * 1000:8.1f}" for part in PARTS)
+        lines.append(f"{rank:>4} {rate} {parts}")
+    return "\n".join(lines)
