@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.messages import StepAnatomy
@@ -112,7 +112,9 @@ class StepClock:
             self._window.append(row)
             self._all.append(row)
         self._start, self._data = now, 0.0
-        if len(self._window) >= WINDOW_STEPS or (self._window and now - self._window_start >= ANATOMY_WINDOW_S):
+        if len(self._window) >= WINDOW_STEPS or (
+            self._window and now - self._window_start >= ANATOMY_WINDOW_S
+        ):
             self._send(self._window, final=False)
             self._window, self._window_start = [], now
 
@@ -128,9 +130,7 @@ class StepClock:
         median, p95 = summarize(rows)
         task = os.environ.get(Env.STARTED_BY_TASK)
         host = socket.gethostname()
-        message = StepAnatomy(
-            self._windows, len(rows), median, p95, host, int(task) if task else None, final
-        )
+        message = StepAnatomy(self._windows, len(rows), median, p95, host, int(task) if task else None, final)
         self._windows += 1
         send_to_driver(message)
 
@@ -204,4 +204,3 @@ def timed(iterable: Iterable[T]) -> Iterator[T]:
         close = getattr(batches, "close", None)
         if close is not None:
             close()
-

@@ -22,8 +22,8 @@ from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
-from sparkrunner.ranks import api as rank
 from sparkrunner.ranks import anatomy, fast_exit
+from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.recovery import graceful_stop
