@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.errors import StragglerWarning
 from sparkrunner.observe.observers import RunObserver, RunRecord
+from sparkrunner.observe.report import save_report
 from sparkrunner.observe.stragglers import StragglerDetector
 from sparkrunner.timeouts import ANATOMY_TABLE_EVERY_S
 
@@ -35,12 +36,14 @@ class AnatomyObserver(RunObserver):
         self.history: list[tuple[int, float, StepAnatomy]] = []
         """(rank, seconds since the start, window) of every window so far: the live views and the report."""
         self._finals: dict[int, StepAnatomy] = {}
+        self.stragglers: list[str] = []
+        """The straggler warnings of the run so far."""
         self._detector = StragglerDetector(0)
         self._started = self._shown = 0.0
 
     def on_start(self, record: RunRecord) -> None:
         with self._lock:
-            self.history, self._finals = [], {}
+            self.history, self._finals, self.stragglers = [], {}, []
             self._detector = StragglerDetector(abs(record.np))
             self._started = self._shown = time.monotonic()
 
@@ -51,12 +54,13 @@ class AnatomyObserver(RunObserver):
                 return
             now = time.monotonic()
             self.history.append((rank, now - self._started, anatomy))
-            stragglers = self._detector.add(rank, anatomy)
+            stragglers = [s.message() for s in self._detector.add(rank, anatomy)]
+            self.stragglers += stragglers
             show = self._show and now - self._shown >= ANATOMY_TABLE_EVERY_S
             if show:
                 self._shown = now
         for straggler in stragglers:
-            warnings.warn(straggler.message(), StragglerWarning, stacklevel=1)
+            warnings.warn(straggler, StragglerWarning, stacklevel=1)
         if show:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
 
@@ -70,6 +74,9 @@ class AnatomyObserver(RunObserver):
             finals = dict(self._finals)
         if finals:
             record.step_anatomy = anatomy_table(finals)
+        if finals or self.history:
+            record.report_path = save_report(record, self.history, self.stragglers)
+            log.info("run report (throughput and step anatomy per rank): %s", record.report_path)
 
 
 def anatomy_table(summaries: dict[int, StepAnatomy]) -> pd.DataFrame:
