@@ -98,6 +98,9 @@ ANATOMY_WINDOW_S = _timing(
 ANATOMY_TABLE_EVERY_S = _timing(
     "ANATOMY_TABLE_EVERY_S", 10.0, "between two per-rank step-anatomy tables in the driver's log (terminal)"
 )
+LIVE_VIEW_REFRESH_S = _timing(
+    "LIVE_VIEW_REFRESH_S", 1.0, "between two redraws of the notebook's live view (redrawn as windows arrive)"
+)
 TOOL_TIMEOUT_S = _timing("TOOL_TIMEOUT_S", 20.0, "`sparkrunner check`: one external tool's version command")
 
 # -- the channel

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.errors import StragglerWarning
+from sparkrunner.observe.live_view import NotebookView
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.report import save_report
 from sparkrunner.observe.stragglers import StragglerDetector
@@ -40,12 +41,14 @@ class AnatomyObserver(RunObserver):
         """The straggler warnings of the run so far."""
         self._detector = StragglerDetector(0)
         self._started = self._shown = 0.0
+        self._view: NotebookView | None = None
 
     def on_start(self, record: RunRecord) -> None:
         with self._lock:
             self.history, self._finals, self.stragglers = [], {}, []
             self._detector = StragglerDetector(abs(record.np))
             self._started = self._shown = time.monotonic()
+            self._view = NotebookView() if self._show and NotebookView.available() else None
 
     def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
         with self._lock:
@@ -59,9 +62,11 @@ class AnatomyObserver(RunObserver):
             show = self._show and now - self._shown >= ANATOMY_TABLE_EVERY_S
             if show:
                 self._shown = now
+            if self._view is not None:
+                self._view.refresh(self.history)
         for straggler in stragglers:
             warnings.warn(straggler, StragglerWarning, stacklevel=1)
-        if show:
+        if show and self._view is None:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
 
     def latest(self) -> dict[int, StepAnatomy]:
@@ -74,6 +79,8 @@ class AnatomyObserver(RunObserver):
             finals = dict(self._finals)
         if finals:
             record.step_anatomy = anatomy_table(finals)
+        if self._view is not None:
+            self._view.refresh(self.history, force=True)
         if finals or self.history:
             record.report_path = save_report(record, self.history, self.stragglers)
             log.info("run report (throughput and step anatomy per rank): %s", record.report_path)
