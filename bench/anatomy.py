@@ -17,11 +17,14 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from typing import Any
 
 from sparkrunner import Runner, StragglerWarning
+
+_ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # ranks share this machine's cores: no oversubscribed torch threads
 
 
 def ddp_loop(steps: int, width: int, slow_from: int | None, slow_s: float, step_s: float) -> dict[str, Any]:
@@ -75,7 +78,7 @@ def detection(inject_at: int, steps: int) -> tuple[float, int] | None:
 
     warnings.showwarning = note
     try:
-        runner = Runner(np=-4, launcher="direct", tracking=False, progress=False)
+        runner = Runner(np=-4, launcher="direct", tracking=False, progress=False, env=_ONE_THREAD)
         stamps = runner.run_all(ddp_loop, steps, 8, inject_at, 0.01, 0.03)[3]["stamps"]
     finally:
         warnings.showwarning = show
@@ -91,6 +94,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--inject-at", type=int, default=60)
     args = parser.parse_args()
+    os.environ.setdefault("SPARKRUNNER_REPORT_DIR", tempfile.mkdtemp(prefix="bench-anatomy-"))
     on, off = overhead(args.repeats, args.steps)
     ratio = statistics.median(on) / statistics.median(off)
     print(

@@ -6,6 +6,8 @@ The ranks' half (what a step is, how its parts are timed) is `sparkrunner.ranks.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -14,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.errors import StragglerWarning
+from sparkrunner.observe.executors import executor_of_task
 from sparkrunner.observe.live_view import NotebookView
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.report import save_report
-from sparkrunner.observe.stragglers import StragglerDetector
+from sparkrunner.observe.stragglers import Straggler, StragglerDetector
 from sparkrunner.timeouts import ANATOMY_TABLE_EVERY_S
 
 if TYPE_CHECKING:
@@ -42,8 +45,10 @@ class AnatomyObserver(RunObserver):
         self._detector = StragglerDetector(0)
         self._started = self._shown = 0.0
         self._view: NotebookView | None = None
+        self._record: RunRecord | None = None
 
     def on_start(self, record: RunRecord) -> None:
+        self._record = record
         with self._lock:
             self.history, self._finals, self.stragglers = [], {}, []
             self._detector = StragglerDetector(abs(record.np))
@@ -57,7 +62,7 @@ class AnatomyObserver(RunObserver):
                 return
             now = time.monotonic()
             self.history.append((rank, now - self._started, anatomy))
-            stragglers = [s.message() for s in self._detector.add(rank, anatomy)]
+            stragglers = [self._name(s) for s in self._detector.add(rank, anatomy)]
             self.stragglers += stragglers
             show = self._show and now - self._shown >= ANATOMY_TABLE_EVERY_S
             if show:
@@ -68,6 +73,17 @@ class AnatomyObserver(RunObserver):
             warnings.warn(straggler, StragglerWarning, stacklevel=1)
         if show and self._view is None:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
+
+    def _name(self, straggler: Straggler) -> str:
+        """The warning's text, naming the executor of the rank's barrier task when Spark can tell it."""
+        if straggler.task is not None:
+            with contextlib.suppress(Exception):  # a warning without its executor beats none
+                executor = executor_of_task(self._job_group(), straggler.task)
+                straggler = dataclasses.replace(straggler, executor=executor)
+        return straggler.message()
+
+    def _job_group(self) -> str | None:
+        return None if self._record is None else self._record.spark_job_group
 
     def latest(self) -> dict[int, StepAnatomy]:
         """Each rank's latest window."""

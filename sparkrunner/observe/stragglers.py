@@ -35,9 +35,12 @@ class Straggler:
     """own time / the ranks' median own time - 1 (0.34: 34% slower)."""
     cause: str
     """"data" or "compute"."""
+    executor: str | None = None
+    """The Spark executor that ran its barrier task, when known."""
 
     def message(self) -> str:
         where = "the driver" if self.task is None else f"barrier task {self.task}"
+        where += "" if self.executor is None else f", executor {self.executor}"
         return (
             f"rank {self.rank} on {self.host} ({where}): {self.slower:.0%} slower than the median of the "
             f"ranks (its step less its wait in collectives, over the last {SUSTAINED} windows); most of the "
