@@ -118,7 +118,14 @@ def _patch_ddp(module: ModuleType, record: Record) -> None:
                 register(self, self.process_group, _timed_hook(default_hooks.allreduce_hook, record))
         return forward(self, *args, **kwargs)
 
+    builtin = ddp._register_builtin_comm_hook
+
+    def register_builtin_comm_hook(self: Any, comm_hook_type: Any) -> None:
+        self._sparkrunner_timed = True  # a C++ hook cannot be wrapped, and a DDP takes one hook only
+        builtin(self, comm_hook_type)
+
     ddp.register_comm_hook = functools.wraps(register)(register_comm_hook)
+    ddp._register_builtin_comm_hook = functools.wraps(builtin)(register_builtin_comm_hook)
     ddp.forward = functools.wraps(forward)(timed_forward)
 
 
