@@ -17,6 +17,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
     SparkRunnerWarning,
     StartTimeoutError,
+    StragglerWarning,
 )
 from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
 from sparkrunner.recovery import (
@@ -32,6 +33,7 @@ from sparkrunner.recovery import (
 if TYPE_CHECKING:
     from sparkrunner.observe.observers import RunObserver, RunRecord
     from sparkrunner.observe.tracking import MlflowTracking
+    from sparkrunner.ranks.anatomy import timed
     from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
     from sparkrunner.runner import HorovodRunner, Runner
 
@@ -45,6 +47,7 @@ _LAZY = {
     "TorchProgress": "sparkrunner.ranks.progress",
     "keras_callback": "sparkrunner.ranks.progress",
     "report_progress": "sparkrunner.ranks.progress",
+    "timed": "sparkrunner.ranks.anatomy",
     "HorovodRunner": "sparkrunner.runner",
     "Runner": "sparkrunner.runner",
     "MlflowTracking": "sparkrunner.observe.tracking",
@@ -80,6 +83,7 @@ __all__ = [
     "SparkRunnerError",
     "SparkRunnerWarning",
     "StartTimeoutError",
+    "StragglerWarning",
     "TorchProgress",
     "keras_callback",
     "latest_sharded_checkpoint",
@@ -91,4 +95,5 @@ __all__ = [
     "save_checkpoint",
     "sharded_checkpoint",
     "stopping",
+    "timed",
 ]

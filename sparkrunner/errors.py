@@ -51,6 +51,11 @@ class SparkRunnerWarning(UserWarning):
     """Something in a run the person should know, that does not stop it (e.g. a host's GPUs left unused)."""
 
 
+class StragglerWarning(SparkRunnerWarning):
+    """One rank's own step time (its step less its wait in collectives) stayed well above the ranks' median:
+    the message names the rank, where it runs, and whether data or compute explains the gap."""
+
+
 class HangError(SparkRunnerError, TimeoutError):
     """Ranks did not get on in time. `stack_report` (a `sparkrunner.driver.stacks.StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""

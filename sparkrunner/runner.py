@@ -23,6 +23,7 @@ from sparkrunner.errors import (
 )
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
 from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
 from sparkrunner.observe.tracking import tracking_observer
@@ -128,7 +129,8 @@ class Runner:
             ranks_per_task=ranks_per_task, port_range=port_range,
         )  # fmt: skip
         self.recovery = RecoveryOptions.of(self.options)
-        self._observers = [ProgressObserver(show=bool(progress)), *tracking_observer(tracking), *observers]
+        live = [ProgressObserver(show=bool(progress)), AnatomyObserver(show=bool(progress))]
+        self._observers = [*live, *tracking_observer(tracking), *observers]
         self._in_flight = InFlightWatch()
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}

@@ -97,6 +97,18 @@ BACKGROUND_STOP_JOIN_S = _timing(
 DATA_PROGRESS_EVERY_S = _timing(
     "DATA_PROGRESS_EVERY_S", 5.0, "between two progress lines of a materialize job"
 )
+ANATOMY_WINDOW_S = _timing(
+    "ANATOMY_WINDOW_S", 5.0, "the longest window of steps a rank sums up in one step-anatomy message"
+)
+ANATOMY_TABLE_EVERY_S = _timing(
+    "ANATOMY_TABLE_EVERY_S", 10.0, "between two per-rank step-anatomy tables in the driver's log (terminal)"
+)
+LIVE_VIEW_REFRESH_S = _timing(
+    "LIVE_VIEW_REFRESH_S", 1.0, "between two redraws of the notebook's live view (redrawn as windows arrive)"
+)
+SPARK_REST_TIMEOUT_S = _timing(
+    "SPARK_REST_TIMEOUT_S", 2.0, "one question to Spark's REST API (which executor ran a straggler's task)"
+)
 TOOL_TIMEOUT_S = _timing("TOOL_TIMEOUT_S", 20.0, "`sparkrunner check`: one external tool's version command")
 
 # -- the channel

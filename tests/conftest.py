@@ -31,6 +31,7 @@ cloudpickle.register_pickle_by_value(tests)
 # Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
 _MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
 os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
+os.environ.setdefault("SPARKRUNNER_REPORT_DIR", os.path.join(_MLFLOW_DIR, "reports"))  # runs' HTML reports
 
 _session: dict[str, Any] = {}
 

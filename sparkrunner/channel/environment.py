@@ -29,4 +29,6 @@ class Env:
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
     PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range
     CACHE_MAX_BYTES = "SPARKRUNNER_CACHE_MAX_BYTES"  # set by the user: the materialize cache's size limit
+    ANATOMY = "SPARKRUNNER_ANATOMY"  # set by the user: "0" turns the step anatomy (and straggler alerts) off
+    REPORT_DIR = "SPARKRUNNER_REPORT_DIR"  # set by the user: where the driver saves each run's HTML report
     DATA_CACHE = "SPARKRUNNER_DATA_CACHE"  # set by the user: where materialize writes (default ~/.cache/...)

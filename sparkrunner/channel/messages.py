@@ -123,6 +123,23 @@ class Progress(Message, kind="progress"):
 
 
 @dataclass(frozen=True)
+class StepAnatomy(Message, kind="step_anatomy"):
+    """Where one rank's steps went over a window of steps (`final`: over the whole run), sent once per window.
+
+    `median` and `p95` map each part ("step", "data", "comm", "compute", "own") to seconds; `host` and `task`
+    name where the rank runs, for the driver's straggler warning.
+    """
+
+    window: int
+    steps: int
+    median: dict[str, float]
+    p95: dict[str, float]
+    host: str
+    task: int | None
+    final: bool
+
+
+@dataclass(frozen=True)
 class File(Message, kind="file"):
     """`send_file_to_driver`: a file's name and content."""
 

@@ -10,6 +10,7 @@ from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_choice, check_number
+from sparkrunner.ranks.anatomy import timed
 from sparkrunner.ranks.api import rank_context
 
 READERS = ("arrow", "petastorm")
@@ -88,6 +89,10 @@ class NumpyLoader:
         self.epoch = check_number("epoch", epoch, 0)
 
     def __iter__(self) -> Iterator[Chunk]:
+        return timed(self.untimed())
+
+    def untimed(self) -> Iterator[Chunk]:
+        """The batches, without counting steps: for a reader that runs ahead of the loop (tf.data)."""
         chunks = prefetched(self._read, self.prefetch)
         try:
             if self.shuffle:

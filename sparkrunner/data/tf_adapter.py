@@ -27,6 +27,6 @@ def tf_dataset(data: ParquetData, batch_size: int, epochs: int = 1, **options: A
     def generate() -> Iterator[Chunk]:
         for epoch in range(epochs):
             loader.set_epoch(epoch)
-            yield from loader
+            yield from loader.untimed()  # tf.data reads ahead: steps come from the Keras callback
 
     return tf.data.Dataset.from_generator(generate, output_signature=specs)

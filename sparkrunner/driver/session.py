@@ -105,6 +105,8 @@ class DriverSession:
                 self._warn_once(text)
             case m.Progress():
                 self._observer.on_progress(rank, message)
+            case m.StepAnatomy():
+                self._observer.on_anatomy(rank, message)
             case m.Result() | m.Error():
                 self._on_outcome(conn, rank, message)
             case m.File(name=name, data=data):

@@ -17,7 +17,7 @@ from sparkrunner.observe.timings import rank_throughput
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sparkrunner.channel.messages import Progress
+    from sparkrunner.channel.messages import Progress, StepAnatomy
     from sparkrunner.errors import RankFailedError
     from sparkrunner.recovery.attempts import AttemptRecord
 
@@ -39,6 +39,9 @@ class RunRecord:
         timings: one row per progress report (see `sparkrunner.progress`), or None without reports.
         mlflow_run_id: the MLflow run that recorded this run, or None when tracking is off.
         attempts: one `AttemptRecord` (start, end, error) per attempt; more than one with ``max_failures``.
+        step_anatomy: per rank, the median and p95 seconds of each part of its steps (data, comm, compute,
+            own = step - comm, step), or None when no rank counted steps (`sparkrunner.observe.anatomy`).
+        report_path: the run's HTML report (throughput and step anatomy per rank), or None.
         spark_job_group: the Spark job group (a job tag on Spark Connect) of the current or last attempt's
             barrier job, set when it starts: ``sc.cancelJobGroup(group)`` stops the run (`RunCancelledError`).
     """
@@ -54,6 +57,8 @@ class RunRecord:
     mlflow_run_id: str | None = None
     attempts: list[AttemptRecord] = field(default_factory=list)
     spark_job_group: str | None = None
+    step_anatomy: pd.DataFrame | None = None
+    report_path: str | None = None
 
     def rank_throughput(self) -> pd.DataFrame | None:
         """Per-rank steps, seconds per step and steps (and samples) per second; slowest rank first."""
@@ -79,6 +84,9 @@ class RunObserver:
 
     def on_progress(self, rank: int, progress: Progress) -> None:
         """A rank reported a finished training step (`sparkrunner.report_progress`)."""
+
+    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+        """A rank summed up where a window of its steps went (`sparkrunner.ranks.anatomy`)."""
 
     def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
         """Lines a rank printed on `stream` ("stdout" or "stderr"), whatever `driver_log_verbosity` is."""
@@ -115,6 +123,9 @@ class Observers(RunObserver):
 
     def on_progress(self, rank: int, progress: Progress) -> None:
         self._each("on_progress", rank, progress)
+
+    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+        self._each("on_anatomy", rank, anatomy)
 
     def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
         self._each("on_rank_output", rank, stream, lines)

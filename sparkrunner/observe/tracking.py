@@ -110,6 +110,9 @@ class MlflowTracking(RunObserver):
         if record.timings is not None:
             _log_timings(client, run_id, record, now, metrics, tags)
         _attempts(record, now, metrics, tags)
+        metrics += anatomy_metrics(record, now)
+        if record.report_path is not None:
+            client.log_artifact(run_id, record.report_path, _ARTIFACTS)
         if record.error is not None:
             tags["sparkrunner.error"] = f"{type(record.error).__name__}: {record.error}"[:5000]
             client.log_text(
@@ -149,6 +152,15 @@ def _attempts(record: RunRecord, now: int, metrics: list[Any], tags: dict[str, s
         if attempt.error is not None:
             text = f"{type(attempt.error).__name__}: {attempt.error}"[:5000]
             tags[f"sparkrunner.attempt.{attempt.number}.error"] = text
+
+
+def anatomy_metrics(record: RunRecord, now: int) -> list[Any]:
+    """``rank{N}.{part}_median_s`` and ``..._p95_s`` for every rank and part of `record.step_anatomy`."""
+    table = record.step_anatomy
+    if table is None:
+        return []
+    columns = [c for c in table.columns if c.endswith(("_median_s", "_p95_s"))]
+    return [_metric(f"rank{rank}.{c}", float(row[c]), now) for rank, row in table.iterrows() for c in columns]
 
 
 def _metric(key: str, value: float, timestamp_ms: int, step: int = 0) -> Any:

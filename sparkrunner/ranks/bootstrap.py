@@ -22,8 +22,8 @@ from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
+from sparkrunner.ranks import anatomy, fast_exit
 from sparkrunner.ranks import api as rank
-from sparkrunner.ranks import fast_exit
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.recovery import graceful_stop
@@ -137,8 +137,10 @@ def main() -> int:
         return 1
     watch = DriverWatch(conn)
     rank.attach(conn)
+    anatomy.start()
     try:
         outcome = _outcome(first.call, me.rank == 0 or os.environ.get(Env.RESULTS) == "all")
+        anatomy.finish()
         timeline = horovod_env.finish_timeline()
         if timeline is not None:
             rank.send_file_to_driver(timeline)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sized
 from typing import Any
 
 from sparkrunner.channel.messages import Progress
+from sparkrunner.ranks import anatomy
 from sparkrunner.ranks.api import send_to_driver
 
 _last_step: dict[str, int] = {}
@@ -39,6 +40,9 @@ def report_progress(
     _last_step["step"] = step
     numbers = {str(k): float(v) for k, v in metrics.items()}
     epoch, total, samples = (None if n is None else int(n) for n in (epoch, total, samples))
+    clock = anatomy.clock()
+    if clock is not None:
+        clock.report()
     return send_to_driver(Progress(step, epoch, total, samples, time.monotonic(), numbers))
 
 

@@ -1,0 +1,62 @@
+"""Straggler detection on hand-made windows, and the rank's summaries against numpy's percentiles."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkrunner.channel.messages import StepAnatomy
+from sparkrunner.observe.stragglers import StragglerDetector
+from sparkrunner.ranks.anatomy import summarize
+
+
+def window(index: int, data: float, compute: float) -> StepAnatomy:
+    median = {"data": data, "compute": compute, "own": data + compute, "comm": 0.0, "step": 0.1}
+    return StepAnatomy(index, 25, median, median, "host-b", 3, False)
+
+
+def feed(detector: StragglerDetector, windows: list[dict[int, tuple[float, float]]]) -> list:
+    found = []
+    for index, ranks in enumerate(windows):
+        for rank, (data, compute) in ranks.items():
+            found += detector.add(rank, window(index, data, compute))
+    return found
+
+
+HEALTHY = {0: (0.01, 0.05), 1: (0.01, 0.05), 2: (0.01, 0.05)}
+
+
+def test_a_rank_slow_in_two_windows_is_named_once_with_the_larger_gap() -> None:
+    slow = {**HEALTHY, 3: (0.025, 0.05)}  # own 0.075 against 0.06: 25% slower, all of it data
+    found = feed(StragglerDetector(4), [slow, slow, slow])
+    assert [(s.rank, s.cause, round(s.slower, 2)) for s in found] == [(3, "data", 0.25)]
+    assert found[0].message().startswith("rank 3 on host-b (barrier task 3): 25% slower")
+    assert found[0].message().endswith("most of the extra time is waiting for data")
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [
+        [{**HEALTHY, 3: (0.01, 0.059)}] * 3,  # 15% slower: under the threshold
+        [{**HEALTHY, 3: (0.01, 0.08)}, {**HEALTHY, 3: (0.01, 0.05)}] * 2,  # slow, never two windows running
+    ],
+)
+def test_a_gap_under_the_threshold_or_not_sustained_is_not_named(windows: list) -> None:
+    assert feed(StragglerDetector(4), windows) == []
+
+
+def test_two_ranks_are_not_judged() -> None:
+    assert feed(StragglerDetector(2), [{0: (0.01, 0.05), 1: (0.01, 0.5)}] * 3) == []
+
+
+def test_summaries_match_numpy_percentiles() -> None:
+    rng = np.random.default_rng(0)
+    values = rng.uniform(0.0, 0.01, size=(101, 3))
+    values[:, 0] += 0.03  # step, data, comm: the step outlasts its parts
+    rows = [tuple(v) for v in values]
+    median, p95 = summarize(rows)
+    step, data, comm = (np.array(c) for c in zip(*rows, strict=True))
+    for part, values in {"step": step, "data": data, "comm": comm, "own": step - comm}.items():
+        assert median[part] == pytest.approx(np.percentile(values, 50))
+        assert p95[part] == pytest.approx(np.percentile(values, 95))
+    assert median["compute"] == pytest.approx(np.percentile(step - data - comm, 50))
