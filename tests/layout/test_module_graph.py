@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"
 RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.recovery.graceful_stop", "sparkrunner.recovery.sharded",
         "sparkrunner.data.loader", "sparkrunner.data.torch_adapter", "sparkrunner.data.tf_adapter",
         "sparkrunner.data.arrow_reader", "sparkrunner.data.petastorm_reader", "sparkrunner.data.batching",
-        "sparkrunner.data.prefetch", "sparkrunner.data.resume")  # fmt: skip
+        "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch")  # fmt: skip
 TASK = ("sparkrunner.tasks.",)
 DRIVER = ("sparkrunner.driver.", "sparkrunner.placement.", "sparkrunner.observe.", "sparkrunner.runner",
           "sparkrunner.compat.",
