@@ -76,7 +76,7 @@ class NumpyLoader:
         self.prefetch = prefetch
         self.shuffle_buffer_rows = shuffle_buffer_rows
         self.epoch = 0
-        self._segments: list[tuple[int, int]] = []  # earlier stretches of this epoch, resumed from
+        self._segments: list[tuple[int, int, int]] = []  # earlier stretches of this epoch, resumed from
         self._left: np.ndarray | None = None  # the epoch's rows they left, when resumed
         self._yielded = 0
         self.steps = self._steps()
@@ -100,7 +100,7 @@ class NumpyLoader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where this epoch is: save it in a checkpoint (rank 0's is everyone's: all ranks are at one step)."""
-        segments = [*self._segments, (self.world_size, self._yielded)]
+        segments = [*self._segments, (self.world_size, self.batch_size, self._yielded)]
         return {"epoch": self.epoch, "segments": segments, "rows": self.data.num_rows}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -113,7 +113,7 @@ class NumpyLoader:
                 f"reader='arrow')"
             )
         self.epoch = check_number("epoch", state["epoch"], 0)
-        self._segments = [(int(w), int(s)) for w, s in state["segments"]]
+        self._segments = [(int(w), int(b), int(s)) for w, b, s in state["segments"]]
         self._left = resume.rows_left(self._plan(), self._segments)
         self._yielded = 0
         self.steps = self._steps()

@@ -1,8 +1,8 @@
 """Mid-epoch resume at any world size: which rows of an epoch are left, and how the new ranks split them.
 
 An epoch's rows form one sequence (row groups in the epoch's seeded order, laid end to end; a row is its
-position there). A loader's state is the epoch and its *segments*: ``(world_size, steps)`` for each stretch
-of the epoch run at one size. What a rank of a segment read is fully determined by the metadata, the seed and
+position there). A loader's state is the epoch and its *segments*: ``(world_size, batch_size, steps)`` for
+each stretch of the epoch run at one size (the per-rank batch may change with it, see `global_batch`). What a rank of a segment read is fully determined by the metadata, the seed and
 the segment (its range of the sequence, cut into one chunk per row-group run, shuffled by a seeded generator
 that only looks at chunk sizes), so any rank replays every segment without reading data or talking to its
 peers, removes what was read, and splits the rest among the new world size, exactly as an epoch start
@@ -13,7 +13,7 @@ splits the whole sequence. No row is read twice or left out of the epoch, except
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,15 +47,15 @@ class Plan:
         return rows // per_step if self.remainder == "drop" else -(-rows // per_step)
 
 
-def rows_left(plan: Plan, segments: Sequence[tuple[int, int]]) -> np.ndarray:
+def rows_left(plan: Plan, segments: Sequence[tuple[int, int, int]]) -> np.ndarray:
     """The epoch sequence's positions no segment read, in sequence order."""
     left = np.arange(sum(plan.group_rows), dtype=np.int64)
-    for number, (world_size, steps) in enumerate(segments):
+    for number, (world_size, batch_size, steps) in enumerate(segments):
+        then = replace(plan, batch_size=batch_size)
         read = [
-            rank_order(plan, left, world_size, rank, number)[: steps * plan.batch_size]
-            for rank in range(world_size)
+            rank_order(then, left, world_size, r, number)[: steps * batch_size] for r in range(world_size)
         ]
-        left = left[~np.isin(left, np.concatenate(read))]
+        left = left[~np.isin(left, np.concatenate([left[:0], *read]))]
     return left
 
 

@@ -23,13 +23,18 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> ParquetData:
 
 
 def read_steps(
-    data: ParquetData, world: int, steps: int | None, state: dict | None, **options: object
+    data: ParquetData,
+    world: int,
+    steps: int | None,
+    state: dict | None,
+    batch: int = BATCH,
+    **options: object,
 ) -> tuple[list[np.ndarray], dict]:
     """`steps` batches (None: to the epoch's end) on each of `world` ranks resumed from `state`; the ids read
     and rank 0's state after them."""
     ids, states = [], []
     for rank in range(world):
-        loader = NumpyLoader(data, BATCH, rank=rank, world_size=world, **options)  # type: ignore[arg-type]
+        loader = NumpyLoader(data, batch, rank=rank, world_size=world, **options)  # type: ignore[arg-type]
         loader.set_epoch(2)
         if state is not None:
             loader.load_state_dict(state)
@@ -48,13 +53,13 @@ def test_an_epoch_resumed_at_4_then_2_then_3_ranks_reads_every_row_once(
     data: ParquetData, options: dict
 ) -> None:
     first, state = read_steps(data, 4, 5, None, **options)
-    second, state = read_steps(data, 2, 7, state, **options)
+    second, state = read_steps(data, 2, 7, state, 2 * BATCH, **options)  # the same global batch
     last, state = read_steps(data, 3, None, state, **options)
     reads = np.bincount(np.concatenate(first + second + last), minlength=TOTAL)
     assert reads.max() == 1, f"rows read twice: {np.flatnonzero(reads > 1)}"
     assert (reads == 0).sum() < 3 * BATCH, "only the last step's remainder may be left out of the epoch"
     assert len(first) == 4 * 5 and len(second) == 2 * 7
-    assert state["segments"][:2] == [(4, 5), (2, 7)]
+    assert state["segments"][:2] == [(4, BATCH, 5), (2, 2 * BATCH, 7)]
 
 
 def test_an_uninterrupted_epoch_is_unchanged_by_saving_its_state(data: ParquetData) -> None:
@@ -67,7 +72,7 @@ def test_an_uninterrupted_epoch_is_unchanged_by_saving_its_state(data: ParquetDa
 def test_a_state_from_other_data_is_refused(data: ParquetData) -> None:
     loader = NumpyLoader(data, BATCH, rank=0, world_size=2)
     with pytest.raises(InvalidArgumentError, match="dataset of 99 rows"):
-        loader.load_state_dict({"epoch": 0, "segments": [(2, 1)], "rows": 99})
+        loader.load_state_dict({"epoch": 0, "segments": [(2, BATCH, 1)], "rows": 99})
 
 
 @pytest.mark.parametrize(("world", "split"), [(4, (8, 2)), (2, (8, 4)), (3, None)])
