@@ -63,15 +63,9 @@ def main() -> None:
     parser.add_argument("--launcher", choices=("direct", "mpirun"), default="direct")
     args = parser.parse_args()
     os.environ.setdefault("SPARKRUNNER_TEST_SESSION", uuid.uuid4().hex)  # how the holder finds ranks
-    from pyspark.sql import SparkSession
+    from bench.launch import bench_session
 
-    spark = (
-        SparkSession.builder.master(MASTER)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session(MASTER)
     try:
         rows = [one_run(spark, args.launcher) for _ in range(args.repeats)]
     finally:

@@ -55,7 +55,8 @@ class Runner:
     """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
     Args:
-        np: ranks to start (or ``(min, max)``: an elastic run, see docs/elastic.md). ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
+        np: ranks to start. ``(min, max)``: an elastic run, sized by the slots there are (docs/elastic.md).
+            ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
             else this thread's active one, else the process's default one (classic or Spark Connect). ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
         spark: the SparkSession to use when ``np > 0``; defaults to the active one.
         launcher: ``"auto"``, or the name of a launcher (``"direct"``: one process per task).
