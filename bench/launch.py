@@ -94,13 +94,13 @@ def extra_contenders(spark: Any) -> dict[str, Callable[[], Any]]:
     return dict(horovod_bench.contenders(NP, noop))
 
 
-def bench_session() -> Any:
-    """The SparkSession every launch benchmark times in: `MASTER`, quiet."""
+def bench_session(master: str = MASTER) -> Any:
+    """The SparkSession every launch benchmark times in: `master` (default `MASTER`), quiet."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master(MASTER)
+        SparkSession.builder.master(master)
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.executor.memory", "768m")
         .getOrCreate()

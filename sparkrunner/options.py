@@ -11,6 +11,7 @@ from sparkrunner import timeouts
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.launch.network import PortRange, configured_port_range
 from sparkrunner.recovery.checkpoint_dir import check_options
+from sparkrunner.recovery.size_range import SizeRange, check_range
 
 LauncherName = Literal["auto", "direct", "mpirun"]
 Verbosity = Literal["all", "log_callback_only"]
@@ -53,6 +54,8 @@ class RunOptions:
     """What `Runner(...)` was given (see `Runner` for each option's meaning), checked in `__post_init__`.
 
     `port_range` is resolved against ``SPARKRUNNER_PORT_RANGE`` and `env` made a plain str -> str dict.
+    ``Runner(np=(min, max))`` arrives as ``np=max`` (negative for a local range) and `np_range`
+    (`recovery.elastic.parse_np`).
     `tracking` and `observers` are checked where they are turned into observers (`observe.tracking`).
     """
 
@@ -76,9 +79,12 @@ class RunOptions:
     use_gpu: bool | None = None
     ranks_per_task: int | None = None
     port_range: PortRange | None = None
+    np_range: SizeRange | None = None
 
     def __post_init__(self) -> None:
         self._check_np()
+        if self.np_range is not None:
+            check_range(self.np_range, self.ranks_per_task, self.checkpoint_dir)
         check_choice("launcher", self.launcher, LauncherName)
         check_choice("driver_log_verbosity", self.driver_log_verbosity, Verbosity)
         check_choice("on_stall", self.on_stall, OnStall)
@@ -113,7 +119,7 @@ class RunOptions:
             raise InvalidArgumentError(
                 "ranks_per_task applies to Spark runs (np > 0); np < 0 runs |np| local ranks"
             )
-        if self.np > 0 and self.np % per_task:
+        if self.np > 0 and self.np % per_task and self.np_range is None:
             raise InvalidArgumentError(
                 f"np={self.np} is not a multiple of ranks_per_task={per_task}: every task starts the same number "
                 f"of ranks"

@@ -35,7 +35,9 @@ from sparkrunner.placement.sessions import find_spark_session, is_connect_sessio
 from sparkrunner.placement.spark import SparkPlacement
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
+from sparkrunner.recovery.elastic import Sizing
 from sparkrunner.recovery.options import RecoveryOptions
+from sparkrunner.recovery.size_range import parse_np
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import (
     EXIT_WAIT_S,
@@ -53,7 +55,8 @@ class Runner:
     """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
     Args:
-        np: ranks to start. ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
+        np: ranks to start. ``(min, max)``: an elastic run, sized by the slots there are (docs/elastic.md).
+            ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
             else this thread's active one, else the process's default one (classic or Spark Connect). ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
         spark: the SparkSession to use when ``np > 0``; defaults to the active one.
         launcher: ``"auto"``, or the name of a launcher (``"direct"``: one process per task).
@@ -97,7 +100,7 @@ class Runner:
 
     def __init__(
         self,
-        np: int,
+        np: int | tuple[int, int],
         *,
         spark: Any = None,
         launcher: LauncherName = "auto",
@@ -120,8 +123,9 @@ class Runner:
         port_range: tuple[int, int] | None = None,
     ) -> None:
         install_default_handler()
+        fixed_np, np_range = parse_np(np)
         self.options = RunOptions(
-            np=np, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
+            np=fixed_np, np_range=np_range, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
             start_timeout=start_timeout, timeout=timeout, env=env or {}, tracking=tracking,
             progress=progress, observers=observers, max_failures=max_failures,
             checkpoint_dir=checkpoint_dir, stop_grace_s=stop_grace_s, retry_if=retry_if,
@@ -179,7 +183,8 @@ class Runner:
         launcher = resolve_launcher(self.options.launcher)
         spark = self._spark_session()
         per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
-        self.placement(launcher, spark, self.options.np // per_task).check()
+        sizing = Sizing(self.options.np, self.options.np_range, spark, per_task, self.options.start_timeout)
+        self.placement(launcher, spark, sizing.least // per_task).check()
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.options.np, launcher.name)
         self.received_files = {}
@@ -187,18 +192,23 @@ class Runner:
         env = {**observers.start(record), **self.options.env, **checkpoints.rank_env()}
         if every_rank:
             env[Env.RESULTS] = "all"
-        wanted = range(abs(self.options.np)) if every_rank else range(1)
         deadline = None if self.options.timeout is None else time.monotonic() + self.options.timeout
 
         def attempt(number: int) -> list[Any]:
+            size = record.attempts[-1].world_size = sizing.size_for(number)
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
             spec = RankJobSpec(
-                run_id, job_env, self.options.horovod, per_task, job_description(record, run_id)
+                run_id, job_env, self.options.horovod, per_task, job_description(record, run_id), size
             )
             left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
             timeout = self.options.timeout if number == 0 else left
-            return self._attempt(payload, launcher, observers, spec, spark, wanted, timeout)
+            wanted = range(size) if every_rank else range(1)
+            return sizing.run(
+                size,
+                lambda: self._attempt(payload, launcher, observers, spec, spark, wanted, timeout),
+                lambda: self._in_flight.session,
+            )
 
         try:
             values = run_attempts(
@@ -206,7 +216,9 @@ class Runner:
                 record.attempts,
                 attempt,
                 lambda: latest_step(checkpoints.folder),
-                lambda: self._before_retry(launcher, spark, self.options.np // per_task),
+                lambda: (
+                    None if sizing.elastic else self._before_retry(launcher, spark, sizing.least // per_task)
+                ),
             )
         except BaseException as exc:
             observers.end(record, exc)
@@ -227,12 +239,12 @@ class Runner:
         timeout: float | None,
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
-        placement = self.placement(launcher, spark, abs(self.options.np) // spec.ranks_per_task)
+        placement = self.placement(launcher, spark, spec.world_size // spec.ranks_per_task)
         own = own_ports(self.options.port_range)
         port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
         session = DriverSession(
             payload,
-            abs(self.options.np),
+            spec.world_size,
             self.options.driver_log_verbosity,
             placement.bind_host,
             observers,
@@ -370,6 +382,7 @@ class RankJobSpec:
     uses_horovod: bool | None
     ranks_per_task: int
     description: str
+    world_size: int
 
 
 def _run_ranks(

@@ -89,6 +89,14 @@ STACK_ANSWER_TIMEOUT_S = _timing(
 LOGGED_UPDATE_INTERVAL_S = _timing(
     "LOGGED_UPDATE_INTERVAL_S", 10.0, "between two logged copies of a rank's in-place (\\r) output line"
 )
+ELASTIC_WAIT_S = _timing(
+    "ELASTIC_WAIT_S",
+    10.0,
+    "an elastic run (np=(min, max)) waits this long for max slots before it starts smaller",
+)
+ELASTIC_POLL_S = _timing(
+    "ELASTIC_POLL_S", 1.0, "between two looks, during an elastic attempt below max, for slots to grow into"
+)
 SLOTS_POLL_S = _timing("SLOTS_POLL_S", 0.25, "between two looks at the cluster's free task slots")
 DECOMMISSION_CHECK_S = _timing("DECOMMISSION_CHECK_S", 1.0, "between two looks for decommissioning executors")
 BACKGROUND_STOP_JOIN_S = _timing(

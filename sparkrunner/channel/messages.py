@@ -185,6 +185,9 @@ class Abort(Message, kind="abort"):
 class Stop(Message, kind="stop"):
     """The attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period."""
 
+    reason: str = "stop"
+    """``"stop"`` (cancel, timeout, a peer's failure) or ``"rescale"`` (an elastic run changes its size)."""
+
 
 @dataclass(frozen=True)
 class DumpStacks(Message, kind="dump_stacks"):

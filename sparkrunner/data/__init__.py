@@ -12,6 +12,7 @@ def train(data):
 
 from sparkrunner.data.cache_store import CacheEntry, cache_info, clear_cache
 from sparkrunner.data.dataset import ParquetData
+from sparkrunner.data.global_batch import BatchSplit, global_batch
 from sparkrunner.data.loader import NumpyLoader
 from sparkrunner.data.materialize import materialize
 from sparkrunner.data.shards import DEFAULT_REMAINDER, REMAINDERS
@@ -21,12 +22,14 @@ from sparkrunner.data.torch_adapter import TorchLoader
 __all__ = [
     "DEFAULT_REMAINDER",
     "REMAINDERS",
+    "BatchSplit",
     "CacheEntry",
     "NumpyLoader",
     "ParquetData",
     "TorchLoader",
     "cache_info",
     "clear_cache",
+    "global_batch",
     "materialize",
     "tf_dataset",
 ]

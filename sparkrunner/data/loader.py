@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
-from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards, shared
+import numpy as np
+
+from sparkrunner.data import arrow_reader, batching, petastorm_reader, resume, shards, shared
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
@@ -25,6 +28,7 @@ class NumpyLoader:
     fewer than ``world_size * batch_size`` rows (other rows each epoch when shuffling),
     ``remainder="pad"`` repeats rows from the start of the epoch's order to fill the last step.
     Shuffling is seeded by ``(seed, epoch)``: call ``set_epoch(epoch)`` before each epoch.
+    ``state_dict()`` / ``load_state_dict(state)`` resume mid-epoch, at any world size (docs/elastic.md).
 
     Args:
         data: the dataset from `materialize`.
@@ -73,9 +77,14 @@ class NumpyLoader:
         self.prefetch = prefetch
         self.shuffle_buffer_rows = shuffle_buffer_rows
         self.epoch = 0
+        self._segments: list[tuple[int, int, int]] = []  # earlier stretches of this epoch, resumed from
+        self._left: np.ndarray | None = None  # the epoch's rows they left, when resumed
+        self._yielded = 0
         self.steps = self._steps()
 
     def _steps(self) -> int:
+        if self._left is not None:
+            return self._plan().steps(len(self._left), self.world_size)
         group_rows = [group.num_rows for group in self.data.row_groups]
         if self.reader == "petastorm":
             return shards.group_split_steps(group_rows, self.world_size, self.batch_size, self.remainder)
@@ -86,19 +95,61 @@ class NumpyLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next iteration follows (shuffling is seeded by (seed, epoch))."""
-        self.epoch = check_number("epoch", epoch, 0)
+        if check_number("epoch", epoch, 0) != self.epoch:
+            self.epoch = epoch
+            self._fresh_epoch()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this epoch is: save it in a checkpoint (rank 0's is everyone's: all ranks are at one step)."""
+        segments = [*self._segments, (self.world_size, self.batch_size, self._yielded)]
+        return {"epoch": self.epoch, "segments": segments, "rows": self.data.num_rows}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume the saved epoch where it stopped, with this loader's world size: the next iteration yields
+        the epoch's rows not yet read, split among the ranks there are now."""
+        if state.get("rows") != self.data.num_rows or self.reader != "arrow":
+            raise InvalidArgumentError(
+                f"this loader state is for a dataset of {state.get('rows')} rows; this one has "
+                f"{self.data.num_rows} and reader={self.reader!r} (resuming needs the same data and "
+                f"reader='arrow')"
+            )
+        self.epoch = check_number("epoch", state["epoch"], 0)
+        self._segments = [(int(w), int(b), int(s)) for w, b, s in state["segments"]]
+        self._left = resume.rows_left(self._plan(), self._segments)
+        self._yielded = 0
+        self.steps = self._steps()
+
+    def _fresh_epoch(self) -> None:
+        self._segments, self._left, self._yielded = [], None, 0
+        self.steps = self._steps()
+
+    def _plan(self) -> resume.Plan:
+        group_rows = [group.num_rows for group in self.data.row_groups]
+        return resume.Plan(
+            group_rows,
+            self.batch_size,
+            self.shuffle,
+            self.seed,
+            self.epoch,
+            self.remainder,
+            self.shuffle_buffer_rows,
+        )
 
     def __iter__(self) -> Iterator[Chunk]:
         return timed(self.untimed())
 
     def untimed(self) -> Iterator[Chunk]:
         """The batches, without counting steps: for a reader that runs ahead of the loop (tf.data)."""
+        if self._yielded:  # a second pass over the epoch starts it again
+            self._fresh_epoch()
         chunks = prefetched(self._read, self.prefetch)
         try:
             if self.shuffle:
-                rng = shards.epoch_rng(self.seed, self.epoch, 1, self.rank)
+                rng = self._plan().rng(self.rank, len(self._segments))
                 chunks = batching.shuffled(chunks, rng, self.shuffle_buffer_rows)
-            yield from batching.batches(chunks, self.batch_size, self.steps)
+            for batch in batching.batches(chunks, self.batch_size, self.steps):
+                self._yielded += 1
+                yield batch
         finally:
             chunks.close()  # type: ignore[attr-defined]
 
@@ -114,6 +165,9 @@ class NumpyLoader:
                 self.epoch,
                 self.prefetch,
             )
+        if self._left is not None:
+            slices = resume.rank_slices(self._plan(), self._left, self.world_size, self.rank)
+            return arrow_reader.read_slices(self.data, self.columns, slices)
         group_rows = [group.num_rows for group in self.data.row_groups]
         order = shards.group_order(len(group_rows), self.shuffle, self.seed, self.epoch)
         slices = shards.rank_slices(group_rows, order, self.rank, self.steps * self.batch_size)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sparkrunner.data.columns import Chunk
@@ -26,6 +26,14 @@ class TorchLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self.batches.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch's position, for a checkpoint (see `NumpyLoader.state_dict`)."""
+        return self.batches.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume mid-epoch at this run's world size (see `NumpyLoader.load_state_dict`)."""
+        self.batches.load_state_dict(state)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         batches = iter(self.batches)

@@ -191,6 +191,11 @@ class DriverSession:
         """Tell every connected rank to kill itself and its children now."""
         self._server.broadcast(*m.encode(m.Abort()))
 
+    def ask_ranks_to_rescale(self) -> None:
+        """Tell every rank that the run restarts at a new size: `stopping()` turns true, `stop_reason` is
+        "rescale"; the ranks save and return, and nothing is aborted."""
+        self._server.broadcast(*m.encode(m.Stop(reason="rescale")))
+
     def stop_ranks(self, grace_s: float) -> None:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
         them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""

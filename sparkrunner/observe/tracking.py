@@ -144,11 +144,13 @@ def _log_timings(
 
 
 def _attempts(record: RunRecord, now: int, metrics: list[Any], tags: dict[str, str]) -> None:
-    """Attempts as metrics by attempt number (duration, failed 0/1) and each failed attempt's error as a tag."""
+    """Attempts as metrics by attempt number (duration, failed 0/1, world size) and each failed attempt's error as a tag."""
     tags["sparkrunner.attempts"] = str(len(record.attempts))
     for attempt in record.attempts:
         metrics.append(_metric("attempt.duration_s", attempt.duration_s or 0.0, now, attempt.number))
         metrics.append(_metric("attempt.failed", float(attempt.error is not None), now, attempt.number))
+        if attempt.world_size is not None:
+            metrics.append(_metric("attempt.world_size", float(attempt.world_size), now, attempt.number))
         if attempt.error is not None:
             text = f"{type(attempt.error).__name__}: {attempt.error}"[:5000]
             tags[f"sparkrunner.attempt.{attempt.number}.error"] = text

@@ -30,7 +30,16 @@ class RankContext:
     local_rank: int
     local_world_size: int
     attempt: int = 0
-    """0 on the first attempt of the run, then 1, 2, ... when `Runner(max_failures=...)` retries."""
+    """0 on the first attempt of the run, then 1, 2, ... when `Runner(max_failures=...)` retries (or an
+    elastic run, ``np=(min, max)``, restarts at another size)."""
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Once `sparkrunner.stopping()` is true: ``"rescale"`` when an elastic run restarts at a new size
+        (save a checkpoint and return), else ``"stop"``; None while the rank is not stopping."""
+        from sparkrunner.recovery.graceful_stop import stop_reason
+
+        return stop_reason()
 
     @classmethod
     def from_env(cls) -> RankContext:

@@ -54,8 +54,8 @@ class DriverWatch:
                         return
                     case m.Abort():
                         _die(1)
-                    case m.Stop():
-                        graceful_stop.request_stop()
+                    case m.Stop(reason=reason):
+                        graceful_stop.request_stop(reason)
                     case m.DumpStacks(request=request):
                         m.send(self._conn, m.Stacks(request=request, **thread_dump()))
         except channel.ChannelError:

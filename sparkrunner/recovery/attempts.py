@@ -7,6 +7,7 @@ once; when attempts run out the final error carries every attempt's.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from sparkrunner.errors import (
     RunCancelledError,
     RunTimeoutError,
 )
+from sparkrunner.recovery.elastic import Rescaled
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,8 @@ class AttemptRecord:
         ended_at: wall-clock end, or None while it runs.
         error: what ended it, or None when it succeeded.
         resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
+        world_size: its ranks (with ``np=(min, max)`` each attempt's own).
+        rescaled: True when it ended because the run changed its size (not a failure).
     """
 
     number: int
@@ -60,6 +64,8 @@ class AttemptRecord:
     ended_at: float | None = None
     error: BaseException | None = None
     resumed_from_step: int | None = None
+    world_size: int | None = None
+    rescaled: bool = False
 
     @property
     def duration_s(self) -> float | None:
@@ -98,8 +104,9 @@ def run_attempts(
     `attempts` receives one record per attempt as it starts; `before_retry` waits for the cluster to be
     ready again. Prints one line per failed attempt and per retry, for the person watching the driver.
     """
-    for number in range(policy.max_failures + 1):
-        if number:
+    failures = 0
+    for number in itertools.count():
+        if number and not attempts[-1].rescaled:
             before_retry()
         record = AttemptRecord(number, time.time(), resumed_from_step=resume_step() if number else None)
         attempts.append(record)
@@ -107,12 +114,17 @@ def run_attempts(
             log.info(f"attempt {number} started{_resume_text(record.resumed_from_step)}")
         try:
             value = run_attempt(number)
+        except Rescaled as exc:
+            record.ended_at, record.rescaled = time.time(), True
+            log.info(f"attempt {number} ended after {record.duration_s:.1f} s: {exc}")
+            continue
         except BaseException as exc:
             record.ended_at, record.error = time.time(), exc
             if policy.max_failures == 0:
                 raise
-            retry = number < policy.max_failures and policy.retryable(exc)
-            why = _next(retry, number == policy.max_failures, exc)
+            retry = failures < policy.max_failures and policy.retryable(exc)
+            why = _next(retry, failures == policy.max_failures, exc)
+            failures += 1
             log.warning(f"attempt {number} failed after {record.duration_s:.1f} s: {_first_line(exc)}{why}")
             if not retry:
                 raise _final_error(attempts, policy, exc) from exc
@@ -121,19 +133,20 @@ def run_attempts(
         if number:
             log.info(f"attempt {number} succeeded")
         return value
-    raise AssertionError("unreachable: the last attempt either returns or raises")
+    raise AssertionError("unreachable: attempts go on until one returns or raises")
 
 
 def _final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
     if len(attempts) == 1:
         return last
+    failed = [a for a in attempts if a.error is not None]
     why = (
-        f"all {len(attempts)} attempts failed (max_failures={policy.max_failures})"
+        f"all {len(failed)} attempts failed (max_failures={policy.max_failures})"
         if policy.retryable(last)
         else f"attempt {len(attempts) - 1} failed with an error that is not retried"
     )
-    lines = [f"  attempt {a.number}: {type(a.error).__name__}: {_first_line(a.error)}" for a in attempts]
-    errors = [a.error for a in attempts if a.error is not None]
+    lines = [f"  attempt {a.number}: {type(a.error).__name__}: {_first_line(a.error)}" for a in failed]
+    errors = [a.error for a in failed if a.error is not None]
     return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
 
 

@@ -28,6 +28,7 @@ _STOP_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGPWR", None
 _stopping = threading.Event()
 _wants_grace = threading.Event()
 _callbacks: list[Callable[[], None]] = []
+_reason = "stop"
 
 
 def stopping() -> bool:
@@ -37,6 +38,11 @@ def stopping() -> bool:
     """
     _wants_grace.set()
     return _stopping.is_set()
+
+
+def stop_reason() -> str | None:
+    """Why this rank is stopping: ``"rescale"`` (save, the run restarts at a new size), ``"stop"``, or None."""
+    return _reason if _stopping.is_set() else None
 
 
 def on_stop(callback: Callable[[], None]) -> None:
@@ -68,8 +74,12 @@ def install(die: Callable[[int], None]) -> None:
         signal.signal(sig, _handle)
 
 
-def request_stop() -> None:
-    """Ask this rank to stop gracefully, from any thread (callbacks then run in the main thread)."""
+def request_stop(reason: str = "stop") -> None:
+    """Ask this rank to stop gracefully, from any thread (callbacks then run in the main thread); `reason` is
+    what `stop_reason()` says (``"rescale"`` when an elastic run changes its size)."""
+    global _reason
+    if not _stopping.is_set():
+        _reason = reason
     _begin_stop()
     os.kill(os.getpid(), signal.SIGTERM)
 

@@ -16,6 +16,7 @@ from sparkrunner.errors import (
     RunTimeoutError,
 )
 from sparkrunner.recovery.attempts import AttemptRecord, RetryPolicy, run_attempts
+from sparkrunner.recovery.elastic import Rescaled
 
 
 def rank_error(exc_type: str, original: BaseException | None = None) -> RankFailedError:
@@ -102,3 +103,14 @@ def test_the_final_error_carries_every_attempts_error() -> None:
     with pytest.raises(AttemptsFailedError, match="all 2 attempts failed") as info:
         run_attempts(RetryPolicy(max_failures=1), [], scripted(errors), lambda: None, lambda: None)
     assert info.value.errors == errors
+
+
+def test_a_rescale_starts_the_next_attempt_without_using_up_a_failure() -> None:
+    """An elastic run's rescale (`Rescaled`) is no failure: max_failures=1 still has its retry left."""
+    records, seen = run(RetryPolicy(max_failures=1), [Rescaled(2, 4), RuntimeError("lost"), "ok"])
+    assert seen == ["wait", "ok"], "only a failed attempt waits for the cluster before the next one"
+    assert [(r.error is not None, r.rescaled) for r in records] == [
+        (False, True),
+        (True, False),
+        (False, False),
+    ]
