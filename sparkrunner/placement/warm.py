@@ -10,6 +10,7 @@ run's `Placement`: to the runner it looks like a cold placement whose `start` se
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import uuid
@@ -59,20 +60,26 @@ class WarmRanks:
         """How many times ranks were started: 1 while every run reused them."""
 
     def placement(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
-        return WarmPlacement(self, self._cold(launcher, spark, tasks), (launcher.name, tasks))
+        return WarmPlacement(self, lambda: self._cold(launcher, spark, tasks), (launcher.name, tasks))
 
     def is_live(self) -> bool:
         with self._lock:
             return self._live is not None
 
-    def serve(self, cold: Placement, job: RankJob, shape: Shape, description: str) -> _Launch:
-        """Serve `job` on the live ranks; first launch them with `cold` when none of this `shape` are live."""
+    def live_placement(self, launcher_tasks: tuple[str, int]) -> Placement | None:
+        """Where the live ranks run, when they were launched for this launcher and number of tasks."""
+        with self._lock:
+            live = self._live
+        return live.placement if live is not None and live.shape[:2] == launcher_tasks else None
+
+    def serve(self, cold: Callable[[], Placement], job: RankJob, shape: Shape, description: str) -> _Launch:
+        """Serve `job` on the live ranks; first launch them in `cold()` when none of this `shape` are live."""
         with self._lock:
             self._cancel_idle_timer()
             if self._live is not None and (self._live.shape != shape or self._live.home.lost()):
                 self._tear_down()
             if self._live is None:
-                self._live = self._launch(cold, shape, job, description)
+                self._live = self._launch(cold(), shape, job, description)
             self._live.home.serve(job.driver, job.secret, {**job.user_env, Env.RUN_ID: job.run_id})
             return self._live
 
@@ -147,29 +154,39 @@ class WarmPlacement:
     """One run's placement in a warm session: `start` serves the run on the live ranks, `stop` keeps them
     unless the run failed. Everything else is answered by the placement the ranks run in."""
 
-    def __init__(self, ranks: WarmRanks, cold: Placement, launcher_tasks: tuple[str, int]) -> None:
+    def __init__(
+        self, ranks: WarmRanks, cold: Callable[[], Placement], launcher_tasks: tuple[str, int]
+    ) -> None:
         self._ranks = ranks
-        self._cold = cold
+        self._new_cold = cold
         self._launcher_tasks = launcher_tasks
         self._live: _Launch | None = None
-        self.driver_host = cold.driver_host
-        self.bind_host = cold.bind_host
+        known = ranks.live_placement(launcher_tasks) or self._cold
+        self.driver_host = known.driver_host
+        self.bind_host = known.bind_host
+
+    @functools.cached_property
+    def _cold(self) -> Placement:
+        """A placement for new ranks (made only when needed: a Spark one costs calls to the JVM)."""
+        return self._new_cold()
 
     @property
     def _active(self) -> Placement:
-        return self._cold if self._live is None else self._live.placement
+        if self._live is not None:
+            return self._live.placement
+        return self._ranks.live_placement(self._launcher_tasks) or self._cold
 
     @property
     def job_group(self) -> str | None:
         return self._active.job_group
 
     def check(self) -> None:
-        if not self._ranks.is_live():  # live ranks hold their slots already
+        if self._ranks.live_placement(self._launcher_tasks) is None:  # live ranks hold their slots
             self._cold.check()
 
     def start(self, job: RankJob, description: str = "") -> None:
         shape = (*self._launcher_tasks, job.uses_horovod, job.ranks_per_task)
-        self._live = self._ranks.serve(self._cold, job, shape, description)
+        self._live = self._ranks.serve(lambda: self._cold, job, shape, description)
 
     def failure(self, pid: int | None = None) -> str | None:
         failure = self._active.failure(pid)

@@ -76,9 +76,10 @@ class WarmRelay:
 class _RunLink:
     """The relay's connection to the run in flight; both streams' end markers close it and ack the rank."""
 
-    def __init__(self, rank: int, ack_fd: int) -> None:
+    def __init__(self, rank: int, ack_fd: int, echo_fds: dict[int, int]) -> None:
         self._rank = rank
         self._ack_fd = ack_fd
+        self._echo = {name: echo_fds[fd] for fd, name in _STREAMS if fd in echo_fds}
         self._lock = threading.Lock()
         self._conn: channel.Connection | None = None
         self._ended: set[str] = set()
@@ -100,8 +101,20 @@ class _RunLink:
                 with contextlib.suppress(channel.ChannelError):
                     m.send(self._conn, message)
 
+    def update(self, stream: str, text: str) -> None:
+        self._echo_text(stream, text + "\r")
+        self.send(m.OutputUpdate(stream, text))
+
+    def _echo_text(self, stream: str, text: str) -> None:
+        """A copy for the rank's own stdout/stderr (its executor's log), without the end markers."""
+        if stream in self._echo:
+            with contextlib.suppress(OSError):
+                os.write(self._echo[stream], text.encode(errors="replace"))
+
     def lines(self, stream: str, lines: list[str]) -> None:
         """Forward `lines`, acting on an end marker among them (what the run printed last precedes it)."""
+        echoed = (line.removesuffix(END_OF_RUN) + "\n" for line in lines if line != END_OF_RUN)
+        self._echo_text(stream, "".join(echoed))
         kept: list[str] = []
         for line in lines:
             if not line.endswith(END_OF_RUN):
@@ -130,15 +143,14 @@ class _RunLink:
 
 def _relay(rank: int, reads: dict[int, int], control: int, ack_fd: int, echo_fds: dict[int, int]) -> int:
     """Body of the relay process: pump both streams; open a run's link each time the rank says so."""
-    link = _RunLink(rank, ack_fd)
+    link = _RunLink(rank, ack_fd, echo_fds)
     pumps = [
         threading.Thread(
             target=pump,
             args=(
                 reads[fd],
                 lambda lines, name=name: link.lines(name, lines),
-                lambda update, name=name: link.send(m.OutputUpdate(name, update)),
-                echo_fds.get(fd),
+                lambda update, name=name: link.update(name, update),
             ),
             daemon=True,
         )
