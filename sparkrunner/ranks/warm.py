@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
+from sparkrunner.ranks import progress
 from sparkrunner.recovery import graceful_stop
 
 RunOnce = Callable[[tuple[str, int], bytes], int]
@@ -49,6 +50,7 @@ def _one_run(serving: m.Serve, run_once: RunOnce) -> int:
     finally:
         _restore(saved)
     _leave_process_group()
+    progress.forget_steps()
     stopped = graceful_stop.reset()
     return code or (143 if stopped else 0)
 
