@@ -31,18 +31,11 @@ class WarmHome:
         self._lost: list[int] = []
         self._serving: m.Serve | None = None
         self._run: tuple[tuple[str, int], bytes] | None = None  # the run in flight: its channel and secret
-        self._addresses = AddressBook()
-        self._server = ChannelServer(
+        self.addresses = AddressBook()
+        """The launch's barrier tasks (their Spark task ids: decommission checks read them)."""
+        self.server = ChannelServer(
             self.secret, m.serving(self._on_message), self._on_disconnect, bind_host, port
         )
-
-    @property
-    def port(self) -> int:
-        return self._server.port
-
-    def spark_task_ids(self) -> dict[int, int]:
-        """Barrier task index -> Spark task id of the launch's tasks (decommission checks read it)."""
-        return self._addresses.spark_task_ids()
 
     def _on_message(self, conn: Connection, message: m.Message) -> None:
         match message:
@@ -53,7 +46,7 @@ class WarmHome:
                     if self._serving is not None:  # the run was served before this rank came up
                         m.send(conn, self._serving)
             case m.Join():
-                self._addresses.join(conn, message)
+                self.addresses.join(conn, message)
             case m.TaskReport():
                 self._pass_on(message)
             case _:
@@ -97,5 +90,5 @@ class WarmHome:
 
     def close(self) -> None:
         """Tell every rank to end (`Abort`: itself and its children), then stop serving."""
-        self._server.broadcast(*m.encode(m.Abort()))
-        self._server.close()
+        self.server.broadcast(*m.encode(m.Abort()))
+        self.server.close()

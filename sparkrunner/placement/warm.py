@@ -88,7 +88,7 @@ class WarmRanks:
         home = WarmHome(cold.bind_host, free_ports(1, cold.bind_host, own, slot=-1)[0] if own else 0)
         run_id = f"warm-{uuid.uuid4().hex}"
         launch_job = dataclasses.replace(
-            job, run_id=run_id, driver=(cold.driver_host, home.port), secret=home.secret,
+            job, run_id=run_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
             user_env={Env.WARM: "1"},
         )  # fmt: skip
         try:
@@ -199,7 +199,7 @@ class WarmPlacement:
         return self._active.exit_code(rank, pid)
 
     def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
-        ids = spark_task_ids if self._live is None else self._live.home.spark_task_ids()
+        ids = spark_task_ids if self._live is None else self._live.home.addresses.spark_task_ids()
         return self._active.decommissioning(ids)
 
     def cancelled(self) -> str | None:

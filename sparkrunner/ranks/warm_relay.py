@@ -10,7 +10,6 @@ up: the run's driver then holds the run's whole output, as after a cold rank's r
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pickle
 import select
@@ -19,7 +18,7 @@ import threading
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.ranks.output_relay import pump
+from sparkrunner.ranks.output_relay import pump, write_into
 from sparkrunner.timeouts import RELAY_STOP_WAIT_S
 
 END_OF_RUN = "\x00sparkrunner-end-of-run\x00"
@@ -43,13 +42,7 @@ class WarmRelay:
             os._exit(_relay(rank, reads, control_read, ack_write, saved if echo else {}))
         for fd in (control_read, ack_write, *saved.values()):
             os.close(fd)
-        for fd, (read_end, write_end) in pipes.items():
-            os.close(read_end)
-            os.dup2(write_end, fd)
-            os.close(write_end)
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(line_buffering=True)
+        write_into(pipes)
 
     def open_run(self, driver: tuple[str, int], secret: bytes) -> WarmRelay:
         """Forward from now on to the run whose channel is at `driver`; `stop()` ends that run's share."""
