@@ -1,10 +1,11 @@
 """Warm-session overhead: a no-op function at np=2, `Runner.run` (cold: new processes each call) against
-`Runner.session().run` from the second run on (the ranks and their imports are kept), tracking off.
+`Runner.session().run` from the second run on (the ranks and their imports are kept); tracking off unless
+``--tracking`` (then every run is recorded in MLflow, synchronously: its cost shows).
 
 The function times itself on rank 0; the overhead is the call's wall time minus that. The 1-minute load
 average is printed with the figures: on a shared machine it explains most of the spread.
 
-    .venv/bin/python bench/warm_session.py [--repeats 20] [--placement np<0|spark] [--launcher direct|mpirun]
+    .venv/bin/python bench/warm_session.py [--repeats 20] [--placement np<0|spark] [--launcher direct|mpirun] [--tracking]
 """
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def main() -> int:
     parser.add_argument("--cold-repeats", type=int, default=3)
     parser.add_argument("--placement", choices=("np<0", "spark"), default="np<0")
     parser.add_argument("--launcher", choices=("direct", "mpirun"), default="direct")
+    parser.add_argument("--tracking", action="store_true", help="record every run in MLflow (its cost)")
     args = parser.parse_args()
     from sparkrunner import Runner
 
     spark = bench_session() if args.placement == "spark" else None
     np = NP if spark is not None else -NP
-    runner = Runner(np=np, spark=spark, launcher=args.launcher, tracking=False, progress=False)
+    runner = Runner(np=np, spark=spark, launcher=args.launcher, tracking=args.tracking, progress=False)
     try:
         show("cold Runner.run", overheads(lambda: runner.run(noop), args.cold_repeats))
         with runner.session() as session:
@@ -71,7 +73,7 @@ def main() -> int:
             spark.stop()
     where = MASTER if spark is not None else "local processes"
     print(
-        f"\nnoop (imports torch), np={abs(np)}, {where}, launcher={args.launcher}, tracking off; rank processes "
+        f"\nnoop (imports torch), np={abs(np)}, {where}, launcher={args.launcher}, tracking {'on' if args.tracking else 'off'}; rank processes "
         f"started by the session: {launches}; load average (1 min) {os.getloadavg()[0]:.2f} on "
         f"{os.cpu_count()} cores"
     )
