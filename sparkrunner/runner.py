@@ -17,6 +17,7 @@ from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StackReport, StallWatch
 from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.driver.warm_session import WarmSession
 from sparkrunner.errors import (
     InvalidArgumentError,
     SparkRunnerError,
@@ -33,6 +34,7 @@ from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
+from sparkrunner.placement.warm import WarmRanks
 from sparkrunner.recovery.attempts import RetryPredicate, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.recovery.elastic import Sizing
@@ -41,6 +43,7 @@ from sparkrunner.recovery.size_range import parse_np
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import (
     EXIT_WAIT_S,
+    SESSION_IDLE_S,
     START_TIMEOUT_S,
     STOP_GRACE_S,
     SUPERVISE_POLL_S,
@@ -136,6 +139,7 @@ class Runner:
         live = [ProgressObserver(show=bool(progress)), AnatomyObserver(show=bool(progress))]
         self._observers = [*live, *tracking_observer(tracking), *observers]
         self._in_flight = InFlightWatch()
+        self._warm_ranks: WarmRanks | None = None  # set in a `session()`'s own copy of this runner
         self.last_run: RunRecord | None = None
         self.received_files: dict[str, str] = {}
         """After `run`: files the ranks sent (e.g. a Horovod timeline), "rank N/name" -> path on the driver."""
@@ -154,6 +158,11 @@ class Runner:
                 )
             return self.run_script(main, *args, code_dir=code_dir)
         return self._execute(main, args, kwargs, _name_of(main), every_rank=False)[0]
+
+    def session(self, idle_timeout: float = SESSION_IDLE_S) -> WarmSession:
+        """Keep the ranks alive between runs: ``with runner.session() as s: s.run(f); s.run(g)``; from the second
+        run on, no process starts. See `sparkrunner.driver.warm_session.WarmSession`."""
+        return WarmSession(self, idle_timeout)
 
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
@@ -317,6 +326,8 @@ class Runner:
     def placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
         """Where the ranks of one attempt run: np < 0 this machine, else Spark (classic or Connect). A subclass
         may return another `Placement` (tests use it to stand in for a failing Spark)."""
+        if self._warm_ranks is not None:  # a run in a warm session: the session's live ranks
+            return self._warm_ranks.placement(launcher, spark, tasks)
         if self.options.np < 0:
             return LocalPlacement(-self.options.np, launcher, self.options.use_gpu)
         if is_connect_session(spark):
@@ -415,8 +426,9 @@ def _shut_down(
     may hold mpirun up), otherwise stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
     if succeeded:
         deadline = time.monotonic() + EXIT_WAIT_S
-        while not (placement.finished() or session.ranks_ended_here()) and time.monotonic() < deadline:
-            time.sleep(SUPERVISE_POLL_S / 2)
+        with session.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
+            while not (placement.finished() or session.ranks_ended_here()) and time.monotonic() < deadline:
+                session.changed.wait(SUPERVISE_POLL_S / 2)
     else:
         session.stop_ranks(stop_grace_s)
     placement.stop()

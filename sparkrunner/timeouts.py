@@ -55,6 +55,10 @@ STOP_GRACE_S = _timing(
     "STOP_GRACE_S", 10.0, "default `Runner(stop_grace_s=)`: SIGTERM to SIGKILL of a stopping rank (also how ranks "
     "learn the run's value)"
 )  # fmt: skip
+SESSION_IDLE_S = _timing(
+    "SESSION_IDLE_S", 600.0, "default `Runner.session(idle_timeout=)`: a warm session without a run for this long "
+    "stops its ranks and frees their Spark slots (the next run starts new ones)"
+)  # fmt: skip
 
 # -- the driver
 SUPERVISE_POLL_S = _timing(

@@ -26,6 +26,7 @@ class Env:
     CHECKPOINT_PROBE = "SPARKRUNNER_CHECKPOINT_PROBE"  # a file the driver wrote there: ranks must see it
     STOP_GRACE_S = "SPARKRUNNER_STOP_GRACE_S"  # seconds between SIGTERM (stop) and the rank killing itself
     DRIVER_HOST = "SPARKRUNNER_DRIVER_HOST"  # set by the user: the driver address ranks dial (Spark Connect)
+    WARM = "SPARKRUNNER_WARM"  # "1": a warm session's rank, serving run after run (`sparkrunner.ranks.warm`)
     RESULTS = "SPARKRUNNER_RESULTS"  # "all": every rank sends its return value (run_all); else rank 0 only
     PORT_RANGE = "SPARKRUNNER_PORT_RANGE"  # "LOW-HIGH": every port sparkrunner opens comes from this range
     CACHE_MAX_BYTES = "SPARKRUNNER_CACHE_MAX_BYTES"  # set by the user: the materialize cache's size limit

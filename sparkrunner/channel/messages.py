@@ -196,6 +196,19 @@ class DumpStacks(Message, kind="dump_stacks"):
     request: int
 
 
+# a warm session's home (driver) -> its long-lived ranks (`sparkrunner.ranks.warm`)
+
+
+@dataclass(frozen=True)
+class Serve(Message, kind="serve"):
+    """Run the next run of the session: connect to its driver channel at `driver` ("host:port") with `secret`,
+    its environment variables `env` set for the run's duration."""
+
+    driver: str
+    secret: bytes
+    env: dict[str, str]
+
+
 # a barrier task -> driver (its own connection, no Hello)
 
 

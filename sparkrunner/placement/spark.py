@@ -7,6 +7,7 @@ from typing import Any
 
 from sparkrunner.errors import BarrierModeUnsupportedError
 from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.slots import wait_for_slots
@@ -37,6 +38,7 @@ class SparkPlacement(StageHolder):
         self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
         self.job_group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
+        self._admission: Admission | None = None
         self._decommission = DecommissionWatch(self._sc)
 
     def check(self) -> None:
@@ -48,6 +50,8 @@ class SparkPlacement(StageHolder):
         wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
 
     def start(self, job: RankJob, description: str = "") -> None:
+        # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark
+        self._admission = gate_for(self._sc).admit(self._num_tasks, job.run_id)
         self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 
     def _collect(self, job: RankJob, description: str) -> list[dict[str, object]]:
@@ -58,6 +62,11 @@ class SparkPlacement(StageHolder):
 
     def _cancel(self) -> None:
         self._sc.cancelJobGroup(self.job_group)
+
+    def stop(self) -> None:
+        super().stop()
+        if self._admission is not None:
+            self._admission.release()
 
     def exit_code(self, rank: int, pid: int | None) -> int | None:
         return None  # the barrier tasks report their ranks' exits (`Message.TASK_REPORT`)

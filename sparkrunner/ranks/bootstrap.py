@@ -6,9 +6,11 @@ driver line by line, and kills itself and its children when the driver says abor
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -22,13 +24,17 @@ from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
-from sparkrunner.ranks import anatomy, fast_exit
+from sparkrunner.ranks import anatomy, fast_exit, warm
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
+from sparkrunner.ranks.warm_relay import WarmRelay
 from sparkrunner.recovery import graceful_stop
 from sparkrunner.recovery.checkpoint_dir import verify_on_rank
 from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
+
+OpenRelay = Callable[[tuple[str, int], bytes], OutputRelay | WarmRelay]
+"""Start forwarding this rank's output to the run's channel; the relay's `stop()` waits until all was sent."""
 
 
 def _die(code: int) -> None:
@@ -124,10 +130,24 @@ def main() -> int:
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
-    relay = OutputRelay((host, int(port)), secret, me.rank, echo=os.environ.get(Env.ECHO_OUTPUT) == "1")
-    conn = channel.connect((host, int(port)), secret)
     task = os.environ.get(Env.STARTED_BY_TASK)
-    m.send(conn, m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None))
+    hello = m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None)
+    echo = os.environ.get(Env.ECHO_OUTPUT) == "1"
+    if os.environ.get(Env.WARM) == "1":  # a warm session's rank: DRIVER is the session's home
+        relays = WarmRelay(me.rank, echo)
+        run = functools.partial(_run_once, hello=hello, gpu_warning=gpu_warning, open_relay=relays.open_run)
+        return warm.serve((host, int(port)), secret, hello, run, _die)
+    cold = functools.partial(OutputRelay, rank=me.rank, echo=echo)
+    return _run_once((host, int(port)), secret, hello, gpu_warning, cold)
+
+
+def _run_once(
+    driver: tuple[str, int], secret: bytes, hello: m.Hello, gpu_warning: str | None, open_relay: OpenRelay
+) -> int:
+    """One run: connect to its driver channel, fetch the payload, run it, report back; the exit code."""
+    relay = open_relay(driver, secret)
+    conn = channel.connect(driver, secret)
+    m.send(conn, hello)
     if gpu_warning:
         m.send(conn, m.RankWarning(gpu_warning))
     first = m.receive(conn)
@@ -139,7 +159,7 @@ def main() -> int:
     rank.attach(conn)
     anatomy.start()
     try:
-        outcome = _outcome(first.call, me.rank == 0 or os.environ.get(Env.RESULTS) == "all")
+        outcome = _outcome(first.call, hello.rank == 0 or os.environ.get(Env.RESULTS) == "all")
         anatomy.finish()
         timeline = horovod_env.finish_timeline()
         if timeline is not None:

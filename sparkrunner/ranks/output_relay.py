@@ -42,13 +42,7 @@ class OutputRelay:
                 os.close(write_end)
             echo_fds = self._saved if echo else {}
             os._exit(_relay(driver, secret, rank, {fd: r for fd, (r, _) in pipes.items()}, echo_fds))
-        for fd, (read_end, write_end) in pipes.items():
-            os.close(read_end)
-            os.dup2(write_end, fd)
-            os.close(write_end)
-        for stream in (sys.stdout, sys.stderr):
-            if isinstance(stream, io.TextIOWrapper):
-                stream.reconfigure(line_buffering=True)
+        write_into(pipes)
 
     def stop(self) -> None:
         """Restore fds 1 and 2 and wait (bounded) until the relay has sent every captured line."""
@@ -68,6 +62,17 @@ class OutputRelay:
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self._pid, signal.SIGKILL)
+
+
+def write_into(pipes: dict[int, tuple[int, int]]) -> None:
+    """In the rank, after the fork: fds 1 and 2 write into the relay's pipes, Python's streams line-buffered."""
+    for fd, (read_end, write_end) in pipes.items():
+        os.close(read_end)
+        os.dup2(write_end, fd)
+        os.close(write_end)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
 
 
 def _relay(

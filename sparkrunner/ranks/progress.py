@@ -17,6 +17,11 @@ from sparkrunner.ranks.api import send_to_driver
 _last_step: dict[str, int] = {}
 
 
+def forget_steps() -> None:
+    """Between two runs of a warm rank: the next run's first `report_progress()` is step 1 again."""
+    _last_step.clear()
+
+
 def report_progress(
     step: int | None = None,
     *,

@@ -74,6 +74,15 @@ def install(die: Callable[[int], None]) -> None:
         signal.signal(sig, _handle)
 
 
+def reset() -> bool:
+    """Between two runs of a warm rank: forget the last run's `on_stop` callbacks and grace request; True when
+    that run was asked to stop (the rank then ends: its kill timer is armed)."""
+    _callbacks.clear()
+    _wants_grace.clear()
+    _callbacks_ran.clear()
+    return _stopping.is_set()
+
+
 def request_stop(reason: str = "stop") -> None:
     """Ask this rank to stop gracefully, from any thread (callbacks then run in the main thread); `reason` is
     what `stop_reason()` says (``"rescale"`` when an elastic run changes its size)."""

@@ -1,0 +1,95 @@
+"""Hyperparameter search with Optuna over sparkrunner runs (docs/trials.md).
+
+Each trial is one run on the cluster's ranks; rank 0 reports its loss every step with `report_progress`, an
+observer hands each report to the trial, and Optuna's median pruner drops trials that fall behind. The trials
+share one warm session, so only the first one starts rank processes.
+
+    python examples/optuna_search.py [--np 2] [--trials 8] [--master local[4]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+import optuna
+
+from sparkrunner import Runner, RunObserver
+
+log = logging.getLogger("sparkrunner.examples.optuna")
+
+
+class TrialReporter(RunObserver):
+    """Passes rank 0's reported loss to the Optuna trial being run (trials run one at a time here)."""
+
+    def __init__(self) -> None:
+        self.trial: optuna.Trial | None = None
+
+    def on_progress(self, rank: int, progress: Any) -> None:
+        if rank == 0 and self.trial is not None and "loss" in progress.metrics:
+            self.trial.report(progress.metrics["loss"], progress.step)
+
+
+def search(
+    spark: Any, learning_rates: list[float] | None = None, trials: int = 8, np: int = 2
+) -> optuna.Study:
+    """Search a learning rate: `learning_rates` are tried first (in order), then Optuna's own choices."""
+
+    def train(
+        lr: float, steps: int
+    ) -> float:  # defined here: pickled by value, nothing to import on executors
+        from sparkrunner import report_progress
+
+        loss = 0.0
+        for step in range(steps):
+            loss = (lr - 0.3) ** 2 + 1.0 / (step + 1)  # stands in for one training step
+            report_progress(step, loss=loss)
+        return loss
+
+    reporter = TrialReporter()
+    runner = Runner(
+        np=np, spark=spark, launcher="direct", tracking=False, progress=False, observers=[reporter]
+    )
+    study = optuna.create_study(
+        sampler=optuna.samplers.TPESampler(seed=0),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+    )
+    for lr in learning_rates or []:
+        study.enqueue_trial({"lr": lr})
+    with runner.session() as session:
+
+        def objective(trial: optuna.Trial) -> float:
+            reporter.trial = trial
+            loss = float(session.run(train, trial.suggest_float("lr", 0.01, 1.0), 5))
+            if trial.should_prune():  # its reported losses fell behind the median of the finished trials
+                raise optuna.TrialPruned()
+            return loss
+
+        study.optimize(objective, n_trials=len(learning_rates) if learning_rates else trials)
+    return study
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--np", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--master", default="local[4]")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master(args.master).getOrCreate()
+    try:
+        study = search(spark, trials=args.trials, np=args.np)
+    finally:
+        spark.stop()
+    log.warning("best learning rate %.3f (loss %.4f)", study.best_params["lr"], study.best_value)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""A warm session's placement: its ranks outlive each run, so later runs skip the start-up and the imports.
+
+`WarmRanks` owns the session's long-lived ranks: launched (through the ordinary placement, local processes
+or a barrier stage that stays up) on the first run that needs them, served run after run through a
+`WarmHome`, and torn down after any failed run (the next run launches fresh ones: a dirty rank is never
+reused), after `idle_timeout` without a run (freeing the Spark slots), or on close. `WarmPlacement` is one
+run's `Placement`: to the runner it looks like a cold placement whose `start` serves the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrunner.channel.environment import Env
+from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.warm_home import WarmHome
+from sparkrunner.launch import Launcher, RankJob, processes
+from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.placement import Placement
+from sparkrunner.timeouts import SWEEP_GRACE_S
+
+log = logging.getLogger(__name__)
+
+PlacementFactory = Callable[[Launcher, Any, int], Placement]
+"""The runner's own placement for (launcher, spark, tasks): where a cold run would start its ranks."""
+
+Shape = tuple[str, int, bool, int]
+"""What the live ranks were launched for: launcher, tasks, hosting Horovod's rendezvous, ranks per task."""
+
+
+@dataclass
+class _Launch:
+    shape: Shape
+    placement: Placement
+    home: WarmHome
+    run_id: str
+
+
+class WarmRanks:
+    """The long-lived ranks of one warm session (one run at a time: the session serializes its runs)."""
+
+    def __init__(
+        self, cold: PlacementFactory, run_session: Callable[[], DriverSession | None], idle_timeout: float
+    ) -> None:
+        self._cold = cold
+        self.run_session = run_session
+        """The `DriverSession` of the run in flight (None between runs)."""
+        self._idle_timeout = idle_timeout
+        self._lock = threading.RLock()
+        self._live: _Launch | None = None
+        self._idle: threading.Timer | None = None
+        self.launches = 0
+        """How many times ranks were started: 1 while every run reused them."""
+
+    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
+        return WarmPlacement(self, lambda: self._cold(launcher, spark, tasks), (launcher.name, tasks))
+
+    def is_live(self) -> bool:
+        with self._lock:
+            return self._live is not None
+
+    def live_placement(self, launcher_tasks: tuple[str, int]) -> Placement | None:
+        """Where the live ranks run, when they were launched for this launcher and number of tasks."""
+        with self._lock:
+            live = self._live
+        return live.placement if live is not None and live.shape[:2] == launcher_tasks else None
+
+    def serve(self, cold: Callable[[], Placement], job: RankJob, shape: Shape, description: str) -> _Launch:
+        """Serve `job` on the live ranks; first launch them in `cold()` when none of this `shape` are live."""
+        with self._lock:
+            self._cancel_idle_timer()
+            if self._live is not None and (self._live.shape != shape or self._live.home.lost()):
+                self._tear_down()
+            if self._live is None:
+                self._live = self._launch(cold(), shape, job, description)
+            self._live.home.serve(job.driver, job.secret, {**job.user_env, Env.RUN_ID: job.run_id})
+            return self._live
+
+    def _launch(self, cold: Placement, shape: Shape, job: RankJob, description: str) -> _Launch:
+        own = own_ports(job.port_range)
+        home = WarmHome(cold.bind_host, free_ports(1, cold.bind_host, own, slot=-1)[0] if own else 0)
+        run_id = f"warm-{uuid.uuid4().hex}"
+        launch_job = dataclasses.replace(
+            job, run_id=run_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
+            user_env={Env.WARM: "1"},
+        )  # fmt: skip
+        try:
+            cold.start(launch_job, f"{description} (warm session)")
+        except BaseException:
+            home.close()
+            raise
+        self.launches += 1
+        log.debug("warm session: started %d task(s) of ranks (launch %s)", shape[1], run_id)
+        return _Launch(shape, cold, home, run_id)
+
+    def end_run(self, clean: bool) -> None:
+        """The run is over: keep the ranks for the next one when it ended cleanly, else tear them down."""
+        with self._lock:
+            if self._live is None:
+                return
+            self._live.home.end_run()
+            if clean and not self._live.home.lost():
+                self._arm_idle_timer()
+            else:
+                self._tear_down()
+
+    def _arm_idle_timer(self) -> None:
+        self._idle = threading.Timer(self._idle_timeout, self._release_idle)
+        self._idle.daemon = True
+        self._idle.start()
+
+    def _cancel_idle_timer(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _release_idle(self) -> None:
+        with self._lock:
+            if self._idle is None or self._live is None:
+                return  # a run took the ranks meanwhile, or they are gone already
+            log.info(
+                "warm session idle for %g s: its ranks were stopped (and their slots freed); the next run "
+                "starts new ones",
+                self._idle_timeout,
+            )
+            self._tear_down()
+
+    def _tear_down(self) -> None:
+        """End every rank of the live launch and everything it started."""
+        live, self._live = self._live, None
+        self._cancel_idle_timer()
+        if live is None:
+            return
+        live.home.close()
+        live.placement.stop()
+        leftover = processes.sweep_run(live.run_id, grace_s=SWEEP_GRACE_S)
+        if leftover:
+            log.warning("killed %d leftover process(es) of warm session %s", len(leftover), live.run_id)
+
+    def close(self) -> None:
+        """Stop the ranks now; a later run would start new ones."""
+        with self._lock:
+            self._tear_down()
+
+
+class WarmPlacement:
+    """One run's placement in a warm session: `start` serves the run on the live ranks, `stop` keeps them
+    unless the run failed. Everything else is answered by the placement the ranks run in."""
+
+    def __init__(
+        self, ranks: WarmRanks, cold: Callable[[], Placement], launcher_tasks: tuple[str, int]
+    ) -> None:
+        self._ranks = ranks
+        self._new_cold = cold
+        self._launcher_tasks = launcher_tasks
+        self._live: _Launch | None = None
+        known = ranks.live_placement(launcher_tasks) or self._cold
+        self.driver_host = known.driver_host
+        self.bind_host = known.bind_host
+
+    @functools.cached_property
+    def _cold(self) -> Placement:
+        """A placement for new ranks (made only when needed: a Spark one costs calls to the JVM)."""
+        return self._new_cold()
+
+    @property
+    def _active(self) -> Placement:
+        if self._live is not None:
+            return self._live.placement
+        return self._ranks.live_placement(self._launcher_tasks) or self._cold
+
+    @property
+    def job_group(self) -> str | None:
+        return self._active.job_group
+
+    def check(self) -> None:
+        if self._ranks.live_placement(self._launcher_tasks) is None:  # live ranks hold their slots
+            self._cold.check()
+
+    def start(self, job: RankJob, description: str = "") -> None:
+        shape = (*self._launcher_tasks, job.uses_horovod, job.ranks_per_task)
+        self._live = self._ranks.serve(lambda: self._cold, job, shape, description)
+
+    def failure(self, pid: int | None = None) -> str | None:
+        failure = self._active.failure(pid)
+        lost = [] if self._live is None else self._live.home.lost()
+        if failure is None and lost:
+            return f"rank(s) {lost} of the warm session ended"
+        return failure
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return self._active.exit_code(rank, pid)
+
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        ids = spark_task_ids if self._live is None else self._live.home.addresses.spark_task_ids()
+        return self._active.decommissioning(ids)
+
+    def cancelled(self) -> str | None:
+        return self._active.cancelled()
+
+    def finished(self) -> bool:
+        return self._active.finished() or self._run_over()
+
+    def _run_over(self) -> bool:
+        """Every rank of this run reported success and hung up (its output relay too): it is back, waiting."""
+        session = self._ranks.run_session()
+        if session is None or self._live is None:
+            return False
+        with session.changed:
+            report = session.report
+            ended = report.all_done() and report.all_gone() and len(report.output_ended) == report.num_ranks
+            return ended and not report.errors and not report.vanished
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._ranks.end_run(self._run_over())
