@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards, shared
+from sparkrunner.channel.stream_messages import StreamOpen
+from sparkrunner.data import arrow_reader, batching, petastorm_reader, shards, shared, stream_reader
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
+from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_choice, check_number
 from sparkrunner.ranks.api import rank_context
@@ -26,7 +28,7 @@ class NumpyLoader:
     Shuffling is seeded by ``(seed, epoch)``: call ``set_epoch(epoch)`` before each epoch.
 
     Args:
-        data: the dataset from `materialize`.
+        data: the dataset from `materialize`, or a `stream` (its own shuffle and seed apply; reader "arrow").
         batch_size: rows per batch on each rank.
         columns: the columns to read (default: all).
         shuffle: shuffle row groups globally and rows within `shuffle_buffer_rows` windows on each rank.
@@ -40,7 +42,7 @@ class NumpyLoader:
 
     def __init__(
         self,
-        data: ParquetData,
+        data: ParquetData | StreamData,
         batch_size: int,
         *,
         columns: Sequence[str] | None = None,
@@ -60,13 +62,18 @@ class NumpyLoader:
         _check_options(data, self.columns, batch_size, seed, reader, prefetch, shuffle_buffer_rows)
         _check_rank(self.rank, self.world_size)
         shards.check_remainder(remainder)
-        if reader == "petastorm":
+        if isinstance(data, StreamData):
+            check_choice("reader", reader, READERS[:1])
+            shuffle, seed = data.shuffle, data.seed
+        elif reader == "petastorm":
             petastorm_reader.check_available()
-        shared.check_rank_sees(data, self.rank)
+        if isinstance(data, ParquetData):
+            shared.check_rank_sees(data, self.rank)
         self.data = data
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
+        self.passes = 0
         self.remainder = remainder
         self.reader = reader
         self.prefetch = prefetch
@@ -75,6 +82,10 @@ class NumpyLoader:
         self.steps = self._steps()
 
     def _steps(self) -> int:
+        if isinstance(self.data, StreamData):
+            return shards.row_split_steps(
+                self.data.num_rows, self.world_size, self.batch_size, self.remainder
+            )
         group_rows = [group.num_rows for group in self.data.row_groups]
         if self.reader == "petastorm":
             return shards.group_split_steps(group_rows, self.world_size, self.batch_size, self.remainder)
@@ -98,6 +109,17 @@ class NumpyLoader:
             chunks.close()  # type: ignore[attr-defined]
 
     def _read(self) -> Iterator[Chunk]:
+        if isinstance(self.data, StreamData):
+            opened = StreamOpen(
+                self.data.stream_id,
+                self.passes,
+                self.epoch,
+                self.rank,
+                self.world_size,
+                self.steps * self.batch_size,
+            )
+            self.passes += 1
+            return stream_reader.read_pass(self.data, self.columns, opened)
         if self.reader == "petastorm":
             return petastorm_reader.read_shard(
                 self.data,
@@ -116,7 +138,7 @@ class NumpyLoader:
 
 
 def _check_options(
-    data: ParquetData,
+    data: ParquetData | StreamData,
     columns: Sequence[str],
     batch_size: int,
     seed: int,
