@@ -118,6 +118,10 @@ class _Pass:
             expected = piece.start + share.held[index]
             low, high = max(batch.offset, expected), min(batch.offset + batch.rows, piece.stop)
             if low >= high:
+                if batch.offset < expected and batch.offset + batch.rows > piece.start:
+                    log.debug(
+                        "partition %d: rows %d.. already held (a retried task)", partition, batch.offset
+                    )
                 continue  # rows another attempt already gave, or rows of another share
             if low > expected:
                 self.fail(
