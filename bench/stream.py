@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from bench.materialize import frame
+from bench.materialize import frame, session
 
 
 def written_bytes() -> int:
@@ -52,19 +51,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
     from sparkrunner.data import TorchLoader, close_stream, materialize, stream
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    df = frame(spark, args.rows)
+    df = frame(session(args.master), args.rows)
     df.limit(1).collect()  # JVM and Python workers warm for both
     options = {"rank": 0, "world_size": 1}
     results = {}

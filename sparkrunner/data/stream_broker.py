@@ -4,7 +4,8 @@ Every rank opens a pass on its own connection and pulls batches (a request each)
 the broker runs `df` as a Spark job whose tasks push their partition's batches (`stream_feeder`). A batch
 goes to the ranks whose share holds its rows, each rank's in the order of its share. Bounded memory: a
 feeder's next batch waits for the ack of its last, and the ack waits while a rank it fed holds more than
-`buffer_bytes` not yet taken (unless the batch is what that rank needs next, so no rank ever waits on itself).
+`buffer_bytes` not yet taken (unless it is the one batch held of what that rank needs next, so that no rank
+ever waits on itself).
 
 Exactly once with retried tasks: a partition gives the same rows in the same order on every attempt (Spark's
 own premise when it recomputes one), so each share keeps only the rows past those it already holds; an
@@ -140,8 +141,10 @@ class _Pass:
             self.parked.append((conn, fed))
 
     def _roomy(self, fed: list[tuple[int, int]]) -> bool:
+        """Whether every share fed holds at most buffer_bytes, or one batch of what its rank needs next."""
         return all(
-            index <= self.shares[rank].head or self.shares[rank].buffered <= self.buffer_bytes
+            self.shares[rank].buffered <= self.buffer_bytes
+            or (index == self.shares[rank].head and len(self.shares[rank].queues[index]) <= 1)
             for rank, index in fed
         )
 

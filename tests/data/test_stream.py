@@ -4,8 +4,8 @@ a killed feeder retried without duplicates, a failed one stopping the run, and t
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -113,39 +113,60 @@ def test_every_row_once_equal_steps_same_order_no_file(
         assert r["passes"][0][0].tolist() != r["passes"][2][0].tolist(), "epoch 1 kept epoch 0's order"
 
 
-def killing(die_on_first_attempt: bool) -> Any:
-    """A mapInArrow step that kills its Python worker in partition 2 after 20 of its 25 batches (first attempt only, or
-    every attempt)."""
+def failing_once_armed(armed: Path) -> Any:
+    """A mapInArrow step that raises in partition 2 once `armed` exists (after `stream` counted the rows)."""
 
     def step(batches: Any) -> Any:
         from pyspark import TaskContext
 
-        context = TaskContext.get()
-        doomed = context.partitionId() == 2 and (context.attemptNumber() == 0 or not die_on_first_attempt)
+        doomed = TaskContext.get().partitionId() == 2 and armed.exists()
         for number, batch in enumerate(batches):
-            if doomed and number == 20:
-                if die_on_first_attempt:
-                    os._exit(1)
+            if doomed and number == 3:
                 raise ValueError("bad row in partition 2")
             yield batch
 
     return step
 
 
+def kill_python_workers() -> int:
+    """SIGKILL the Python workers of this test's Spark executors (children of a pyspark.daemon): feeders die."""
+    import psutil
+
+    killed = 0
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            parent = process.parent()
+            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()):
+                process.kill()
+                killed += 1
+    return killed
+
+
 def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pytest.LogCaptureFixture) -> None:
-    """Driver threads as the two ranks (np<0 without a launcher): Spark retries the killed task."""
+    """Driver threads as the two ranks (np<0 without a launcher). With a 1-byte buffer every feeder is held
+    mid-partition while the ranks wait after their first batch; then every feeder is killed and Spark retries."""
     df = spark.range(0, 2000, numPartitions=4)
-    data = stream(df.mapInArrow(killing(True), df.schema), shuffle=False)
+    data = stream(df, shuffle=False, buffer_bytes=1)
     read: dict[int, list[int]] = {}
+    first = [threading.Event(), threading.Event()]
+    killed = threading.Event()
 
     def rank(number: int) -> None:
-        loader = NumpyLoader(data, 50, rank=number, world_size=2)
-        read[number] = [int(i) for batch in loader for i in batch["id"]]
+        ids = []
+        for batch in NumpyLoader(data, 50, rank=number, world_size=2):
+            ids += [int(i) for i in batch["id"]]
+            first[number].set()
+            killed.wait()
+        read[number] = ids
 
     with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.stream_broker"):
         threads = [threading.Thread(target=rank, args=(number,)) for number in range(2)]
         for thread in threads:
             thread.start()
+        for event in first:
+            event.wait()
+        assert kill_python_workers() > 0
+        killed.set()
         for thread in threads:
             thread.join()
     assert sorted(read[0] + read[1]) == [row["id"] for row in df.collect()]
@@ -154,9 +175,13 @@ def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pyte
     )
 
 
-def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(spark: Any) -> None:
+def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(
+    spark: Any, tmp_path: Path
+) -> None:
     df = spark.range(0, 2000, numPartitions=4)
-    data = stream(df.mapInArrow(killing(False), df.schema))
+    armed = tmp_path / "armed"
+    data = stream(df.mapInArrow(failing_once_armed(armed), df.schema))
+    armed.touch()
     with pytest.raises(RankFailedError, match=r"(?s)partition 2.*bad row in partition 2"):
         Runner(np=-2, launcher="direct").run(read_epochs, data)
 
