@@ -121,7 +121,7 @@ def failing_once_armed(armed: Path) -> Any:
 
         doomed = TaskContext.get().partitionId() == 2 and armed.exists()
         for number, batch in enumerate(batches):
-            if doomed and number == 3:
+            if doomed and number == 2:
                 raise ValueError("bad row in partition 2")
             yield batch
 
@@ -178,7 +178,7 @@ def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pyte
 def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(
     spark: Any, tmp_path: Path
 ) -> None:
-    df = spark.range(0, 2000, numPartitions=4)
+    df = frame(spark)
     armed = tmp_path / "armed"
     data = stream(df.mapInArrow(failing_once_armed(armed), df.schema))
     armed.touch()
