@@ -30,6 +30,21 @@ def frame(spark: Any, rows: int) -> Any:
     )
 
 
+def session(master: str) -> Any:
+    """A quiet SparkSession on `master` whose executors run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need this interpreter's pyarrow
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def sparkrunner_writer(df: Any, target: Path) -> None:
     from sparkrunner.data import storage
     from sparkrunner.data.progress_report import WriteProgress
@@ -51,16 +66,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need this interpreter's pyarrow
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = session(args.master)
     df = frame(spark, args.rows)
     writers: dict[str, Callable[[Any, Path], None]] = {
         "sparkrunner (pyarrow in tasks)": sparkrunner_writer,

@@ -259,3 +259,8 @@ class ReaderUnavailableError(SparkRunnerError, ImportError):
 
 class DataNotSharedError(SparkRunnerError):
     """A dataset's files are on one machine's own disk, so other hosts of the run cannot read them."""
+
+
+class StreamFeedError(SparkRunnerError):
+    """A streamed DataFrame could not feed a pass: a feeder task failed for good (the message names its
+    partition and Spark's reason) or a partition gave other rows than when it was counted."""

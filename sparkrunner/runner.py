@@ -12,6 +12,7 @@ from typing import Any
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
+from sparkrunner.data.streaming import check_feeder_slots
 from sparkrunner.driver import causes
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
@@ -194,6 +195,7 @@ class Runner:
         per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
         sizing = Sizing(self.options.np, self.options.np_range, spark, per_task, self.options.start_timeout)
         self.placement(launcher, spark, sizing.least // per_task).check()
+        check_feeder_slots((*args, *kwargs.values()), max(sizing.least // per_task, 0))
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.options.np, launcher.name)
         self.received_files = {}

@@ -16,6 +16,8 @@ from sparkrunner.data.global_batch import BatchSplit, global_batch
 from sparkrunner.data.loader import NumpyLoader
 from sparkrunner.data.materialize import materialize
 from sparkrunner.data.shards import DEFAULT_REMAINDER, REMAINDERS
+from sparkrunner.data.stream_handle import StreamData
+from sparkrunner.data.streaming import close_stream, stream
 from sparkrunner.data.tf_adapter import tf_dataset
 from sparkrunner.data.torch_adapter import TorchLoader
 
@@ -26,10 +28,13 @@ __all__ = [
     "CacheEntry",
     "NumpyLoader",
     "ParquetData",
+    "StreamData",
     "TorchLoader",
     "cache_info",
     "clear_cache",
+    "close_stream",
     "global_batch",
     "materialize",
+    "stream",
     "tf_dataset",
 ]

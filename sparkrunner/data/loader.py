@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from sparkrunner.data import arrow_reader, batching, petastorm_reader, resume, shards, shared
+from sparkrunner.channel.stream_messages import StreamOpen
+from sparkrunner.data import arrow_reader, batching, petastorm_reader, resume, shards, shared, stream_reader
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.prefetch import prefetched
+from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_choice, check_number
 from sparkrunner.ranks.anatomy import timed
@@ -31,7 +33,7 @@ class NumpyLoader:
     ``state_dict()`` / ``load_state_dict(state)`` resume mid-epoch, at any world size (docs/elastic.md).
 
     Args:
-        data: the dataset from `materialize`.
+        data: the dataset from `materialize`, or a `stream` (its own shuffle and seed apply; reader "arrow").
         batch_size: rows per batch on each rank.
         columns: the columns to read (default: all).
         shuffle: shuffle row groups globally and rows within `shuffle_buffer_rows` windows on each rank.
@@ -45,7 +47,7 @@ class NumpyLoader:
 
     def __init__(
         self,
-        data: ParquetData,
+        data: ParquetData | StreamData,
         batch_size: int,
         *,
         columns: Sequence[str] | None = None,
@@ -65,13 +67,18 @@ class NumpyLoader:
         _check_options(data, self.columns, batch_size, seed, reader, prefetch, shuffle_buffer_rows)
         _check_rank(self.rank, self.world_size)
         shards.check_remainder(remainder)
-        if reader == "petastorm":
+        if isinstance(data, StreamData):
+            check_choice("reader", reader, READERS[:1])
+            shuffle, seed = data.shuffle, data.seed
+        elif reader == "petastorm":
             petastorm_reader.check_available()
-        shared.check_rank_sees(data, self.rank)
+        if isinstance(data, ParquetData):
+            shared.check_rank_sees(data, self.rank)
         self.data = data
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.seed = seed
+        self.passes = 0
         self.remainder = remainder
         self.reader = reader
         self.prefetch = prefetch
@@ -83,6 +90,10 @@ class NumpyLoader:
         self.steps = self._steps()
 
     def _steps(self) -> int:
+        if isinstance(self.data, StreamData):
+            return shards.row_split_steps(
+                self.data.num_rows, self.world_size, self.batch_size, self.remainder
+            )
         if self._left is not None:
             return self._plan().steps(len(self._left), self.world_size)
         group_rows = [group.num_rows for group in self.data.row_groups]
@@ -107,6 +118,11 @@ class NumpyLoader:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume the saved epoch where it stopped, with this loader's world size: the next iteration yields
         the epoch's rows not yet read, split among the ranks there are now."""
+        if isinstance(self.data, StreamData):
+            raise InvalidArgumentError(
+                "a stream cannot resume mid-epoch: resume from a materialized dataset (materialize(df)), "
+                "or start the stream's epoch again"
+            )
         if state.get("rows") != self.data.num_rows or self.reader != "arrow":
             raise InvalidArgumentError(
                 f"this loader state is for a dataset of {state.get('rows')} rows; this one has "
@@ -124,7 +140,9 @@ class NumpyLoader:
         self.steps = self._steps()
 
     def _plan(self) -> resume.Plan:
-        group_rows = [group.num_rows for group in self.data.row_groups]
+        # a stream has no row groups: it never resumes, and only uses the plan's row-shuffle generator
+        data = self.data
+        group_rows = [] if isinstance(data, StreamData) else [group.num_rows for group in data.row_groups]
         return resume.Plan(
             group_rows,
             self.batch_size,
@@ -154,6 +172,17 @@ class NumpyLoader:
             chunks.close()  # type: ignore[attr-defined]
 
     def _read(self) -> Iterator[Chunk]:
+        if isinstance(self.data, StreamData):
+            opened = StreamOpen(
+                self.data.stream_id,
+                self.passes,
+                self.epoch,
+                self.rank,
+                self.world_size,
+                self.steps * self.batch_size,
+            )
+            self.passes += 1
+            return stream_reader.read_pass(self.data, self.columns, opened)
         if self.reader == "petastorm":
             return petastorm_reader.read_shard(
                 self.data,
@@ -175,7 +204,7 @@ class NumpyLoader:
 
 
 def _check_options(
-    data: ParquetData,
+    data: ParquetData | StreamData,
     columns: Sequence[str],
     batch_size: int,
     seed: int,

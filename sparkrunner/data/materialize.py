@@ -57,7 +57,7 @@ def materialize(
         check_number(name, value, 1)
     limit = cache_store.max_bytes(cache_max_bytes)
     columns.check_spark_schema(source.schema, vectors_to_arrays)
-    frame = _converted(source, float32)
+    frame = converted(source, float32)
     options = WriteOptions(row_group_bytes, max_rows_per_file)
     cache = storage.resolve(cache_dir or default_cache_dir(), storage_options)
     key = cache_key(frame, dataclasses.asdict(options))
@@ -90,7 +90,7 @@ def _written(
     return data
 
 
-def _converted(frame: Any, float32: bool) -> Any:
+def converted(frame: Any, float32: bool) -> Any:
     """Vectors to arrays, and doubles to floats when asked, keeping the column order."""
     if is_connect_session(frame):  # the classic functions build classic columns when both kinds are loaded
         from pyspark.ml.connect.functions import vector_to_array

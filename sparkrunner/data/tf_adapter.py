@@ -8,9 +8,10 @@ from typing import Any
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.loader import NumpyLoader
+from sparkrunner.data.stream_handle import StreamData
 
 
-def tf_dataset(data: ParquetData, batch_size: int, epochs: int = 1, **options: Any) -> Any:
+def tf_dataset(data: ParquetData | StreamData, batch_size: int, epochs: int = 1, **options: Any) -> Any:
     """`epochs` epochs of this rank's batches (epoch e shuffled by (seed, e)); options as NumpyLoader.
 
     Every rank yields ``len(NumpyLoader(...)) * epochs`` batches: pass ``steps_per_epoch`` to Keras.

@@ -9,6 +9,7 @@ from typing import Any
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.loader import NumpyLoader
+from sparkrunner.data.stream_handle import StreamData
 
 
 class TorchLoader:
@@ -18,7 +19,7 @@ class TorchLoader:
     decoding runs in pyarrow's threads and the bounded prefetch thread.
     """
 
-    def __init__(self, data: ParquetData, batch_size: int, **options: Any) -> None:
+    def __init__(self, data: ParquetData | StreamData, batch_size: int, **options: Any) -> None:
         self.batches = NumpyLoader(data, batch_size, **options)
 
     def __len__(self) -> int:

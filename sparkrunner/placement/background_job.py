@@ -61,7 +61,7 @@ class BackgroundJob:
 def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:
     """Why a barrier stage's ranks ended abnormally: the job's error, or the first task's non-zero exit."""
     if job_error is not None:
-        return f"the Spark barrier stage failed: {_short_spark_error(job_error)}"
+        return f"the Spark barrier stage failed: {short_spark_error(job_error)}"
     for record in records:
         if record["exit_code"] != 0:
             return (
@@ -71,7 +71,7 @@ def describe_failure(job_error: BaseException | None, records: list[dict[str, ob
     return None
 
 
-def _short_spark_error(exc: BaseException) -> str:
+def short_spark_error(exc: BaseException) -> str:
     text = str(exc)
     if "No module named 'sparkrunner'" in text:
         return (

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 PlacementFactory = Callable[[Launcher, Any, int], Placement]
 """The runner's own placement for (launcher, spark, tasks): where a cold run would start its ranks."""
 
-Shape = tuple[str, int, bool, int]
+Shape = tuple[str, int, bool | None, int]
 """What the live ranks were launched for: launcher, tasks, hosting Horovod's rendezvous, ranks per task."""
 
 

@@ -16,13 +16,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"
 RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.recovery.graceful_stop", "sparkrunner.recovery.sharded",
         "sparkrunner.data.loader", "sparkrunner.data.torch_adapter", "sparkrunner.data.tf_adapter",
         "sparkrunner.data.arrow_reader", "sparkrunner.data.petastorm_reader", "sparkrunner.data.batching",
-        "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch")  # fmt: skip
-TASK = ("sparkrunner.tasks.",)
+        "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch",
+        "sparkrunner.data.stream_reader")  # fmt: skip
+TASK = ("sparkrunner.tasks.", "sparkrunner.data.stream_feeder")
 DRIVER = ("sparkrunner.driver.", "sparkrunner.placement.", "sparkrunner.observe.", "sparkrunner.runner",
           "sparkrunner.compat.",
           "sparkrunner.cli", "sparkrunner.check", "sparkrunner.recovery.attempts", "sparkrunner.recovery.options", "sparkrunner.recovery.elastic",
           "sparkrunner.data.materialize", "sparkrunner.data.cache_key", "sparkrunner.data.progress_report",
-          "sparkrunner.data.host_check", "sparkrunner.data.writer", "sparkrunner.__main__")  # fmt: skip
+          "sparkrunner.data.host_check", "sparkrunner.data.writer", "sparkrunner.__main__",
+          "sparkrunner.data.streaming", "sparkrunner.data.stream_broker")  # fmt: skip
 # what each role may not import
 FORBIDDEN = {
     "rank": ("driver", "task"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.driver.causes import _CONSEQUENTIAL
-from sparkrunner.placement.background_job import _EXECUTOR_LOST, _lost_executor_advice, _short_spark_error
+from sparkrunner.placement.background_job import _EXECUTOR_LOST, _lost_executor_advice, short_spark_error
 
 RECORDED = Path(__file__).with_name("spark_errors")
 
@@ -23,7 +23,7 @@ def test_a_tasks_python_error_is_shown_as_its_own_last_line(path: Path) -> None:
     assert (
         "Job aborted due to stage failure" in text
     )  # the recording is the whole py4j text, JVM stack included
-    assert _short_spark_error(Py4JLike(text)) == "ValueError: bad batch in barrier task"
+    assert short_spark_error(Py4JLike(text)) == "ValueError: bad batch in barrier task"
 
 
 def test_both_spark_versions_are_recorded() -> None:
@@ -57,7 +57,7 @@ def test_both_spark_versions_are_recorded() -> None:
     ids=["not-installed", "jvm-only", "executor-sigkill", "executor-exit-1"],
 )
 def test_short_spark_error(text: str, expected: str) -> None:
-    assert _short_spark_error(Py4JLike(text)).startswith(expected)
+    assert short_spark_error(Py4JLike(text)).startswith(expected)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,130 @@
+"""`stream(df)`: feed a DataFrame to the ranks from Spark tasks while they train, without writing a copy."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+from sparkrunner.data import columns
+from sparkrunner.data.materialize import converted
+from sparkrunner.data.stream_broker import StreamBroker
+from sparkrunner.data.stream_feeder import COUNT_SCHEMA, count_partition
+from sparkrunner.data.stream_handle import StreamData
+from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
+from sparkrunner.options import check_number
+from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.slots import session_slots
+from sparkrunner.voice import install_default_handler
+
+log = logging.getLogger(__name__)
+
+BUFFER_BYTES = 256 * 2**20
+"""Default bound, per rank, on the Arrow batches the broker holds that the rank has not taken yet."""
+
+_BROKERS: dict[str, StreamBroker] = {}  # stream_id -> the broker serving it (driver only)
+
+
+def stream(
+    df: Any,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    float32: bool = True,
+    vectors_to_arrays: bool = True,
+    buffer_bytes: int = BUFFER_BYTES,
+    host: str | None = None,
+) -> StreamData:
+    """A handle the ranks read `df` through, each epoch one pass of `df` computed by Spark tasks on free slots.
+
+    Read it with ``TorchLoader(data, batch_size)``, `NumpyLoader` or `tf_dataset`, as materialized data: every
+    row once per epoch across the ranks, the same number of steps on every rank (``remainder`` as usual), and
+    ``set_epoch(e)`` reshuffles the same way for the same `seed` (the loader's own shuffle and seed are not
+    used: partitions are dealt to ranks in a seeded order, rows mixed within each rank's window). Nothing is
+    written to disk: record batches travel from the tasks to the ranks over encrypted connections, at most
+    `buffer_bytes` waiting per rank. `stream` counts every partition's rows once (persist() `df` to make that
+    and every epoch cheaper). Conversions as in `materialize` (`float32`, `vectors_to_arrays`). `host` is the
+    address Spark tasks reach this process at (default: ``spark.driver.host``; set it over Spark Connect).
+    The stream is served while the handle lives on the driver; `close_stream` ends it sooner.
+    """
+    install_default_handler()
+    if not hasattr(df, "mapInArrow") or not hasattr(df, "schema"):
+        raise InvalidArgumentError(f"stream takes a Spark DataFrame, not a {type(df).__name__}")
+    check_number("seed", seed, 0)
+    check_number("buffer_bytes", buffer_bytes, 1)
+    columns.check_spark_schema(df.schema, vectors_to_arrays)
+    frame = converted(df, float32)
+    partition_rows, lengths = _count(frame)
+    advertised, bind = _addresses(frame.sparkSession, host)
+    broker = StreamBroker(frame, buffer_bytes, bind)
+    data = StreamData(
+        uuid.uuid4().hex,
+        (advertised, broker.port),
+        broker.secret,
+        columns.from_arrow(_arrow_schema(frame), lengths),
+        partition_rows,
+        shuffle,
+        seed,
+    )
+    broker.data = data
+    _BROKERS[data.stream_id] = broker
+    weakref.finalize(data, _close, data.stream_id)
+    log.info("streaming %s", data)
+    return data
+
+
+def close_stream(data: StreamData) -> None:
+    """Stop serving `data` now: feeders still running are cancelled, ranks still reading get an error."""
+    _close(data.stream_id)
+
+
+def _close(stream_id: str) -> None:
+    broker = _BROKERS.pop(stream_id, None)
+    if broker is not None:
+        broker.close()
+
+
+def _count(frame: Any) -> tuple[tuple[int, ...], dict[str, int]]:
+    """Every partition's rows (a pass of `df`) and the first row's list lengths."""
+    found = {row["partition"]: row for row in frame.mapInArrow(count_partition, COUNT_SCHEMA).collect()}
+    rows = tuple(found[p]["rows"] if p in found else 0 for p in range(max(found, default=-1) + 1))
+    first = next((found[p] for p in sorted(found) if found[p]["rows"]), None)
+    return rows, json.loads(first["list_lengths"]) if first is not None else {}
+
+
+def _arrow_schema(frame: Any) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(frame.schema)
+
+
+def _addresses(spark: Any, host: str | None) -> tuple[str, str]:
+    """(the address feeder tasks dial, the address the broker listens on)."""
+    if is_connect_session(spark):
+        advertised = host or "127.0.0.1"
+        return advertised, "0.0.0.0" if host else advertised
+    conf = spark.sparkContext.getConf()
+    advertised = host or str(conf.get("spark.driver.host", "127.0.0.1"))
+    return advertised, str(conf.get("spark.driver.bindAddress", advertised))
+
+
+def check_feeder_slots(arguments: Iterable[Any], barrier_tasks: int) -> None:
+    """Before any rank starts: refuse a run that reads a stream when no task slot is left for its feeders."""
+    for data in (value for value in arguments if isinstance(value, StreamData)):
+        broker = _BROKERS.get(data.stream_id)
+        if broker is None:
+            raise InvalidArgumentError(
+                f"{data!r} is closed (or was made by another driver): call stream(df) again"
+            )
+        slots = session_slots(broker.frame.sparkSession)
+        if slots is not None and slots - barrier_tasks < 1:
+            raise NotEnoughSlotsError(
+                f"streaming a DataFrame needs at least 1 task slot for its feeder tasks beside the "
+                f"{barrier_tasks} barrier tasks, but this Spark cluster has {slots} slots in all. Give the "
+                "feeders slots: more executor cores or executors (spark.executor.cores, "
+                "spark.executor.instances), a smaller spark.task.cpus, or a stage-level resource profile that "
+                "gives the barrier stage's tasks more CPUs than the default profile's; or materialize(df)."
+            )

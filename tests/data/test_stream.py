@@ -1,0 +1,194 @@
+"""`stream(df)` on local-cluster[2,2] (4 slots: 2 for the barrier tasks, 2 for feeders), against an oracle that
+collects the DataFrame itself: every row once per epoch, equal steps, the same order again, no file written,
+a killed feeder retried without duplicates, a failed one stopping the run, and the no-free-slot refusal."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.data import NumpyLoader, stream
+from sparkrunner.errors import NotEnoughSlotsError, RankFailedError
+from tests.conftest import spark_session
+from tests.matrix import Placement
+
+pytestmark = pytest.mark.spark
+
+MASTER = "local-cluster[2,2,1024]"
+ROWS, PARTITIONS, BATCH = 600, 6, 25  # 600 = 2 ranks x 12 steps x 25: no remainder, every row each epoch
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Where Spark (driver and executors) and the ranks may write: the test scans them for new files."""
+    root = tmp_path_factory.mktemp("stream")
+    return {name: (root / name) for name in ("spark_local", "executor_tmp", "rank_tmp")}
+
+
+@pytest.fixture(scope="module")
+def spark(folders: dict[str, Path]) -> Any:
+    for folder in folders.values():
+        folder.mkdir(exist_ok=True)
+    return spark_session(
+        MASTER,
+        **{
+            "spark.local.dir": str(folders["spark_local"]),
+            "spark.executorEnv.TMPDIR": str(folders["executor_tmp"]),
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "20",  # several batches per partition
+        },
+    )
+
+
+@pytest.fixture(scope="module", params=["np<0", "spark"])
+def where(request: pytest.FixtureRequest, spark: Any) -> Placement:
+    return Placement(request.param, spark if request.param == "spark" else None)
+
+
+def frame(spark: Any) -> Any:
+    """ids with a pandas-UDF feature (preprocessing that runs in the feeder tasks)."""
+    from pyspark.sql import functions as F
+
+    @F.pandas_udf("double")  # type: ignore[call-overload]
+    def half(ids: pd.Series) -> pd.Series:
+        return ids * 0.5
+
+    return spark.range(0, ROWS, numPartitions=PARTITIONS).select("id", half("id").alias("w"))
+
+
+def read_epochs(data: Any) -> dict[str, Any]:
+    """On a rank: epoch 0 twice and epoch 1, each as (ids, w, batch sizes), with the loader's step count."""
+    loader = NumpyLoader(data, BATCH)
+    passes = []
+    for epoch in (0, 0, 1):
+        loader.set_epoch(epoch)
+        batches = list(loader)
+        passes.append(
+            (
+                np.concatenate([b["id"] for b in batches]),
+                np.concatenate([b["w"] for b in batches]),
+                [len(b["id"]) for b in batches],
+            )
+        )
+    return {"steps": len(loader), "passes": passes}
+
+
+def files(folders: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    return {
+        str(path): (path.stat().st_size, path.stat().st_mtime_ns)
+        for folder in folders.values()
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+def test_every_row_once_equal_steps_same_order_no_file(
+    spark: Any, where: Placement, launcher: str, folders: dict[str, Path]
+) -> None:
+    df = frame(spark)
+    oracle = {row["id"]: row["w"] for row in df.collect()}
+    data = stream(df, seed=7)
+    before = files(folders)
+    ranks = Runner(
+        np=where.np(2), launcher=launcher, spark=where.spark, env={"TMPDIR": str(folders["rank_tmp"])}
+    ).run_all(read_epochs, data)
+    written = {path: stat for path, stat in files(folders).items() if before.get(path) != stat}
+    assert written == {}, f"streaming wrote files: {sorted(written)}"
+    assert [r["steps"] for r in ranks] == [ROWS // (2 * BATCH)] * 2
+    for epoch in range(3):
+        ids = np.concatenate([r["passes"][epoch][0] for r in ranks])
+        weights = np.concatenate([r["passes"][epoch][1] for r in ranks])
+        assert sorted(ids.tolist()) == sorted(oracle), f"pass {epoch}: not every row exactly once"
+        assert weights.tolist() == [np.float32(oracle[i]) for i in ids.tolist()]
+        assert all(r["passes"][epoch][2] == [BATCH] * r["steps"] for r in ranks)
+    for r in ranks:
+        assert r["passes"][0][0].tolist() == r["passes"][1][0].tolist(), "set_epoch(0) twice: another order"
+        assert r["passes"][0][0].tolist() != r["passes"][2][0].tolist(), "epoch 1 kept epoch 0's order"
+
+
+def failing_once_armed(armed: Path) -> Any:
+    """A mapInArrow step that raises in partition 2 once `armed` exists (after `stream` counted the rows)."""
+
+    def step(batches: Any) -> Any:
+        from pyspark import TaskContext
+
+        doomed = TaskContext.get().partitionId() == 2 and armed.exists()
+        for number, batch in enumerate(batches):
+            if doomed and number == 2:
+                raise ValueError("bad row in partition 2")
+            yield batch
+
+    return step
+
+
+def kill_python_workers() -> int:
+    """SIGKILL the Python workers of this test's Spark executors (children of a pyspark.daemon): feeders die."""
+    import psutil
+
+    killed = 0
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            parent = process.parent()
+            if parent is not None and "pyspark.daemon" in " ".join(parent.cmdline()):
+                process.kill()
+                killed += 1
+    return killed
+
+
+def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Driver threads as the two ranks (np<0 without a launcher). With a 1-byte buffer every feeder is held
+    mid-partition while the ranks wait after their first batch; then every feeder is killed and Spark retries."""
+    df = spark.range(0, 2000, numPartitions=4)
+    data = stream(df, shuffle=False, buffer_bytes=1)
+    read: dict[int, list[int]] = {}
+    first = [threading.Event(), threading.Event()]
+    killed = threading.Event()
+
+    def rank(number: int) -> None:
+        ids = []
+        for batch in NumpyLoader(data, 50, rank=number, world_size=2):
+            ids += [int(i) for i in batch["id"]]
+            first[number].set()
+            killed.wait()
+        read[number] = ids
+
+    with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.stream_broker"):
+        threads = [threading.Thread(target=rank, args=(number,)) for number in range(2)]
+        for thread in threads:
+            thread.start()
+        for event in first:
+            event.wait()
+        assert kill_python_workers() > 0
+        killed.set()
+        for thread in threads:
+            thread.join()
+    assert sorted(read[0] + read[1]) == [row["id"] for row in df.collect()]
+    assert any("already held" in record.getMessage() for record in caplog.records), (
+        "no retry was deduplicated"
+    )
+
+
+def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(
+    spark: Any, tmp_path: Path
+) -> None:
+    df = frame(spark)
+    armed = tmp_path / "armed"
+    data = stream(df.mapInArrow(failing_once_armed(armed), df.schema))
+    armed.touch()
+    with pytest.raises(RankFailedError, match=r"(?s)partition 2.*bad row in partition 2"):
+        Runner(np=-2, launcher="direct").run(read_epochs, data)
+
+
+def test_no_free_slot_for_feeders_is_refused_before_any_rank_starts(spark: Any) -> None:
+    data = stream(frame(spark))
+    with pytest.raises(
+        NotEnoughSlotsError, match=r"feeder tasks beside the 4 barrier tasks.*spark\.task\.cpus"
+    ):
+        Runner(np=4, launcher="direct", spark=spark).run(read_epochs, data)
