@@ -58,6 +58,8 @@ def rank_process_environment(
     env.update(frameworks.rank_environment(topology, index))
     for name, value in network.socket_environment(topology.peers[index].host).items():
         env.setdefault(name, value)  # an interface the user or the cluster chose wins
+    if _ranks_on_host(topology, topology.peers[index].host) > 1:
+        env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: ranks sharing a host would oversubscribe its cores
     env.update(
         {
             Env.RUN_ID: job.run_id,
@@ -75,6 +77,10 @@ def rank_process_environment(
         env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
         env[gpus.CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[index].host)
     return env
+
+
+def _ranks_on_host(topology: Topology, host: str) -> int:
+    return sum(1 for peer in topology.peers if peer.host == host)
 
 
 def barrier_task_of(job: RankJob, index: RankIndex) -> TaskIndex:
