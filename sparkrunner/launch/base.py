@@ -59,7 +59,8 @@ def rank_process_environment(
     for name, value in network.socket_environment(topology.peers[index].host).items():
         env.setdefault(name, value)  # an interface the user or the cluster chose wins
     if _ranks_on_host(topology, topology.peers[index].host) > 1:
-        env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: ranks sharing a host would oversubscribe its cores
+        # as under torchrun: ranks sharing a host would each start a thread per core and oversubscribe it
+        env.setdefault("OMP_NUM_THREADS", "1")
     env.update(
         {
             Env.RUN_ID: job.run_id,
