@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from sparkrunner.channel.stream_messages import StreamOpen
+from sparkrunner.channel.messages import StreamOpen
 from sparkrunner.data import arrow_reader, batching, petastorm_reader, resume, shards, shared, stream_reader
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData

@@ -25,7 +25,7 @@ from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.stream_messages import (
+from sparkrunner.channel.messages import (
     FeedAck,
     FeedBatch,
     FeedStart,

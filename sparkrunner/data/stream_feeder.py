@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.stream_messages import FeedAck, FeedBatch, FeedStart
+from sparkrunner.channel.messages import FeedAck, FeedBatch, FeedStart
 from sparkrunner.errors import ChannelError
 
 RESULT_SCHEMA = "rows long"

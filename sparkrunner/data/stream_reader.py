@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.stream_messages import StreamBatch, StreamEnd, StreamFailed, StreamNext, StreamOpen
+from sparkrunner.channel.messages import StreamBatch, StreamEnd, StreamFailed, StreamNext, StreamOpen
 from sparkrunner.data.columns import Chunk, to_numpy
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import ChannelError, StreamFeedError

@@ -41,6 +41,24 @@ SAMPLES: list[m.Message] = [
     m.Exec(argv=["orted", "--daemonize"]),
     m.Exit(code=137, tail="killed"),
     m.Wait(),
+    m.StepAnatomy(
+        window=3,
+        steps=25,
+        median={"step": 0.03, "data": 0.01, "comm": 0.005, "compute": 0.015, "own": 0.025},
+        p95={"step": 0.05, "data": 0.02, "comm": 0.01, "compute": 0.02, "own": 0.04},
+        host="worker-1",
+        task=None,
+        final=False,
+    ),
+    m.Serve(driver="10.0.0.7:40001", secret=b"\x00secret", env={"MLFLOW_RUN_ID": "abc"}),
+    m.StreamOpen(stream="s1", iteration=0, epoch=2, rank=1, world_size=4, rows_per_rank=96),
+    m.StreamNext(),
+    m.StreamBatch(ipc=b"ARROW1\x00", start=0, stop=32),
+    m.StreamEnd(),
+    m.StreamFailed(text="the feeder task of partition 2 failed"),
+    m.FeedStart(stream="s1", iteration=0, partition=2, attempt=1),
+    m.FeedBatch(offset=64, rows=32, ipc=b"ARROW1\x00"),
+    m.FeedAck(),
 ]
 
 
