@@ -19,6 +19,7 @@ step. Every `WINDOW_STEPS` steps (or `ANATOMY_WINDOW_S`, whichever comes first) 
 from __future__ import annotations
 
 import os
+import random
 import socket
 import threading
 import time
@@ -34,6 +35,8 @@ T = TypeVar("T")
 
 WINDOW_STEPS = 25
 """Steps summed up in one `StepAnatomy` message (fewer when `ANATOMY_WINDOW_S` passes first)."""
+RUN_SAMPLE_STEPS = 4096
+"""The whole run's summary is taken over a uniform sample of this many steps (memory stays bounded)."""
 PARTS = ("step", "data", "comm", "compute", "own")
 """own = step - comm: the time the rank itself took (its data wait and its compute)."""
 
@@ -52,7 +55,9 @@ class StepClock:
         self._window: list[tuple[float, float, float]] = []
         self._window_start = 0.0
         self._windows = 0
-        self._all: list[tuple[float, float, float]] = []
+        self._all: list[tuple[float, float, float]] = []  # a uniform sample of the run's steps
+        self._steps = 0
+        self._sampler = random.Random(0)
 
     def fetch(self, source: object, batches: Iterator[T]) -> T:
         """The next batch of `source` (raises StopIteration at its end), timed as data wait."""
@@ -110,13 +115,21 @@ class StepClock:
             step = now - self._start
             row = (step, min(self._data, step), min(comm, step))
             self._window.append(row)
-            self._all.append(row)
+            self._sample(row)
         self._start, self._data = now, 0.0
         if len(self._window) >= WINDOW_STEPS or (
             self._window and now - self._window_start >= ANATOMY_WINDOW_S
         ):
             self._send(self._window, final=False)
             self._window, self._window_start = [], now
+
+    def _sample(self, row: tuple[float, float, float]) -> None:
+        """Keep `row` in the run's sample with probability sample size / steps so far (reservoir sampling)."""
+        self._steps += 1
+        if len(self._all) < RUN_SAMPLE_STEPS:
+            self._all.append(row)
+        elif (slot := self._sampler.randrange(self._steps)) < RUN_SAMPLE_STEPS:
+            self._all[slot] = row
 
     def finish(self) -> None:
         """`main` returned (or raised): send the summary of the whole run."""
@@ -158,16 +171,27 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 _clock: StepClock | None = None
+_collectives_timed = False
 
 
 def start() -> None:
-    """In the rank bootstrap, before `main`: start the clock and time collectives (unless turned off)."""
-    global _clock
+    """In the rank bootstrap, before each run's `main`: a fresh clock; collectives are patched once per process
+    (a warm session's rank runs many `main`s) and report to whichever clock is current."""
+    global _clock, _collectives_timed
+    _clock = None
     if in_run() and os.environ.get(Env.ANATOMY) != "0":
-        from sparkrunner.ranks import collective_timing
-
         _clock = StepClock()
-        collective_timing.install(_clock.add_comm)
+        if not _collectives_timed:
+            from sparkrunner.ranks import collective_timing
+
+            collective_timing.install(_add_comm)
+            _collectives_timed = True
+
+
+def _add_comm(seconds: float) -> None:
+    current = _clock
+    if current is not None:
+        current.add_comm(seconds)
 
 
 def clock() -> StepClock | None:

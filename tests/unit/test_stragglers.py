@@ -7,7 +7,7 @@ import pytest
 
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.observe.stragglers import StragglerDetector
-from sparkrunner.ranks.anatomy import summarize
+from sparkrunner.ranks.anatomy import RUN_SAMPLE_STEPS, StepClock, summarize
 
 
 def window(index: int, data: float, compute: float) -> StepAnatomy:
@@ -60,3 +60,18 @@ def test_summaries_match_numpy_percentiles() -> None:
         assert median[part] == pytest.approx(np.percentile(values, 50))
         assert p95[part] == pytest.approx(np.percentile(values, 95))
     assert median["compute"] == pytest.approx(np.percentile(step - data - comm, 50))
+
+
+def test_the_runs_summary_keeps_a_bounded_uniform_sample_of_its_steps() -> None:
+    """A long run keeps at most RUN_SAMPLE_STEPS rows on the rank, and their median stays the run's: the oracle
+    is numpy's median over every step, computed here."""
+    steps = 5 * RUN_SAMPLE_STEPS
+    durations = np.random.default_rng(1).exponential(0.05, steps)
+    clock = StepClock()
+    clock._boundary(0.0)  # the first step starts at 0
+    for t in np.cumsum(durations):
+        clock._boundary(float(t))
+    kept = clock._all
+    assert len(kept) == RUN_SAMPLE_STEPS
+    sampled_median = summarize(kept)[0]["step"]
+    assert sampled_median == pytest.approx(float(np.median(durations)), rel=0.05)
