@@ -146,21 +146,28 @@ def main_side(
 
     data = materialize(path)
     remote = materialize(s3_uri, storage_options=s3_options)
-    shard = {"rank": RANK, "world_size": WORLD}
     candidates: dict[str, Callable[[], Iterable[Any]]] = {
         "memory copy of the same bytes": copy_ceiling(path),
         "pyarrow threaded decode into memory": lambda: decode_ceiling(path),
         "raw pyarrow iter_batches -> numpy": lambda: raw_pyarrow(path, batch_size),
-        "sparkrunner native reader (numpy)": lambda: NumpyLoader(data, batch_size, shuffle=False, **shard),
-        "sparkrunner native reader, shuffled": lambda: NumpyLoader(data, batch_size, shuffle=True, **shard),
-        "sparkrunner torch loader": lambda: TorchLoader(data, batch_size, shuffle=False, **shard),
-        "sparkrunner torch loader, shuffled": lambda: TorchLoader(data, batch_size, shuffle=True, **shard),
+        "sparkrunner native reader (numpy)": lambda: NumpyLoader(
+            data, batch_size, shuffle=False, rank=RANK, world_size=WORLD
+        ),
+        "sparkrunner native reader, shuffled": lambda: NumpyLoader(
+            data, batch_size, shuffle=True, rank=RANK, world_size=WORLD
+        ),
+        "sparkrunner torch loader": lambda: TorchLoader(
+            data, batch_size, shuffle=False, rank=RANK, world_size=WORLD
+        ),
+        "sparkrunner torch loader, shuffled": lambda: TorchLoader(
+            data, batch_size, shuffle=True, rank=RANK, world_size=WORLD
+        ),
         "S3 server: raw parallel GET, no decode": s3_ceiling(s3_uri, s3_options, path),
         "sparkrunner torch loader, S3 server": lambda: TorchLoader(
-            remote, batch_size, shuffle=False, **shard
+            remote, batch_size, shuffle=False, rank=RANK, world_size=WORLD
         ),
         "sparkrunner native reader, S3 server": lambda: NumpyLoader(
-            remote, batch_size, shuffle=False, **shard
+            remote, batch_size, shuffle=False, rank=RANK, world_size=WORLD
         ),
     }
     return best_rates(candidates, repeats)

@@ -22,13 +22,16 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkrunner.options import LauncherName
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 MASTER = "local-cluster[2,2,1024]"
 
 
-def one_run(spark: Any, launcher: str) -> dict[str, float]:
+def one_run(spark: Any, launcher: LauncherName) -> dict[str, float]:
     from sparkrunner import Runner
     from sparkrunner.placement.slots import task_slots
     from tests.recovery.elastic_scenario import ExecutorHolder, elastic_fit, make_data

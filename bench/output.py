@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import subprocess
@@ -122,9 +123,9 @@ def main() -> None:
         f"{'workload':<22}{'bare s':>9}{'sparkrunner s':>15}{'ratio':>8}{'ratio minus floor':>19}{'driver MB':>11}"
     )
     for label, kind in WORKLOADS.items():
-        plain = timed(lambda kind=kind: bare(kind), repeats)
+        plain = timed(functools.partial(bare, kind), repeats)
         with driver_output_discarded(), PeakRss() as rss:
-            ours = timed(lambda kind=kind: runner.run(storm, kind), repeats)
+            ours = timed(functools.partial(runner.run, storm, kind), repeats)
         print(
             f"{label:<22}{plain:>9.2f}{ours:>15.2f}{ours / plain:>8.2f}{(ours - floor) / plain:>19.2f}"
             f"{rss.growth_mb:>11.1f}"
