@@ -12,6 +12,7 @@ import pytest
 
 from sparkrunner import Runner
 from tests.frameworks.fsdp_training import fsdp_checkpointed
+from tests.matrix import LAUNCHERS
 from tests.recovery.test_resume_spark import run_signalling_rank1s_executor
 from tests.recovery.training import EPOCHS, FAILING_EPOCH
 
@@ -24,7 +25,7 @@ def uninterrupted() -> dict[str, Any]:
     return Runner(np=-2, launcher="direct", tracking=False, progress=False).run(fsdp_checkpointed)
 
 
-@pytest.mark.parametrize("launcher", ["direct", "mpirun"])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_fsdp_trains_and_saves_shards(tmp_path: Path, uninterrupted: dict[str, Any], launcher: str) -> None:
     """Placement np=-2: each epoch's sharded checkpoint is complete; the launchers agree on the weights."""
     runner = Runner(np=-2, launcher=launcher, tracking=False, progress=False, checkpoint_dir=str(tmp_path))
