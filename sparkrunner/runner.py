@@ -338,13 +338,12 @@ class Runner:
 
 
 class HorovodRunner(Runner):
-    """Drop-in for Databricks' HorovodRunner: ``HorovodRunner(np=...).run(main, **kwargs)``; the function
-    uses Horovod, so the direct launcher always hosts its rendezvous (``horovod=True`` unless told otherwise)."""
+    """Drop-in for Databricks' HorovodRunner: ``HorovodRunner(np=...).run(main, **kwargs)`` (the direct launcher
+    hosts Horovod's rendezvous wherever Horovod is installed, as for every `Runner`)."""
 
     def __init__(
         self, np: int, driver_log_verbosity: Verbosity = "log_callback_only", **options: Any
     ) -> None:
-        options.setdefault("horovod", True)
         super().__init__(np, driver_log_verbosity=driver_log_verbosity, **options)
 
     def run(self, main: Callable[..., Any] | str | os.PathLike[str], **kwargs: Any) -> Any:

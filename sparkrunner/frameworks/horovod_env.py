@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch.topology import PortSlot, Topology
 
 GLOO_VARIABLES = (
@@ -112,6 +113,12 @@ def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator
     if index != 0 or not hosts_rendezvous(horovod):
         yield
         return
+    if not horovod_installed():
+        raise LauncherUnavailableError(
+            f"Runner(horovod=True) asks the direct launcher to host Horovod's rendezvous, but Horovod is not "
+            f"installed where rank 0 starts ({sys.executable}): install it there (scripts/setup.sh builds it), "
+            f"or leave horovod unset for code that does not use Horovod"
+        )
     from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
     address = (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS])

@@ -1,6 +1,7 @@
 """The horovod.spark.run drop-in returns every rank's value in rank order, on local-cluster Spark, with each
 launcher named as the original lets the user name it (use_gloo -> direct + Gloo rendezvous, use_mpi -> mpirun);
-and HorovodRunner implies horovod=True, so Horovod reached through the user's own module works."""
+and under HorovodRunner, Horovod reached through the user's own module works (its rendezvous is hosted
+wherever Horovod is installed)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from sparkrunner import HorovodRunner, Runner, log_to_driver
-from sparkrunner.errors import RankFailedError
+from sparkrunner.errors import LauncherUnavailableError, RankFailedError
+from sparkrunner.frameworks import horovod_env
 from tests.runner.training import assert_trained_in_lockstep, ddp_train
 
 
@@ -137,3 +138,12 @@ def test_function_that_cannot_be_loaded_on_the_rank_is_explained(tmp_path: Path)
         sys.path.remove(str(tmp_path))  # the ranks inherit the driver's sys.path: take the module away
     with pytest.raises(RankFailedError, match=r"could not be loaded on this rank.*importable"):
         Runner(np=-1).run(only_on_driver.train)
+
+
+@pytest.mark.skipif(
+    horovod_env.horovod_installed(), reason="where Horovod is missing (the Spark 3.5 environment runs it)"
+)
+def test_horovod_true_without_horovod_names_what_is_missing() -> None:
+    """Placement np<0, launcher direct: the rendezvous cannot be hosted; the error says so, not an ImportError."""
+    with pytest.raises(LauncherUnavailableError, match="Horovod is not installed where rank 0 starts"):
+        Runner(np=-2, launcher="direct", horovod=True, tracking=False, progress=False).run(chatty)

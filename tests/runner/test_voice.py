@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner import Runner
+from sparkrunner import Runner, errors
 from sparkrunner.ranks.api import send_file_to_driver
 from sparkrunner.voice import DefaultHandler, install_default_handler
 
@@ -22,6 +22,14 @@ DRIVER = Path(__file__).with_name("voice_driver.py")
 # where printing IS the product: the CLI's own output; the rank's own message when log_to_driver runs outside a
 # run; the rsh agent, whose stderr is what mpirun shows of a failed remote launch
 PRINT_ALLOWED = {"cli.py", "ranks/api.py", "launch/rsh_agent.py"}
+
+
+# SparkRunnerWarning and its subclasses, read from the errors module itself
+WARNING_CLASSES = {
+    name
+    for name, value in vars(errors).items()
+    if isinstance(value, type) and issubclass(value, errors.SparkRunnerWarning)
+}
 
 
 def _calls(path: Path) -> list[ast.Call]:
@@ -62,7 +70,7 @@ def test_every_warning_is_a_sparkrunner_warning_and_every_logger_is_named_after_
                     if len(call.args) > 1
                     else next((k.value for k in call.keywords if k.arg == "category"), None)
                 )
-                if not (isinstance(category, ast.Name) and category.id == "SparkRunnerWarning"):
+                if not (isinstance(category, ast.Name) and category.id in WARNING_CLASSES):
                     bad.append(f"{name}:{call.lineno} warns without SparkRunnerWarning")
             if _name(call) == "logging.getLogger" and name != "voice.py":
                 argument = call.args[0] if call.args else None

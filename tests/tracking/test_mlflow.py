@@ -69,7 +69,9 @@ def test_a_run_is_recorded_with_params_metrics_and_timings(store: str) -> None:
     assert run.data.tags["sparkrunner.run_id"] == record.run_id
     assert run.data.tags["sparkrunner.slowest_rank"] == "1"  # it alone spends 0.3 s per step
     artifacts = {a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "sparkrunner")}
-    assert artifacts == {"sparkrunner/timings.csv", "sparkrunner/rank_throughput.csv"}
+    assert record.report_path is not None  # the run's HTML report goes along with its tables
+    report = f"sparkrunner/{os.path.basename(record.report_path)}"
+    assert artifacts == {"sparkrunner/timings.csv", "sparkrunner/rank_throughput.csv", report}
     assert [a.path for a in mlflow.MlflowClient(store).list_artifacts(rank_run_id, "model")] == [
         "model/notes.txt"
     ]
