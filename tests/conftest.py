@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -22,14 +23,17 @@ os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 os.environ.setdefault(TEST_SESSION_ENV, uuid.uuid4().hex)
 
 import cloudpickle
-from pyspark import cloudpickle as pyspark_cloudpickle
 
 import tests
 
 # Ranks and executors cannot import this test package: ship its functions by value, as a notebook's would be,
-# both in sparkrunner's payloads (cloudpickle) and in the RDD closures tests run themselves (pyspark's own copy).
+# both in sparkrunner's payloads (cloudpickle) and in the RDD closures tests run themselves (pyspark's own copy;
+# the Petastorm environment runs its tests without pyspark).
 cloudpickle.register_pickle_by_value(tests)
-pyspark_cloudpickle.register_pickle_by_value(tests)
+with contextlib.suppress(ImportError):
+    from pyspark import cloudpickle as pyspark_cloudpickle
+
+    pyspark_cloudpickle.register_pickle_by_value(tests)
 
 # Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
 _MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
