@@ -25,16 +25,6 @@ from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.messages import (
-    FeedAck,
-    FeedBatch,
-    FeedStart,
-    StreamBatch,
-    StreamEnd,
-    StreamFailed,
-    StreamNext,
-    StreamOpen,
-)
 from sparkrunner.data.shards import Slice
 from sparkrunner.data.stream_feeder import RESULT_SCHEMA, feeder
 from sparkrunner.data.stream_handle import StreamData, rank_share
@@ -72,7 +62,7 @@ class _Share:
 class _Pass:
     """One pass over the stream: the shares of every rank and the Spark job that feeds them."""
 
-    def __init__(self, data: StreamData, opened: StreamOpen, buffer_bytes: int) -> None:
+    def __init__(self, data: StreamData, opened: m.StreamOpen, buffer_bytes: int) -> None:
         self.data = data
         self.opened = opened
         self.buffer_bytes = buffer_bytes
@@ -83,7 +73,7 @@ class _Pass:
         self.tag = f"sparkrunner-stream-{uuid.uuid4().hex[:12]}"
         self.job_running = False
 
-    def open(self, conn: Connection, opened: StreamOpen) -> None:
+    def open(self, conn: Connection, opened: m.StreamOpen) -> None:
         first = self.opened
         if (opened.epoch, opened.world_size, opened.rows_per_rank) != (
             first.epoch,
@@ -101,7 +91,7 @@ class _Pass:
         for index, piece in enumerate(share.slices):
             self.targets.setdefault(piece.group, []).append((opened.rank, index))
         if self.failure is not None:
-            _send(conn, StreamFailed(self.failure))
+            _send(conn, m.StreamFailed(self.failure))
 
     def everyone_opened(self) -> bool:
         return len(self.shares) == self.opened.world_size
@@ -110,7 +100,7 @@ class _Pass:
         self.shares[rank].wants += 1
         self.serve(rank)
 
-    def feed(self, conn: Connection, partition: int, batch: FeedBatch) -> None:
+    def feed(self, conn: Connection, partition: int, batch: m.FeedBatch) -> None:
         """Queue the batch's rows for every share they belong to; ack now or once the ranks took enough."""
         fed = []
         for rank, index in self.targets.get(partition, ()):
@@ -136,7 +126,7 @@ class _Pass:
         for rank in {rank for rank, _ in fed}:
             self.serve(rank)
         if self._roomy(fed):
-            _send(conn, FeedAck())
+            _send(conn, m.FeedAck())
         else:
             self.parked.append((conn, fed))
 
@@ -158,18 +148,18 @@ class _Pass:
                 share.head += 1
             if share.head == len(share.slices):
                 share.done = True
-                _send(share.conn, StreamEnd())
+                _send(share.conn, m.StreamEnd())
             elif share.queues[share.head]:
                 ipc, start, stop = share.queues[share.head].popleft()
                 share.buffered -= len(ipc)
                 share.wants -= 1
-                _send(share.conn, StreamBatch(ipc, start, stop))
+                _send(share.conn, m.StreamBatch(ipc, start, stop))
             else:
                 break
         still = [(conn, fed) for conn, fed in self.parked if not self._roomy(fed)]
         for conn, fed in self.parked:
             if self._roomy(fed):
-                _send(conn, FeedAck())
+                _send(conn, m.FeedAck())
         self.parked = still
 
     def fail(self, text: str) -> None:
@@ -177,7 +167,7 @@ class _Pass:
             self.failure = text
             for share in self.shares.values():
                 if not share.done:
-                    _send(share.conn, StreamFailed(text))
+                    _send(share.conn, m.StreamFailed(text))
 
     def job_ended(self, error: BaseException | None) -> None:
         if error is not None:
@@ -229,25 +219,25 @@ class StreamBroker:
     def _handle(self, conn: Connection, message: m.Message) -> None:
         with self._lock:
             match message:
-                case StreamOpen():
+                case m.StreamOpen():
                     self._open(conn, message)
-                case StreamNext():
+                case m.StreamNext():
                     iteration, rank = self._roles[conn]
                     if iteration in self._passes:
                         self._passes[iteration].want(rank)
-                case FeedStart(iteration=iteration, partition=partition):
+                case m.FeedStart(iteration=iteration, partition=partition):
                     self._roles[conn] = (iteration, -1 - partition)
-                case FeedBatch():
+                case m.FeedBatch():
                     iteration, role = self._roles[conn]
                     current = self._passes.get(iteration)
                     if current is None or current.failure is not None:
-                        _send(conn, FeedAck())  # a pass already over: let the task end
+                        _send(conn, m.FeedAck())  # a pass already over: let the task end
                     else:
                         current.feed(conn, -1 - role, message)
                 case _:
                     raise ChannelError(f"the stream broker got an unexpected {message.kind!r}")
 
-    def _open(self, conn: Connection, opened: StreamOpen) -> None:
+    def _open(self, conn: Connection, opened: m.StreamOpen) -> None:
         assert self.data is not None
         self._roles[conn] = (opened.iteration, opened.rank)
         current = self._passes.get(opened.iteration)
