@@ -55,7 +55,7 @@ elif [ $# -gt 0 ]; then
 else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
-  .venv/bin/python -m pytest -ra --durations=15 || status=$?
+  .venv/bin/python -m pytest -ra --durations=60 || status=$?
   echo "== run_tests: the Spark 3.5 environment"
   spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then

@@ -24,7 +24,8 @@ ensure_uv() {
 # ensure_venv VENV_DIR REQUIREMENTS_FILE [INSTALL_ARGS...]
 # Creates VENV_DIR when it is missing or was made by another interpreter ($PYTHON); installs the requirements
 # when they changed since the last successful install (what is new is added, what is there is kept), then
-# installs this checkout into it, editable. Reruns with nothing changed cost seconds.
+# installs this checkout into it, editable (saying so when it ran another checkout). Reruns with nothing
+# changed cost seconds.
 ensure_venv() {
   local venv=$1 requirements=$2; shift 2
   local python_stamp requirements_stamp torch_pin
@@ -48,6 +49,15 @@ ensure_venv() {
   # one build of this checkout at a time: setup steps run concurrently and share its folder
   (
     flock 9
-    "$venv/bin/pip" install -q --no-deps --no-build-isolation -e .
+    local installed project_stamp
+    installed=$(cd / && env -u PYTHONPATH "$venv/bin/python" -c \
+      'import os, sparkrunner; print(os.path.dirname(os.path.dirname(sparkrunner.__file__)))' 2>/dev/null || true)
+    project_stamp=$(sha256sum pyproject.toml | cut -c1-16)
+    if [ "$installed" != "$PWD" ] || [ "$(cat "$venv/.project-stamp" 2>/dev/null)" != "$project_stamp" ]; then
+      [ -z "$installed" ] || [ "$installed" = "$PWD" ] ||
+        echo "$venv ran sparkrunner from $installed; it now runs this checkout ($PWD)"
+      "$venv/bin/pip" install -q --no-deps --no-build-isolation -e .
+      echo "$project_stamp" > "$venv/.project-stamp"
+    fi
   ) 9>"${TMPDIR:-/tmp}/sparkrunner-editable.lock"
 }
