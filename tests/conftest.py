@@ -139,14 +139,15 @@ def placement(request: pytest.FixtureRequest) -> Placement:
     return Placement("np<0")
 
 
-_STARTS_SPARK = {"spark_local", "spark_cluster", "netns_cluster", "two_hosts"}
+_STARTS_SPARK = {"spark", "spark_local", "spark_cluster", "netns_cluster", "two_hosts"}
 """Fixtures that start a SparkSession (or a network-namespace cluster): tens of seconds cold."""
 _SLOW_FOLDERS = {"cluster", "connect", "image", "notebooks", "examples"}
 """Subjects whose every test starts Spark, a Spark Connect server, a container or a notebook kernel."""
 
 
 def _is_slow(item: pytest.Item) -> bool:
-    """Starts Spark, runs mpirun, or lives in a folder whose tests all take more than a few seconds."""
+    """Starts Spark, runs mpirun or Petastorm, or lives in a folder whose tests all take more than a few seconds
+    (the others that do are marked `slow` where they are defined)."""
     callspec = getattr(item, "callspec", None)
     params = getattr(callspec, "params", {})
     fixtures = set(getattr(item, "fixturenames", ()))
@@ -157,6 +158,7 @@ def _is_slow(item: pytest.Item) -> bool:
         or "spark" in getattr(callspec, "id", "").split("-")  # e.g. parametrize(np, ids=["local", "spark"])
         or "mpirun" in params.values()
         or "spark" in params.values()
+        or "petastorm" in params.values()  # starts Petastorm's own environment in a subprocess
         or item.path.parent.name in _SLOW_FOLDERS
     )
 

@@ -111,6 +111,7 @@ def wait_for_flood(ready_file: str) -> int:
     return int(os.environ["RANK"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("mode", ["idle", "scan"])
 def test_a_run_finishes_through_a_flood(launcher: str, mode: str, flood_factory: Any, capfd: Any) -> None:
@@ -143,6 +144,7 @@ def _round_trip(server: ChannelServer, secret: bytes, data: Any) -> Any:
         conn.close()
 
 
+@pytest.mark.slow
 def test_the_channel_serves_while_3000_idle_connections_are_held(flood_factory: Any) -> None:
     secret = new_secret()
     echo = Echo()

@@ -150,6 +150,7 @@ def trap(tmp_path: Path) -> Iterator[tuple[Booby, bytes, Path]]:
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_fuzzing_the_driver_channel_unpickles_nothing_and_a_rank_still_runs(trap: Any) -> None:
     booby, trapped, path = trap
     session = DriverSession(dumps_call(answer, (), {}), 1, "all", "127.0.0.1")

@@ -123,6 +123,7 @@ def _spawner_with_a_secret_folder() -> tuple[subprocess.Popen[str], str]:
     return proc, folder
 
 
+@pytest.mark.slow
 def test_a_killed_spawners_secret_folder_is_removed_by_the_next_run_on_its_host() -> None:
     """A spawner SIGKILLed before it cleaned up (as Spark kills a cancelled task's Python worker) leaves its
     folder; the next run on the host (np=-2, launcher direct) removes it and keeps a live spawner's."""

@@ -46,6 +46,7 @@ def through_own_module() -> int:
     return hvd_helper.horovod_size()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", [pytest.param("direct", id="direct")])
 def test_horovod_runner_hosts_the_rendezvous_for_horovod_hidden_in_a_module(launcher: str) -> None:
     assert HorovodRunner(np=-2, launcher=launcher).run(through_own_module) == 2

@@ -36,6 +36,7 @@ def test_use_custom_strategy_leaves_the_function_outside_any_strategy(spark_clus
     assert (custom, wrapped) == ("_DefaultDistributionStrategy", "multi-worker")
 
 
+@pytest.mark.slow
 def test_local_mode_trains_one_worker_on_the_driver(tmp_path: Path) -> None:
     result = MirroredStrategyRunner(num_slots=1, local_mode=True, use_gpu=False).run(
         keras_regression, weights_dir=str(tmp_path), epochs=2

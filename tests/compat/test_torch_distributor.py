@@ -28,6 +28,7 @@ def local_mode(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
 
 
+@pytest.mark.slow
 def test_function_returns_rank_zeros_value_of_a_gloo_allreduce(local_mode: bool) -> None:
     result = TorchDistributor(num_processes=2, local_mode=local_mode, use_gpu=False).run(
         torch_allreduce, 3.0, offset=0.5
@@ -37,6 +38,7 @@ def test_function_returns_rank_zeros_value_of_a_gloo_allreduce(local_mode: bool)
     assert result["sum"] == pytest.approx(expected)
 
 
+@pytest.mark.slow
 def test_script_runs_on_every_rank_with_its_arguments_and_returns_none(
     local_mode: bool, tmp_path: Path
 ) -> None:
@@ -52,6 +54,7 @@ def test_script_runs_on_every_rank_with_its_arguments_and_returns_none(
     assert written == ["2 3.0 0.01 --epochs=2"] * 2
 
 
+@pytest.mark.slow
 def test_use_gpu_false_hides_gpus_on_spark_and_leaves_the_driver_alone(
     local_mode: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -60,6 +63,7 @@ def test_use_gpu_false_hides_gpus_on_spark_and_leaves_the_driver_alone(
     assert result["cuda_visible"] == ""
 
 
+@pytest.mark.slow
 def test_deepspeed_script_gets_deepspeed_flags_and_a_written_config(local_mode: bool, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(ALLREDUCE_SCRIPT)
@@ -75,6 +79,7 @@ def test_deepspeed_script_gets_deepspeed_flags_and_a_written_config(local_mode: 
     assert not Path(flags[0][3]).exists()  # the run's JSON file is gone after the run
 
 
+@pytest.mark.slow
 def test_deepspeed_function_returns_rank_zeros_value(local_mode: bool) -> None:
     result = DeepspeedTorchDistributor(numGpus=2, localMode=local_mode, useGpu=False).run(
         torch_allreduce, 2.0

@@ -46,6 +46,7 @@ def test_spark_direct_names_rank_task_and_host_in_one_numbering(spark_cluster: A
     assert "no exit code is known yet" not in text  # the task told the driver at once
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", ["np-2-on-driver", "spark"])
 def test_the_rank_that_died_is_the_cause_not_its_peer_that_lost_the_connection(
     placement: str, request: pytest.FixtureRequest, tmp_path: Path

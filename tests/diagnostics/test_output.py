@@ -53,6 +53,7 @@ def test_an_unterminated_stream_of_updates_keeps_no_more_than_one_line() -> None
     assert last is not None and last.startswith("y" * 100) and "9999900 more characters" in last
 
 
+@pytest.mark.slow
 def test_an_output_storm_reaches_the_driver_rate_limited_and_cut(
     np2: int, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one
 from tests.matrix import LAUNCHERS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
     runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2), tracking=False)
@@ -35,6 +36,7 @@ def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
     assert "stuck_here" in info.value.artifacts["stacks.txt"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_rank_blocked_in_gloo_all_reduce_and_its_stopped_peer(np2: int, launcher: str) -> None:
     runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2) + 10, tracking=False)
@@ -48,6 +50,7 @@ def test_a_rank_blocked_in_gloo_all_reduce_and_its_stopped_peer(np2: int, launch
     assert report is not None and report.ranks[1].threads is None
 
 
+@pytest.mark.slow
 def test_stall_watchdog_fails_with_every_ranks_stack() -> None:
     runner = Runner(np=-2, launcher="direct", stall_timeout=3, on_stall="fail", timeout=120, tracking=False)
     with pytest.raises(StallError) as info:
@@ -56,6 +59,7 @@ def test_stall_watchdog_fails_with_every_ranks_stack() -> None:
     assert "rank 1: in stuck_here" in str(info.value)
 
 
+@pytest.mark.slow
 def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     release = tmp_path / "release"
     threading.Timer(8.0, release.touch).start()

@@ -45,6 +45,7 @@ def rank_one_signals_itself(sig: int) -> None:
     time.sleep(300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_sigkilled_rank_reads_the_same(launcher: str, temp_dir_unchanged: None) -> None:
     with pytest.raises(RankProcessDiedError) as info:
@@ -57,6 +58,7 @@ def test_a_sigkilled_rank_reads_the_same(launcher: str, temp_dir_unchanged: None
     assert leftover_rank_processes(grace_s=10) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_stopped_rank_is_killed_not_waited_on(launcher: str, temp_dir_unchanged: None) -> None:
     grace = 120.0  # far longer than the run: were it spent waiting on the stopped rank, the bound below fails
@@ -165,6 +167,7 @@ def run_leaving_daemons(np: int, launcher: str, folder: Path, fork: bool) -> Non
     assert os.listdir(folder) == [], "the run waited for a daemon a rank left"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_daemon_left_by_a_rank_does_not_hold_the_run(
     launcher: str, tmp_path: Path, temp_dir_unchanged: None

@@ -21,12 +21,14 @@ def users_code() -> tuple[int, int, int]:
     return hvd_suite.run_suite()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_horovod_in_the_users_own_module_needs_no_argument(launcher: str) -> None:
     outcomes = Runner(np=-2, launcher=launcher, tracking=False, progress=False).run_all(users_code)
     assert outcomes == [(1, 0, 2), (1, 0, 2)]  # each rank ran the one test, it passed, Horovod saw both
 
 
+@pytest.mark.slow
 def test_a_missed_rendezvous_quotes_horovod_and_names_the_fix() -> None:
     runner = Runner(np=-2, launcher="direct", tracking=False, progress=False, horovod=False)
     with pytest.raises(RankProcessDiedError) as failed:

@@ -38,6 +38,7 @@ def test_mpirun_missing_is_a_typed_error_before_start(
         Runner(np=-2, launcher="mpirun").run(hvd_functions.sum_ranks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_classic_horovod_training_runs_unchanged(launcher: str, tmp_path: Path) -> None:
     result = Runner(np=-2, launcher=launcher).run(hvd_functions.classic_train, str(tmp_path))
@@ -45,6 +46,7 @@ def test_classic_horovod_training_runs_unchanged(launcher: str, tmp_path: Path) 
     assert result["controller"] == ("mpi" if launcher == "mpirun" else "gloo")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_failing_rank_raises_its_own_error_and_leaves_nothing(launcher: str) -> None:
     with pytest.raises(RankFailedError) as info:
@@ -56,6 +58,7 @@ def test_failing_rank_raises_its_own_error_and_leaves_nothing(launcher: str) -> 
     assert rank_processes(run_id) == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_horovod_timeline_comes_back_to_the_driver(launcher: str, tmp_path: Path) -> None:
     timeline = tmp_path / "rank-host" / "timeline.json"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from sparkrunner import Runner
 
@@ -86,6 +87,7 @@ def test_horovod_false_starts_no_rendezvous_server(tmp_path: Path) -> None:
     assert all(ip == "127.0.0.1" for ip, _ in seen)
 
 
+@pytest.mark.slow
 def test_a_horovod_run_hosts_the_rendezvous_on_the_ranks_address_only(tmp_path: Path) -> None:
     port, seen = run_watching_listeners(horovod_function, tmp_path)
     assert ("127.0.0.1", port) in seen

@@ -10,6 +10,8 @@ import os
 import time
 from typing import Any
 
+import pytest
+
 from sparkrunner import Runner
 from tests.helpers import rank_processes
 from tests.matrix import Placement
@@ -39,6 +41,7 @@ def assert_rank_zero_outlived(runner: Runner) -> None:
     assert rank_processes(result["run_id"]) == {}
 
 
+@pytest.mark.slow
 def test_rank_zero_outlives_its_peers(placement: Placement, launcher: str) -> None:
     assert_rank_zero_outlived(
         Runner(np=placement.np(2), spark=placement.spark, launcher=launcher, timeout=120)

@@ -29,11 +29,13 @@ def run_all(launcher: str, **options: Any) -> list[tuple[str | None, int]]:
     return list(runner.run_all(torch_threads))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_ranks_sharing_a_host_run_one_thread_each(launcher: str) -> None:
     assert run_all(launcher) == [("1", 1), ("1", 1)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_the_users_own_setting_wins(launcher: str) -> None:
     assert run_all(launcher, env={"OMP_NUM_THREADS": "2"}) == [("2", 2), ("2", 2)]

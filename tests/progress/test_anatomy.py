@@ -72,6 +72,7 @@ def straggler_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, StragglerWarning)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("part", "named"), [("compute", "computing"), ("data", "waiting for data")])
 def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(part: str, named: str) -> None:
     runner = Runner(np=-4, launcher="direct", tracking=False, progress=False)
@@ -90,6 +91,7 @@ def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(part: str, nam
     assert (table["comm_p95_s"] > 0).all()  # the DDP hook timed every rank's wait for its gradients
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_healthy_horovod_run_warns_of_nothing_and_logs_its_anatomy(
     launcher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -41,6 +41,7 @@ def torch_training(epochs: int) -> float:
     return float(loss)
 
 
+@pytest.mark.slow
 def test_timings_per_rank_and_the_slowest_rank(capsys: pytest.CaptureFixture[str]) -> None:
     runner = Runner(np=-2, tracking=False)
     assert runner.run(steps_with_a_slow_rank, 6, slow_rank=1) == "done"  # run() still returns rank 0's value
@@ -67,6 +68,7 @@ def test_no_bar_when_progress_is_off(capsys: pytest.CaptureFixture[str]) -> None
     assert "training" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_torch_helper_reports_each_batch_with_its_size() -> None:
     runner = Runner(np=-2, tracking=False, progress=False)
     runner.run(torch_training, 2)

@@ -37,6 +37,7 @@ def fails_every_attempt() -> None:
     time.sleep(60)
 
 
+@pytest.mark.slow
 def test_exhausted_attempts_carry_every_error_and_reach_mlflow() -> None:
     runner = Runner(np=-2, launcher="direct", max_failures=2, stop_grace_s=1, progress=False)
     with pytest.raises(AttemptsFailedError) as info:
@@ -110,17 +111,21 @@ def saves_until_stopped(started: str) -> str:
     return "saved"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", ["local", "spark"])
 def test_timeout_stops_ranks_gracefully_so_they_save(placement: str, tmp_path: Path, request: Any) -> None:
     """launcher direct; np=-2 (local) or a Spark barrier stage of 2 tasks (local-cluster)."""
     np = -2 if placement == "local" else 2
     if placement == "spark":
         request.getfixturevalue("spark_cluster")
+        # a barrier stage's first Python workers take a while to start: a first run starts them, so that the
+        # timed run's 20 s go to its ranks
+        Runner(np=np, launcher="direct", tracking=False, progress=False).run(os.getpid)
     folder = tmp_path / "checkpoints"
     runner = Runner(
         np=np,
         launcher="direct",
-        timeout=20 if np < 0 else 60,  # a barrier stage's first Python workers take a while to start
+        timeout=20,
         stop_grace_s=20,
         checkpoint_dir=str(folder),
         tracking=False,
@@ -146,6 +151,7 @@ def saves_big_checkpoints(first: int) -> None:
         sparkrunner.save_checkpoint({"step": step, "blob": bytes([step % 251]) * BLOB}, step=step, keep=3)
 
 
+@pytest.mark.slow
 def test_a_kill_during_save_never_leaves_a_corrupt_latest_checkpoint(tmp_path: Path) -> None:
     """launcher direct, np=-1: the test SIGKILLs the rank at several moments while it writes 8 MiB checkpoints."""
     import threading

@@ -39,6 +39,7 @@ def script(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_run_on_the_driver_streams_output_and_succeeds(tmp_path: Path) -> None:
     done = cli("run", "--np", "-2", "--launcher", "direct", script(tmp_path), "--lr", "0.1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -55,6 +56,7 @@ def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
     assert f'File "{tmp_path / "train.py"}", line {exit_line}, in <module>' in done.stderr
 
 
+@pytest.mark.slow
 def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
     done = cli("run", "--np", "0", script(tmp_path), cwd=tmp_path)
     assert done.returncode == 1 and "np=0 starts no rank" in done.stderr
@@ -62,6 +64,7 @@ def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
     assert done.returncode == 1 and "--env takes NAME=VALUE, not 'NOVALUE'" in done.stderr
 
 
+@pytest.mark.slow
 def test_console_script_entry_point(tmp_path: Path) -> None:
     """Run what pyproject's [project.scripts] names, the way pip's console-script wrapper calls it."""
     target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkrunner"]

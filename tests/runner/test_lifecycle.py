@@ -35,18 +35,21 @@ def test_a_killed_rank_fails_the_run_and_stops_the_others(launcher: str) -> None
     assert "exit code -9 (killed by SIGKILL)" in str(info.value)  # the same words whatever the launcher
 
 
+@pytest.mark.slow
 def test_grandchildren_die_with_the_run(launcher: str) -> None:
     with pytest.raises(RankFailedError, match="stop"):
         Runner(np=-2, launcher=launcher).run(spawns_a_grandchild)
     assert leftover_rank_processes(grace_s=5) == {}
 
 
+@pytest.mark.slow
 def test_run_timeout_stops_everything(launcher: str) -> None:
     with pytest.raises(RunTimeoutError, match="timeout=2"):
         Runner(np=-2, launcher=launcher, timeout=2).run(time.sleep, 600)
     assert leftover_rank_processes(grace_s=5) == {}
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_the_driver_stops_every_rank(launcher: str) -> None:
     proc = start_driver("sleeping_ranks", "-2", launcher)
     wait_for_line(proc, "rank started")
@@ -57,6 +60,7 @@ def test_ctrl_c_on_the_driver_stops_every_rank(launcher: str) -> None:
     assert leftover_rank_processes(grace_s=10) == {}
 
 
+@pytest.mark.slow
 def test_a_killed_driver_takes_its_ranks_with_it(launcher: str) -> None:
     proc = start_driver("sleeping_ranks", "-2", launcher)
     wait_for_line(proc, "rank started")

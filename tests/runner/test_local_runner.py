@@ -24,10 +24,12 @@ def rank_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keys}
 
 
+@pytest.mark.slow
 def test_returns_rank_zeros_value() -> None:
     assert Runner(np=-3).run(lambda a, b=0: int(os.environ["RANK"]) * 100 + a + b, 5, b=2) == 7
 
 
+@pytest.mark.slow
 def test_every_rank_gets_its_place(capsys: pytest.CaptureFixture[str]) -> None:
     env = Runner(np=-3).run(rank_env)
     assert env["RANK"] == "0" and env["WORLD_SIZE"] == "3"
@@ -74,6 +76,7 @@ def chatty() -> None:
     log_to_driver(f"callback from {os.environ['RANK']}")
 
 
+@pytest.mark.slow
 def test_log_callback_only_hides_plain_output(capsys: pytest.CaptureFixture[str]) -> None:
     HorovodRunner(np=-2).run(chatty)
     out = capsys.readouterr().out
@@ -102,6 +105,7 @@ def fails_on_rank_one(message: str) -> None:
     time.sleep(600)  # rank 0 would wait forever; the failure must stop it
 
 
+@pytest.mark.slow
 def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
     with pytest.raises(RankFailedError) as info:
         Runner(np=-2).run(fails_on_rank_one, "bad learning rate")
@@ -116,6 +120,7 @@ def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
     assert "rank 1 failed with ValueError: bad learning rate" in str(err)
 
 
+@pytest.mark.slow
 def test_ddp_gloo_training_agrees_on_weights_and_loss_falls() -> None:
     assert_trained_in_lockstep(Runner(np=-2).run(ddp_train), world=2)
 

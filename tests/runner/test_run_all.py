@@ -33,6 +33,7 @@ def test_run_still_returns_rank_zero_only() -> None:
     assert Runner(np=-2, launcher="direct").run(rank_and_square, 3) == {"rank": 0, "value": 9}
 
 
+@pytest.mark.slow
 def test_a_failing_rank_fails_run_all() -> None:
     with pytest.raises(RankFailedError, match="rank one is broken") as info:
         Runner(np=-2, launcher="direct").run_all(fails_on_rank_one)

@@ -37,6 +37,7 @@ def project(tmp_path: Path) -> dict[str, Path]:
     return {"script": driver("script_train"), "code": code}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_script_runs_as_main_with_argv_and_shipped_helpers(
     launcher: str, project: dict[str, Path], capsys: pytest.CaptureFixture[str]
@@ -80,6 +81,7 @@ def test_non_zero_exit_fails_the_run_with_its_code(launcher: str, tmp_path: Path
     assert 'sys.exit(3 if os.environ["RANK"] == "1" else 0)' in info.value.remote_traceback
 
 
+@pytest.mark.slow
 def test_exit_zero_and_exit_none_succeed(tmp_path: Path) -> None:
     script = write(tmp_path, "ok.py", "import sys\nsys.exit(0 if sys.argv[1] == 'zero' else None)\n")
     runner = Runner(np=-2, launcher="direct")

@@ -112,6 +112,7 @@ def test_a_run_past_its_timeout_is_a_run_timeout(attempt: tuple[DriverSession, L
     assert outcome.error.stack_report is not None and 0 in outcome.error.stack_report.ranks
 
 
+@pytest.mark.slow
 def test_silence_past_stall_timeout_with_on_stall_fail_is_a_stall(
     attempt: tuple[DriverSession, LocalPlacement],
 ) -> None:

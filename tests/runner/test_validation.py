@@ -68,6 +68,7 @@ def test_unpicklable_argument_names_the_argument() -> None:
         Runner(np=-2).run(lambda lock: None, lock=threading.RLock())
 
 
+@pytest.mark.slow
 def test_np_positive_without_spark_session_is_explained() -> None:
     """In a fresh driver process (this one may hold another module's SparkSession)."""
     out = run_driver("no_session")

@@ -113,12 +113,14 @@ def _driver(*argv: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+@pytest.mark.slow
 def test_the_default_handler_shows_sparkrunner_lines_on_stderr() -> None:
     done = _driver()
     saved = done.stdout.strip().splitlines()[-1]
     assert f"[sparkrunner] rank 0 sent note.txt; saved on the driver as {saved}\n" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_user_handler_replaces_the_default_one() -> None:
     done = _driver("user")
     saved = done.stdout.strip().splitlines()[-1]

@@ -48,6 +48,7 @@ def alive(pid: int) -> bool:
     return stat is not None and stat.state != "Z"
 
 
+@pytest.mark.slow
 def test_a_session_reuses_its_ranks_and_replaces_them_after_a_failure(
     placement: Placement, launcher: str
 ) -> None:
@@ -84,6 +85,7 @@ def test_a_session_reuses_its_ranks_and_replaces_them_after_a_failure(
     assert not any(END_OF_RUN in line for line in seen.lines)
 
 
+@pytest.mark.slow
 def test_an_idle_session_stops_its_ranks_and_the_next_run_starts_new_ones() -> None:
     runner = Runner(np=-1, launcher="direct", tracking=False, progress=False)
     session = runner.session(idle_timeout=0.5)  # a notebook's long-lived session, closed by hand

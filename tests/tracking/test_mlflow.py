@@ -47,6 +47,7 @@ def read_back(store: str, run_id: str) -> Any:
     return mlflow.MlflowClient(store).get_run(run_id)
 
 
+@pytest.mark.slow
 def test_a_run_is_recorded_with_params_metrics_and_timings(store: str) -> None:
     runner = Runner(np=-2, launcher="direct", tracking=store)
     rank_run_id = runner.run(logs_from_rank_zero, 5)
@@ -123,6 +124,7 @@ def test_bad_tracking_argument_is_refused(tracking: Any) -> None:
         Runner(np=-1, tracking=tracking)
 
 
+@pytest.mark.slow
 def test_a_timed_out_run_keeps_every_ranks_stacks_as_an_artifact(store: str) -> None:
     from tests.diagnostics.functions import rank_one_stuck_here
 
