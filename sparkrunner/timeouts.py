@@ -153,6 +153,10 @@ RUN_END_CONNECT_WAIT_S = _timing(
 RUN_END_TELL_WAIT_S = _timing(
     "RUN_END_TELL_WAIT_S", 10.0, "task 0, once mpirun ended, for the other tasks to ask"
 )
+RUN_OVER_EXIT_WAIT_S = _timing(
+    "RUN_OVER_EXIT_WAIT_S", 2.0, "task 0, once the driver said every rank reported and hung up, for mpirun to exit "
+    "on its own before its process tree is ended (a daemon a rank forked may hold it up)"
+)  # fmt: skip
 AGENT_START_WAIT_S = _timing("AGENT_START_WAIT_S", 60.0, "mpirun's rsh agent, for a task's agent to listen")
 PROCESS_READER_JOIN_S = _timing("PROCESS_READER_JOIN_S", 5.0, "for a finished process's output reader thread")
 PROCESS_KILL_WAIT_S = _timing("PROCESS_KILL_WAIT_S", 10.0, "for a SIGKILLed process to be reaped")

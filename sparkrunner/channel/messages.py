@@ -244,6 +244,12 @@ class Topology(Message, kind="topology"):
     tasks: list[TaskEntries]
 
 
+@dataclass(frozen=True)
+class RunOver(Message, kind="run_over"):
+    """Every rank of the run reported and hung up: what still runs need not be waited for (mpirun held up by a
+    daemon a rank forked). The driver's answer to a barrier task's `Wait`."""
+
+
 # mpirun's rsh agent <-> a barrier task's agent; a barrier task <-> barrier task 0 (mpirun launcher)
 
 
@@ -264,7 +270,8 @@ class Exit(Message, kind="exit"):
 
 @dataclass(frozen=True)
 class Wait(Message, kind="wait"):
-    """Tell me when the run's mpirun has ended (answered with `Exit`)."""
+    """Tell me when the run is over: asked of barrier task 0, once its mpirun ended (answered with `Exit`);
+    asked of the driver, once every rank reported and hung up (answered with `RunOver`)."""
 
 
 # `sparkrunner.data.stream`: a rank -> the driver's stream broker

@@ -52,6 +52,11 @@ class RankRegistry:
     def all_done(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks
 
+    def over(self) -> bool:
+        """True once every rank reported how its function ended and hung up: nothing of theirs is left to wait
+        for."""
+        return self.all_done() and self.all_gone()
+
     def connected(self, hello: m.Hello) -> None:
         """A rank said hello on its own connection."""
         self.ranks[hello.rank] = RankState(time.monotonic(), hello.host, pid=hello.pid, task=hello.task)

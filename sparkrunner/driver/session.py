@@ -48,6 +48,7 @@ class DriverSession:
         # rank -> its live connection (not its output relay's, nor its barrier task's)
         self._rank_conns: dict[int, Connection] = {}
         self._relays: dict[int, int] = {}  # connection of a rank's output relay -> rank
+        self._run_over_waiters: dict[int, Connection] = {}  # barrier tasks that asked to hear `RunOver`
         self._files_dir: str | None = None
         self.output = RankOutput(show=verbosity == "all")
         self.last_activity = time.monotonic()
@@ -77,6 +78,8 @@ class DriverSession:
                 self._addresses.join(conn, message)
                 with self.changed:
                     self.changed.notify_all()  # `spark_task_ids()` changed
+            case m.Wait():
+                self._wait_for_run_over(conn)
             case m.TaskReport(task=task):
                 with self.changed:
                     self.report.task_reports[task] = message
@@ -158,8 +161,17 @@ class DriverSession:
         self._observer.on_rank_exit(rank, ended if isinstance(ended, RankFailedError) else None)
         m.send(conn, m.Ack())
 
+    def _wait_for_run_over(self, conn: Connection) -> None:
+        """A barrier task (task 0 of an mpirun run) asks to hear when every rank reported and hung up."""
+        with self.changed:
+            self._run_over_waiters[id(conn)] = conn
+            over = self.report.over()
+        if over:
+            m.send_to_all([conn], m.RunOver())
+
     def _on_disconnect(self, conn: Connection) -> None:
         # forget the connection: a later one may get the same id()
+        self._run_over_waiters.pop(id(conn), None)
         relay_of = self._relays.pop(id(conn), None)
         if relay_of is not None:
             with self.changed:
@@ -174,6 +186,8 @@ class DriverSession:
         with self.changed:
             self.report.disconnected(rank)
             self.changed.notify_all()
+            told = list(self._run_over_waiters.values()) if self.report.over() else []
+        m.send_to_all(told, m.RunOver())  # what still runs is no rank's: mpirun held up by a daemon
 
     def result_value(self, rank: int = 0) -> Any:
         data = self.report.results.get(rank)

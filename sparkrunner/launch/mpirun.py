@@ -37,6 +37,7 @@ from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.network import PortRange, local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
+from sparkrunner.launch.run_over import RunOverWatch
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.launch.topology import RankIndex, Topology
 
@@ -197,5 +198,7 @@ class MpirunLauncher(Launcher):
             cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network, job.port_range)
             log.debug("task 0 starts mpirun: %s", shlex.join(cmd))
             proc = RankProcess(cmd, env, echo_to=1)
+            watch = RunOverWatch(job.driver, job.secret, proc)
             code = proc.wait()
-        return TaskOutcome(code, proc.output_tail())
+            watch.close()
+        return TaskOutcome(0 if watch.ended_mpirun else code, proc.output_tail())

@@ -38,6 +38,7 @@ SAMPLES: list[m.Message] = [
     m.TaskReport(task=0, host="worker-0", launcher="direct", traceback="Traceback ...\nOSError: x"),
     m.Join(task=1, tasks=2, spark_task_id=17, entries=ENTRIES),
     m.Topology(tasks=[ENTRIES, ENTRIES]),
+    m.RunOver(),
     m.Exec(argv=["orted", "--daemonize"]),
     m.Exit(code=137, tail="killed"),
     m.Wait(),

@@ -17,6 +17,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankProcessDiedError, RunTimeoutError
+from sparkrunner.timeouts import EXIT_WAIT_S
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.processes import ExecutorKiller
@@ -130,41 +131,64 @@ DAEMON_LIFE_S = 25.0
 """How long a rank's daemon lives on its own: less than the 30 s a successful run used to wait for its ranks'
 launcher, so a run that waits for the daemon (mpirun held up by its output pipe) lets it leave its file."""
 
+PROMPT_END_S = EXIT_WAIT_S / 2
+"""The most a run may take to end after its ranks returned: well under the wait a held-up launcher costs."""
 
-def ranks_leave_daemons(folder: str, seconds: float, fork: bool) -> str:
-    """Each rank leaves a daemon (a session of its own) that would leave a file in `folder` after `seconds`.
 
-    Rank 0's is a program started with the rank's output (it holds the output relay's pipes); with `fork`,
-    rank 1's is a bare fork of the rank, which also holds the launcher's own output pipe."""
+def ranks_leave_daemons(folder: str, seconds: float) -> str:
+    """Each rank leaves a daemon (a session of its own) that would leave a file in `folder` after `seconds`,
+    writes the daemon's pid to `pid-N` and, last, the time it returns to `returned-N`.
+
+    Rank 0's daemon is a program started with the rank's output (it holds the output relay's pipes); rank 1's is
+    a bare fork of the rank, which also holds the launcher's own output pipe (mpirun's, in barrier task 0)."""
     import subprocess
     import sys
     import time
 
     rank = os.environ["RANK"]
     mark = os.path.join(folder, f"daemon-of-rank-{rank}")
-    if rank == "1" and fork:
+    if rank == "1":
         if os.fork() == 0:
             os.setsid()
-            if os.fork() == 0:
+            if (daemon := os.fork()) == 0:
                 time.sleep(seconds)
                 Path(mark).touch()
+            else:
+                Path(folder, f"pid-{rank}").write_text(str(daemon))
             os._exit(0)
         os.wait()
     else:
         code = f"import pathlib, time; time.sleep({seconds}); pathlib.Path({mark!r}).touch()"
-        subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+        daemon = subprocess.Popen([sys.executable, "-c", code], start_new_session=True).pid
+        Path(folder, f"pid-{rank}").write_text(str(daemon))
+    Path(folder, f"returned-{rank}").write_text(repr(time.monotonic()))
     return rank
 
 
-def run_leaving_daemons(np: int, launcher: str, folder: Path, fork: bool) -> None:
-    """The run returns rank 0's value without waiting for the daemons, which do not survive it."""
+def alive(pid: int) -> bool:
+    """`pid` runs on this machine (read from /proc here, not through sparkrunner; a zombie has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+
+
+def run_leaving_daemons(np: int, launcher: str, folder: Path) -> None:
+    """The run returns rank 0's value promptly after its ranks returned (this clock, not the library's record),
+    without waiting for the daemons, which do not survive it."""
     folder.mkdir()
     value = Runner(np=np, launcher=launcher, start_timeout=180).run(
-        ranks_leave_daemons, str(folder), DAEMON_LIFE_S, fork
+        ranks_leave_daemons, str(folder), DAEMON_LIFE_S
     )
+    ended = time.monotonic()
     assert value == "0"
-    assert leftover_rank_processes() == {}  # the daemons carry the run's id: the sweep took them
-    assert os.listdir(folder) == [], "the run waited for a daemon a rank left"
+    returned = max(float(folder.joinpath(f"returned-{rank}").read_text()) for rank in range(abs(np)))
+    assert ended - returned < PROMPT_END_S, f"the run ended {ended - returned:.1f} s after its ranks returned"
+    daemons = [int(folder.joinpath(f"pid-{rank}").read_text()) for rank in range(abs(np))]
+    assert [pid for pid in daemons if alive(pid)] == [], "a daemon a rank left outlived the run"
+    assert leftover_rank_processes() == {}
+    assert not [f for f in os.listdir(folder) if f.startswith("daemon-of-")], "the run waited for a daemon"
 
 
 @pytest.mark.slow
@@ -172,12 +196,12 @@ def run_leaving_daemons(np: int, launcher: str, folder: Path, fork: bool) -> Non
 def test_a_daemon_left_by_a_rank_does_not_hold_the_run(
     launcher: str, tmp_path: Path, temp_dir_unchanged: None
 ) -> None:
-    run_leaving_daemons(-2, launcher, tmp_path / "daemons", fork=True)
+    run_leaving_daemons(-2, launcher, tmp_path / "daemons")
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_daemon_left_by_a_rank_in_spark_does_not_hold_the_run(
     launcher: str, spark_cluster: Any, tmp_path: Path, temp_dir_unchanged: None
 ) -> None:
-    # a bare fork under mpirun holds task 0's mpirun in Spark still (its exit is not known there)
-    run_leaving_daemons(2, launcher, tmp_path / "daemons", fork=False)
+    # under mpirun, a bare fork holds task 0's mpirun, which only the driver can tell is done (`RunOver`)
+    run_leaving_daemons(2, launcher, tmp_path / "daemons")
