@@ -112,7 +112,7 @@ def scoped_handler() -> type:
     of Horovod's own test_torch.py) connects to a closed port and aborts."""
     from horovod.runner.http.http_server import OK, RendezvousHandler
 
-    class ScopedRendezvousHandler(RendezvousHandler):  # type: ignore[misc]
+    class ScopedRendezvousHandler(RendezvousHandler):
         def do_DELETE(self) -> None:
             paths = self.path.split("/")
             if len(paths) != 3 or paths[1] not in self.server.scope_size:
