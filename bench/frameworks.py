@@ -1,10 +1,10 @@
 """Training steps/s of a tiny model under sparkrunner (np=-2, direct launcher) against each framework's own
-launcher on the same machine: plain torch DDP and Lightning under `torchrun`, Accelerate under
-`accelerate launch` (both as ``python -m``, from this interpreter's environment). The same script
+launcher on the same machine: plain torch DDP and Lightning under `torchrun`, Accelerate and the Hugging Face
+Trainer under `accelerate launch` (both as ``python -m``, from this interpreter's environment). The same script
 (`bench/frameworks_train.py`) runs under both, each rank timing its own steps after a warm-up, so launch time
 does not count; one run each, the peer first, with the load average.
 
-    PYTHONPATH=$PWD .venv/bin/python -m bench.frameworks [--only ddp lightning accelerate]
+    PYTHONPATH=$PWD .venv/bin/python -m bench.frameworks [--only ddp lightning accelerate hf_trainer]
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ PEERS = {
     "ddp": ("torchrun", TORCHRUN),
     "lightning": ("torchrun", TORCHRUN),
     "accelerate": ("accelerate launch", ACCELERATE),
+    "hf_trainer": ("accelerate launch", ACCELERATE),
 }
 
 

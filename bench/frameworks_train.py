@@ -1,5 +1,6 @@
-"""The training script `bench/frameworks.py` times under each launcher: one framework (argv[1]: ddp, lightning or
-accelerate) trains a tiny MLP on generated data for STEPS steps per rank; rank 0 appends its steps/s (after
+"""The training script `bench/frameworks.py` times under each launcher: one framework (argv[1]: ddp, lightning,
+accelerate or hf_trainer) trains a tiny model (an MLP; for the Trainer a 1-layer BERT built from its config) on
+generated data for STEPS steps per rank; rank 0 appends its steps/s (after
 WARMUP steps) to the file argv[2] as one JSON line. Under sparkrunner it is run with `Runner.run_script`."""
 
 from __future__ import annotations
@@ -111,8 +112,46 @@ def accelerate() -> float:
     return rate(stamps)
 
 
+def hf_trainer() -> float:
+    """The Hugging Face Trainer on a 1-layer BERT classifier built from its config (nothing downloaded)."""
+    import tempfile
+
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    class Stamps(TrainerCallback):
+        def __init__(self) -> None:
+            self.stamps: list[float] = []
+
+        def on_step_end(self, *_: Any, **__: Any) -> None:
+            self.stamps.append(time.perf_counter())
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=32, hidden_size=WIDTH, num_hidden_layers=1, num_attention_heads=2, intermediate_size=WIDTH
+    )
+    ids = torch.arange(STEPS * BATCH * int(os.environ["WORLD_SIZE"]) * 6).reshape(-1, 6) % 32
+    data = [{"input_ids": row, "labels": int(row.sum()) % 2} for row in ids]
+    stamps = Stamps()
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(
+            output_dir=out, per_device_train_batch_size=BATCH, num_train_epochs=1, use_cpu=True, report_to=[],
+            save_strategy="no", logging_strategy="no", disable_tqdm=True,
+        )  # fmt: skip
+        Trainer(
+            model=BertForSequenceClassification(config), args=args, train_dataset=data, callbacks=[stamps]
+        ).train()
+    return rate(stamps.stamps)
+
+
 if __name__ == "__main__":
-    steps_per_s = {"ddp": ddp, "lightning": lightning, "accelerate": accelerate}[sys.argv[1]]()
+    frameworks = {"ddp": ddp, "lightning": lightning, "accelerate": accelerate, "hf_trainer": hf_trainer}
+    steps_per_s = frameworks[sys.argv[1]]()
     if int(os.environ["RANK"]) == 0:
         with open(sys.argv[2], "a") as out:
             out.write(json.dumps({"framework": sys.argv[1], "steps_per_s": steps_per_s}) + "\n")

@@ -105,6 +105,32 @@ def hosts_rendezvous(horovod: bool | None) -> bool:
     return horovod_installed() if horovod is None else horovod
 
 
+def scoped_handler() -> type:
+    """Horovod's rendezvous handler, except that a scope whose ranks have all finished clears only its own
+    list of finished ranks. Horovod 0.28.1's clears every scope's, so under load a scope (``local_<host>``)
+    can keep the last round's addresses, and an ``hvd.init()`` after ``hvd.shutdown()`` (as in every test
+    of Horovod's own test_torch.py) connects to a closed port and aborts."""
+    from horovod.runner.http.http_server import OK, RendezvousHandler
+
+    class ScopedRendezvousHandler(RendezvousHandler):
+        def do_DELETE(self) -> None:
+            paths = self.path.split("/")
+            if len(paths) != 3 or paths[1] not in self.server.scope_size:
+                super().do_DELETE()  # a bad path, or a scope the ranks added: Horovod's own handling
+                return
+            _, scope, key = paths
+            with self.server.finished_list_lock:
+                finished = self.server.finished_list[scope]
+                finished.append(key)
+                if len(finished) == self.server.scope_size[scope]:
+                    with self.server.cache_lock:
+                        self.server.cache.get(scope, {}).clear()
+                    finished.clear()
+            self.send_status_code(OK)
+
+    return ScopedRendezvousHandler
+
+
 @contextmanager
 def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator[None]:
     """Host Horovod's Gloo rendezvous server while the block runs, if this task is task 0 and
@@ -119,11 +145,11 @@ def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator
             f"installed where rank 0 starts ({sys.executable}): install it there (scripts/setup.sh builds it), "
             f"or leave horovod unset for code that does not use Horovod"
         )
-    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+    from horovod.runner.http.http_server import RendezvousHTTPServer
 
     address = (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS])
     try:
-        server = RendezvousHTTPServer(address, RendezvousHandler, 0)
+        server = RendezvousHTTPServer(address, scoped_handler(), 0)
     except OSError as exc:
         if horovod:  # asked for: the run cannot work without it
             raise

@@ -62,3 +62,38 @@ def test_the_users_word_decides_whether_the_rendezvous_is_hosted(horovod: bool, 
 
 def test_by_default_the_rendezvous_is_hosted_wherever_horovod_is_installed() -> None:
     assert hosts_rendezvous(None) is (importlib.util.find_spec("horovod") is not None)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="needs Horovod")
+def test_a_finished_scope_leaves_the_other_scopes_counts_alone() -> None:
+    """Rank 0 finishes its one-rank cross scope while rank 1 has not finished the local scope yet (as under
+    load): the local scope must still be cleared once rank 1 finishes it, else the next hvd.init() reads the
+    last round's addresses. Horovod 0.28.1's own handler leaves them there."""
+    import http.client
+    import threading
+
+    from horovod.runner.http.http_server import RendezvousHTTPServer
+
+    from sparkrunner.frameworks.horovod_env import host_plan, scoped_handler
+
+    server = RendezvousHTTPServer(("127.0.0.1", 0), scoped_handler(), 0)
+    server.init(host_plan(topology("h", "h")))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+
+    def request(method: str, path: str, body: bytes | None = None) -> None:
+        connection = http.client.HTTPConnection(*server.server_address)
+        connection.request(method, path, body=body)
+        assert connection.getresponse().status == 200
+        connection.close()
+
+    try:
+        for rank in ("0", "1"):
+            request("PUT", f"/local_h/{rank}", b"address of rank " + rank.encode())
+        for path in ("/global/0", "/global/1", "/local_h/0", "/cross_0/0", "/local_h/1", "/cross_1/1"):
+            request("DELETE", path)
+        assert server.cache.get("local_h", {}) == {}
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
