@@ -159,6 +159,9 @@ RUN_OVER_EXIT_WAIT_S = _timing(
 )  # fmt: skip
 AGENT_START_WAIT_S = _timing("AGENT_START_WAIT_S", 60.0, "mpirun's rsh agent, for a task's agent to listen")
 PROCESS_READER_JOIN_S = _timing("PROCESS_READER_JOIN_S", 5.0, "for a finished process's output reader thread")
+PROCESS_READER_POLL_S = _timing(
+    "PROCESS_READER_POLL_S", 0.01, "between two looks for a finished process's last output to be read"
+)
 PROCESS_KILL_WAIT_S = _timing("PROCESS_KILL_WAIT_S", 10.0, "for a SIGKILLed process to be reaped")
 NVIDIA_SMI_TIMEOUT_S = _timing("NVIDIA_SMI_TIMEOUT_S", 10.0, "`nvidia-smi -L` counting a host's GPUs")
 

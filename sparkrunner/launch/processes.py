@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections import deque
@@ -16,7 +19,13 @@ from dataclasses import dataclass
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
-from sparkrunner.timeouts import PROCESS_KILL_WAIT_S, PROCESS_READER_JOIN_S, SWEEP_GRACE_S, SWEEP_POLL_S
+from sparkrunner.timeouts import (
+    PROCESS_KILL_WAIT_S,
+    PROCESS_READER_JOIN_S,
+    PROCESS_READER_POLL_S,
+    SWEEP_GRACE_S,
+    SWEEP_POLL_S,
+)
 
 _PR_SET_PDEATHSIG = 1
 
@@ -147,6 +156,8 @@ class RankProcess:
             preexec_fn=die_with_parent,
             cwd=cwd,
         )
+        self._reading = threading.Event()
+        """Set while the reader waits in `read` with every chunk before kept: it holds nothing unread."""
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
 
@@ -158,7 +169,12 @@ class RankProcess:
         """Keep the last lines (each cut to a bound, progress updates left out) in linear time."""
         assert self.popen.stdout is not None
         splitter = LineSplitter()
-        while chunk := os.read(self.popen.stdout.fileno(), 65536):
+        while True:
+            self._reading.set()
+            chunk = os.read(self.popen.stdout.fileno(), 65536)
+            self._reading.clear()
+            if not chunk:
+                break
             self.tail.extend(splitter.feed(chunk)[0])
             if self._echo_to is not None:
                 with contextlib.suppress(OSError):
@@ -172,8 +188,26 @@ class RankProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
-        self._reader.join(timeout=PROCESS_READER_JOIN_S)
+        self._join_reader()
         return code
+
+    def _join_reader(self) -> None:
+        """Wait until the reader has kept everything the ended process wrote: until the pipe's end, or until it
+        waits on an empty pipe that a descendant (a daemon the process left) still holds open."""
+        deadline = time.monotonic() + PROCESS_READER_JOIN_S
+        while self._reader.is_alive() and time.monotonic() < deadline:
+            if self._reading.is_set() and self._unread_bytes() == 0 and self._reading.is_set():
+                return  # (set again after the count: a chunk read meanwhile was kept before the next read)
+            self._reader.join(timeout=PROCESS_READER_POLL_S)
+
+    def _unread_bytes(self) -> int:
+        """How many bytes wait in the output pipe (-1 when it is closed)."""
+        assert self.popen.stdout is not None
+        try:
+            packed = fcntl.ioctl(self.popen.stdout.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return -1
+        return int(struct.unpack("i", packed)[0])
 
     def output_tail(self, lines: int = 40) -> str:
         return "\n".join(list(self.tail)[-lines:])
