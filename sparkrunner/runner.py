@@ -16,6 +16,7 @@ from sparkrunner.data.streaming import check_feeder_slots
 from sparkrunner.driver import causes
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.session_pool import SessionPool
 from sparkrunner.driver.stacks import StackReport, StallWatch
 from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.driver.warm_session import WarmSession
@@ -164,6 +165,11 @@ class Runner:
         """Keep the ranks alive between runs: ``with runner.session() as s: s.run(f); s.run(g)``; from the second
         run on, no process starts. See `sparkrunner.driver.warm_session.WarmSession`."""
         return WarmSession(self, idle_timeout)
+
+    def session_pool(self, size: int, idle_timeout: float = SESSION_IDLE_S) -> SessionPool:
+        """`size` warm sessions that concurrent trials share: ``pool.run(f)`` borrows a free one (a warm one
+        first). See `sparkrunner.driver.session_pool.SessionPool`."""
+        return SessionPool(self, size, idle_timeout)
 
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
