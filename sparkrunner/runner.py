@@ -320,6 +320,15 @@ class Runner:
             )
         return session.collect_stacks()
 
+    def ask_to_stop(self, reason: str = "stop") -> bool:
+        """From another thread or an observer's hook: ask the ranks of the run in flight to stop gracefully
+        (`sparkrunner.stopping()` turns true, `rank_context().stop_reason == reason`; e.g. ``"prune"``). The
+        ranks end their run as they choose, within `stop_grace_s`. False when no run is in flight."""
+        session = self._in_flight.session
+        if session is not None:
+            session.ask_ranks_to_stop(reason)
+        return session is not None
+
     @property
     def in_flight(self) -> InFlight | None:
         """The ranks of the run in flight that have connected so far (rank, pid, host, barrier task), or None

@@ -88,7 +88,8 @@ def test_concurrent_trials_share_a_pool_of_warm_sessions(spark_four_slots: Any) 
 
 
 def test_an_optuna_search_prunes_through_report_progress(spark_four_slots: Any) -> None:
-    """examples/optuna_search.py, launcher direct, its trials sharing one warm session."""
+    """examples/optuna_search.py, launcher direct, its trials sharing one warm session: the pruned trial's
+    ranks stop mid-run (the pruner decides at its first step; it trains fewer than STEPS steps)."""
     import optuna
 
     spec = importlib.util.spec_from_file_location("optuna_search", EXAMPLE)
@@ -100,3 +101,5 @@ def test_an_optuna_search_prunes_through_report_progress(spark_four_slots: Any) 
     done, pruned = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
     assert states == [done, done, pruned, done]  # 0.9's first step is worse than the median of the first two
     assert study.best_params == {"lr": 0.3}
+    steps = [trial.user_attrs["steps"] for trial in study.trials]
+    assert steps[2] < example.STEPS == steps[0] == steps[1] == steps[3], f"steps trained: {steps}"
