@@ -1,6 +1,7 @@
 """Warm-session overhead: a no-op function at np=2, `Runner.run` (cold: new processes each call) against
 `Runner.session().run` from the second run on (the ranks and their imports are kept); tracking off unless
-``--tracking`` (then every run is recorded in MLflow, synchronously: its cost shows).
+``--tracking`` (then every run is recorded in MLflow: a cold run writes in the foreground, a session's
+run creates its MLflow run before the ranks start and writes the rest from a background thread).
 
 The function times itself on rank 0; the overhead is the call's wall time minus that. The 1-minute load
 average is printed with the figures: on a shared machine it explains most of the spread.

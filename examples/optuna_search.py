@@ -1,8 +1,10 @@
 """Hyperparameter search with Optuna over sparkrunner runs (docs/trials.md).
 
 Each trial is one run on the cluster's ranks; rank 0 reports its loss every step with `report_progress`, an
-observer hands each report to the trial, and Optuna's median pruner drops trials that fall behind. The trials
-share one warm session, so only the first one starts rank processes.
+observer hands each report to the trial, and when Optuna's median pruner drops a trial that falls behind, the
+observer asks the ranks to stop (`sparkrunner.stopping()` turns true mid-run, with `stop_reason == "prune"`).
+The trials share one warm session, so only the first one (and the one after a pruned trial, whose stopped
+ranks are replaced) starts rank processes.
 
     python examples/optuna_search.py [--np 2] [--trials 8] [--master local[4]]
 """
@@ -20,17 +22,28 @@ import optuna
 from sparkrunner import Runner, RunObserver
 
 log = logging.getLogger("sparkrunner.examples.optuna")
+STEPS = 40
 
 
 class TrialReporter(RunObserver):
-    """Passes rank 0's reported loss to the Optuna trial being run (trials run one at a time here)."""
+    """Passes rank 0's reported loss to the Optuna trial being run (trials run one at a time here), and stops
+    the ranks as soon as the pruner drops the trial."""
 
     def __init__(self) -> None:
         self.trial: optuna.Trial | None = None
+        self.session: Any = None
+        self._pruned = False
+
+    def start(self, trial: optuna.Trial, session: Any) -> None:
+        self.trial, self.session, self._pruned = trial, session, False
 
     def on_progress(self, rank: int, progress: Any) -> None:
-        if rank == 0 and self.trial is not None and "loss" in progress.metrics:
-            self.trial.report(progress.metrics["loss"], progress.step)
+        if rank != 0 or self.trial is None or "loss" not in progress.metrics:
+            return
+        self.trial.report(progress.metrics["loss"], progress.step)
+        if not self._pruned and self.trial.should_prune():
+            self._pruned = True
+            self.session.ask_to_stop("prune")
 
 
 def search(
@@ -40,14 +53,19 @@ def search(
 
     def train(
         lr: float, steps: int
-    ) -> float:  # defined here: pickled by value, nothing to import on executors
-        from sparkrunner import report_progress
+    ) -> tuple[float, int]:  # defined here: pickled by value, nothing to import on executors
+        """The last loss and the steps trained (fewer when the trial was pruned)."""
+        import time
 
-        loss = 0.0
-        for step in range(steps):
-            loss = (lr - 0.3) ** 2 + 1.0 / (step + 1)  # stands in for one training step
+        from sparkrunner import report_progress, stopping
+
+        loss, step = 0.0, 0
+        while step < steps and not stopping():
+            time.sleep(0.05)  # stands in for one training step...
+            loss = (lr - 0.3) ** 2 + 1.0 / (step + 1)  # ...and its loss
             report_progress(step, loss=loss)
-        return loss
+            step += 1
+        return loss, step
 
     reporter = TrialReporter()
     runner = Runner(
@@ -62,11 +80,12 @@ def search(
     with runner.session() as session:
 
         def objective(trial: optuna.Trial) -> float:
-            reporter.trial = trial
-            loss = float(session.run(train, trial.suggest_float("lr", 0.01, 1.0), 5))
+            reporter.start(trial, session)
+            loss, steps = session.run(train, trial.suggest_float("lr", 0.01, 1.0), STEPS)
+            trial.set_user_attr("steps", steps)
             if trial.should_prune():  # its reported losses fell behind the median of the finished trials
                 raise optuna.TrialPruned()
-            return loss
+            return float(loss)
 
         study.optimize(objective, n_trials=len(learning_rates) if learning_rates else trials)
     return study

@@ -16,6 +16,7 @@ from sparkrunner.data.streaming import check_feeder_slots
 from sparkrunner.driver import causes
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.session_pool import SessionPool
 from sparkrunner.driver.stacks import StackReport, StallWatch
 from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.driver.warm_session import WarmSession
@@ -165,6 +166,11 @@ class Runner:
         run on, no process starts. See `sparkrunner.driver.warm_session.WarmSession`."""
         return WarmSession(self, idle_timeout)
 
+    def session_pool(self, size: int, idle_timeout: float = SESSION_IDLE_S) -> SessionPool:
+        """`size` warm sessions that concurrent trials share: ``pool.run(f)`` borrows a free one (a warm one
+        first). See `sparkrunner.driver.session_pool.SessionPool`."""
+        return SessionPool(self, size, idle_timeout)
+
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
         return self._execute(main, args, kwargs, _name_of(main), every_rank=True)
@@ -313,6 +319,15 @@ class Runner:
                 "dump_stacks() needs a run in flight: no run of this Runner is running now"
             )
         return session.collect_stacks()
+
+    def ask_to_stop(self, reason: str = "stop") -> bool:
+        """From another thread or an observer's hook: ask the ranks of the run in flight to stop gracefully
+        (`sparkrunner.stopping()` turns true, `rank_context().stop_reason == reason`; e.g. ``"prune"``). The
+        ranks end their run as they choose, within `stop_grace_s`. False when no run is in flight."""
+        session = self._in_flight.session
+        if session is not None:
+            session.ask_ranks_to_stop(reason)
+        return session is not None
 
     @property
     def in_flight(self) -> InFlight | None:

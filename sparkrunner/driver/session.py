@@ -208,7 +208,12 @@ class DriverSession:
     def ask_ranks_to_rescale(self) -> None:
         """Tell every rank that the run restarts at a new size: `stopping()` turns true, `stop_reason` is
         "rescale"; the ranks save and return, and nothing is aborted."""
-        self._server.broadcast(*m.encode(m.Stop(reason="rescale")))
+        self.ask_ranks_to_stop("rescale")
+
+    def ask_ranks_to_stop(self, reason: str) -> None:
+        """Tell every rank to stop gracefully: `stopping()` turns true, `stop_reason` is `reason`; the ranks
+        decide how to end (save, return), within their grace period; nothing is aborted."""
+        self._server.broadcast(*m.encode(m.Stop(reason=reason)))
 
     def stop_ranks(self, grace_s: float) -> None:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for

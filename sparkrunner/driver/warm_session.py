@@ -3,7 +3,8 @@
 The first run starts the ranks (local processes, or a barrier stage that stays up); later runs reuse those
 processes, so their imports (and CUDA contexts) are paid once. Each run goes through `Runner.run`'s own path
 (its own driver channel, typed errors, stacks, output, MLflow, retries); only where the ranks run differs
-(`sparkrunner.placement.warm`). Policy for failures: after any failed run every rank of the session is
+(`sparkrunner.placement.warm`), and MLflow records the run from a thread of its own (`MlflowTracking.
+in_background`): the run is created before the ranks start, the rest is written after the run returns. Policy for failures: after any failed run every rank of the session is
 stopped, and the next run starts fresh ones, so a dirty process (its function raised, it died, it was told
 to stop) never runs another function.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkrunner.driver.in_flight import InFlightWatch
 from sparkrunner.errors import SparkRunnerError
+from sparkrunner.observe.tracking import MlflowTracking
 from sparkrunner.options import check_number
 from sparkrunner.placement.warm import WarmRanks
 
@@ -40,6 +42,11 @@ class WarmSession:
         self._runner = copy.copy(runner)
         self._runner._in_flight = InFlightWatch()
         self._runner.last_run = None
+        # a run returns without waiting for MLflow (each session writes through its own tracking observer)
+        self._runner._observers = [
+            o.in_background() if isinstance(o, MlflowTracking) else o for o in runner._observers
+        ]
+        self._tracking = [o for o in self._runner._observers if isinstance(o, MlflowTracking)]
         in_flight = self._runner._in_flight
         self._ranks = WarmRanks(runner.placement, lambda: in_flight.session, idle_timeout)
         self._runner._warm_ranks = self._ranks
@@ -70,6 +77,10 @@ class WarmSession:
                 )
             return call(*args, **kwargs)
 
+    def ask_to_stop(self, reason: str = "stop") -> bool:
+        """`Runner.ask_to_stop` for the session's run in flight (its ranks are replaced before the next run)."""
+        return self._runner.ask_to_stop(reason)
+
     @property
     def last_run(self) -> RunRecord | None:
         """The `RunRecord` of the session's latest run."""
@@ -86,9 +97,11 @@ class WarmSession:
         return self._ranks.is_live()
 
     def close(self) -> None:
-        """Stop the session's ranks now (waits for a run in flight to end); idempotent."""
+        """Stop the session's ranks now (waits for a run in flight to end) and for its MLflow writes; idempotent."""
         with self._lock:
             self._close()
+            for tracking in self._tracking:
+                tracking.flush()
 
     def __enter__(self) -> WarmSession:
         return self

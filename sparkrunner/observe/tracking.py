@@ -16,6 +16,8 @@ import os
 import platform
 import time
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkrunner.channel.messages import Progress
@@ -49,6 +51,27 @@ class MlflowTracking(RunObserver):
         self._run_id = ""
         self._uri = ""
         self._pending: list[Any] = []
+        self._writer: ThreadPoolExecutor | None = None
+
+    def in_background(self) -> MlflowTracking:
+        """A copy that creates each run at its start (its ranks need the id) and writes everything else from
+        a thread of its own, in order, so the run returns without waiting for the store: warm sessions use it.
+        `flush()` waits for what is queued; the interpreter's exit does too."""
+        twin = MlflowTracking(self.tracking_uri, self.experiment, self.log_progress)
+        twin._writer = ThreadPoolExecutor(1, thread_name_prefix="sparkrunner-mlflow")
+        return twin
+
+    def flush(self) -> None:
+        """Wait until every queued write reached the store (a no-op when writing in the foreground)."""
+        if self._writer is not None:
+            self._writer.submit(lambda: None).result()
+
+    def _write(self, call: Callable[..., None], *args: Any) -> None:
+        """`call(*args)` now, or queued behind the earlier writes (a failure there is logged, not raised)."""
+        if self._writer is None:
+            call(*args)
+        else:
+            self._writer.submit(_logged, call, *args)
 
     def on_start(self, record: RunRecord) -> None:
         with (
@@ -71,7 +94,7 @@ class MlflowTracking(RunObserver):
         self._pending = []
         params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
         params.update({f"version.{name}": version for name, version in library_versions().items()})
-        self._client.log_batch(self._run_id, params=[_param(k, v) for k, v in params.items()])
+        self._write(self._client.log_batch, self._run_id, [], [_param(k, v) for k, v in params.items()])
         log.info("MLflow run %s: %s", self._run_id, where_is_run(self._uri, experiment_id, self._run_id))
 
     def _experiment_id(self) -> str:
@@ -99,32 +122,42 @@ class MlflowTracking(RunObserver):
     def _flush(self) -> None:
         pending, self._pending = self._pending, []
         for i in range(0, len(pending), 1000):  # MLflow's per-batch metric limit
-            self._client.log_batch(self._run_id, metrics=pending[i : i + 1000])
+            self._write(self._client.log_batch, self._run_id, pending[i : i + 1000])
 
     def on_end(self, record: RunRecord) -> None:
         self._flush()
-        client, run_id = self._client, self._run_id
-        now = int(time.time() * 1000)
-        metrics = [_metric("duration_s", record.duration_s or 0.0, now)]
-        tags: dict[str, str] = {}
-        if record.timings is not None:
-            _log_timings(client, run_id, record, now, metrics, tags)
-        _attempts(record, now, metrics, tags)
-        metrics += anatomy_metrics(record, now)
-        if record.report_path is not None:
-            client.log_artifact(run_id, record.report_path, _ARTIFACTS)
-        if record.error is not None:
-            tags["sparkrunner.error"] = f"{type(record.error).__name__}: {record.error}"[:5000]
-            client.log_text(
-                run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt"
-            )
-            for name, text in getattr(record.error, "artifacts", {}).items():
-                client.log_text(run_id, text, f"{_ARTIFACTS}/{name}")
-        from mlflow.entities import RunTag
+        self._write(_record_end, self._client, self._run_id, record)
 
-        # one write for every metric and tag: each call is a transaction of the tracking store
-        client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
-        client.set_terminated(run_id, _status(record.error))
+
+def _logged(call: Callable[..., None], *args: Any) -> None:
+    """A background write: its failure is logged (the run it records has returned already)."""
+    try:
+        call(*args)
+    except Exception as exc:
+        log.warning("MLflow: a background write failed: %s: %s", type(exc).__name__, exc)
+
+
+def _record_end(client: Any, run_id: str, record: RunRecord) -> None:
+    """The run's duration, timings, attempts, report, error and status, in as few writes as possible."""
+    now = int(time.time() * 1000)
+    metrics = [_metric("duration_s", record.duration_s or 0.0, now)]
+    tags: dict[str, str] = {}
+    if record.timings is not None:
+        _log_timings(client, run_id, record, now, metrics, tags)
+    _attempts(record, now, metrics, tags)
+    metrics += anatomy_metrics(record, now)
+    if record.report_path is not None:
+        client.log_artifact(run_id, record.report_path, _ARTIFACTS)
+    if record.error is not None:
+        tags["sparkrunner.error"] = f"{type(record.error).__name__}: {record.error}"[:5000]
+        client.log_text(run_id, f"{type(record.error).__name__}: {record.error}\n", f"{_ARTIFACTS}/error.txt")
+        for name, text in getattr(record.error, "artifacts", {}).items():
+            client.log_text(run_id, text, f"{_ARTIFACTS}/{name}")
+    from mlflow.entities import RunTag
+
+    # one write for every metric and tag: each call is a transaction of the tracking store
+    client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+    client.set_terminated(run_id, _status(record.error))
 
 
 def _log_timings(

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ STEPS = EPOCHS * ROWS // GLOBAL_BATCH  # 36
 CHECKPOINT_EVERY = 4
 KILL_AT_STEP = 8  # attempt 0 (4 ranks) waits to lose an executor here
 HOLD_AT_STEP = 16  # a smaller attempt waits here for the slots to come back (and the rescale stop)
+LOSS_TOLERANCE = 0.10
+"""Relative, on each epoch's mean loss (measured: within 1%). Step by step the losses differ: the global
+batch has the same size, but after a resize it holds other rows than the uninterrupted run's at that step."""
 
 
 def make_data(folder: Path) -> ParquetData:
@@ -146,13 +150,22 @@ def _first_step_mark(marker_dir: str, ctx: Any, state: dict[str, Any]) -> None:
 
 class ExecutorHolder:
     """In the background: once ``kill`` exists, SIGKILL the executor JVM hosting rank 1 and SIGSTOP the JVM
-    its worker starts in its place (before it registers); once ``small`` exists, SIGCONT it."""
+    its worker starts in its place (before it registers); once ``small`` exists, SIGCONT it.
 
-    def __init__(self, marker_dir: Path, app_id: str, seconds: float = 300) -> None:
+    With `worker_of` (an executor JVM's pid -> its host's Spark worker's pid), the worker is SIGSTOPped
+    instead, just before the kill, so it starts no replacement until it is let go (SIGCONT)."""
+
+    def __init__(
+        self,
+        marker_dir: Path,
+        app_id: str,
+        seconds: float = 300,
+        worker_of: Callable[[int], int] | None = None,
+    ) -> None:
         self.killed_at: float | None = None
         self.released_at: float | None = None
         self.held: int | None = None
-        self._dir, self._app, self._seconds = marker_dir, app_id, seconds
+        self._dir, self._app, self._seconds, self._worker_of = marker_dir, app_id, seconds, worker_of
         self._thread = threading.Thread(target=self._play, daemon=True)
         self._thread.start()
 
@@ -170,13 +183,17 @@ class ExecutorHolder:
     def _play(self) -> None:
         if not poll_until((self._dir / "kill").exists, self._seconds):
             return
-        before = self._executors()
-        os.kill(executor_jvm_of(rank_pid(1)), signal.SIGKILL)
-        self.killed_at = time.time()
-        new = poll_until(lambda: self._executors() - before, self._seconds)
-        if new:
-            self.held = min(new)
+        before, executor = self._executors(), executor_jvm_of(rank_pid(1))
+        if self._worker_of is not None:
+            self.held = self._worker_of(executor)
             os.kill(self.held, signal.SIGSTOP)
+        os.kill(executor, signal.SIGKILL)
+        self.killed_at = time.time()
+        if self._worker_of is None:
+            new = poll_until(lambda: self._executors() - before, self._seconds)
+            if new:
+                self.held = min(new)
+                os.kill(self.held, signal.SIGSTOP)
         if poll_until((self._dir / "small").exists, self._seconds):
             self.release()
 
@@ -189,3 +206,37 @@ class ExecutorHolder:
     def join(self) -> None:
         self._thread.join(timeout=5)
         self.release()
+
+
+_REFERENCE: dict[str, Any] = {}
+
+
+def uninterrupted_run(data: ParquetData) -> dict[str, Any]:
+    """The reference: 4 local ranks, no failure (direct launcher, np=-4); run once per test session, since
+    `make_data` writes the same rows wherever it writes them."""
+    from sparkrunner import Runner
+
+    if not _REFERENCE:
+        _REFERENCE.update(
+            Runner(np=-4, launcher="direct", tracking=False, progress=False).run(elastic_fit, data)
+        )
+    return _REFERENCE
+
+
+def assert_grew_back(runner: Any, result: dict[str, Any], reference: dict[str, Any]) -> None:
+    """Attempts of 4, 2 and 4 ranks (a failure, then a rescale); every epoch trained on every row exactly once;
+    each epoch's mean loss within `LOSS_TOLERANCE` (relative) of the uninterrupted `reference` run's."""
+    import numpy as np
+
+    attempts = runner.last_run.attempts
+    assert [a.world_size for a in attempts] == [4, 2, 4]
+    assert attempts[0].error is not None and attempts[1].rescaled and attempts[2].error is None
+    assert [(a, w) for a, w, _ in result["ran"]] == [(0, 4), (1, 2), (2, 4)]
+    assert np.array_equal(np.array(result["counts"]), np.ones((EPOCHS, ROWS))), (
+        "every epoch must train on every row exactly once, across the resizes"
+    )
+    losses, expected = (np.array(r["losses"]).reshape(EPOCHS, -1).mean(1) for r in (result, reference))
+    assert len(result["losses"]) == STEPS
+    assert np.all(np.abs(losses - expected) <= LOSS_TOLERANCE * expected), (
+        f"epoch mean losses {losses} differ from the uninterrupted run's {expected}"
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from sparkrunner import Runner
@@ -18,12 +17,11 @@ from sparkrunner.placement.slots import task_slots
 from tests.conftest import spark_session
 from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
-    EPOCHS,
-    ROWS,
-    STEPS,
     ExecutorHolder,
+    assert_grew_back,
     elastic_fit,
     make_data,
+    uninterrupted_run,
 )
 from tests.waiting import wait_until
 
@@ -31,9 +29,6 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.timeout(900)
 
 MASTER = "local-cluster[2,2,1024]"
-LOSS_TOLERANCE = 0.10
-"""Relative, on each epoch's mean loss (measured: within 1%). Step by step the losses differ: the global
-batch has the same size, but after a resize it holds other rows than the uninterrupted run's at that step."""
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +38,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> ParquetData:
 
 @pytest.fixture(scope="module")
 def uninterrupted(data: ParquetData) -> dict[str, Any]:
-    """The reference: 4 local ranks, no failure (direct launcher, np=-4)."""
-    return Runner(np=-4, launcher="direct", tracking=False, progress=False).run(elastic_fit, data)
+    return uninterrupted_run(data)
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +67,4 @@ def test_shrinks_on_a_lost_executor_and_grows_back_at_a_checkpoint(
         holder.join()
         four_slots(spark)  # leave the shared session whole
     assert holder.killed_at is not None and holder.held is not None, "no executor was killed and held back"
-    attempts = runner.last_run.attempts  # type: ignore[union-attr]
-    assert [a.world_size for a in attempts] == [4, 2, 4]
-    assert attempts[0].error is not None and attempts[1].rescaled and attempts[2].error is None
-    assert [(a, w) for a, w, _ in result["ran"]] == [(0, 4), (1, 2), (2, 4)]
-    assert np.array_equal(np.array(result["counts"]), np.ones((EPOCHS, ROWS))), (
-        "every epoch must train on every row exactly once, across the resizes"
-    )
-    losses, reference = (np.array(r["losses"]).reshape(EPOCHS, -1).mean(1) for r in (result, uninterrupted))
-    assert len(result["losses"]) == STEPS
-    assert np.all(np.abs(losses - reference) <= LOSS_TOLERANCE * reference), (
-        f"epoch mean losses {losses} differ from the uninterrupted run's {reference}"
-    )
+    assert_grew_back(runner, result, uninterrupted)

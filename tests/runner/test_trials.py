@@ -63,8 +63,33 @@ def test_eight_trials_share_four_slots_in_order_of_arrival(spark_four_slots: Any
     assert list(gate.admitted)[seen_before:] == run_ids, "trials must be admitted in order of arrival"
 
 
+def pid_and_square_unless(trial: int, failing: int) -> tuple[int, int]:
+    """Rank 0's process and the trial's value (raises on the failing trial)."""
+    import os
+
+    return os.getpid(), square_unless(trial, failing)
+
+
+def test_concurrent_trials_share_a_pool_of_warm_sessions(spark_four_slots: Any) -> None:
+    """Launcher direct (the pool only lends sessions; tests/runner/test_warm_sessions.py runs warm ranks on
+    both launchers): eight np=2 trials from eight threads on a pool of 2 sessions. Each gets its own value, the
+    failing one its own error, and the runs took place in as many rank processes as the pool launched: 2,
+    plus the one launch that replaced the failed trial's ranks."""
+    runner = Runner(np=2, spark=spark_four_slots, launcher="direct", tracking=False, progress=False)
+    with runner.session_pool(2) as sessions, ThreadPoolExecutor(TRIALS) as pool:
+        futures = [pool.submit(sessions.run, pid_and_square_unless, t, FAILING) for t in range(TRIALS)]
+        outcomes = [future.exception(timeout=600) or future.result() for future in futures]
+        launches = sessions.launches
+    failed = outcomes.pop(FAILING)
+    assert isinstance(failed, RankFailedError) and f"trial {FAILING} was told to fail" in str(failed)
+    assert [value for _, value in outcomes] == [t * t for t in range(TRIALS) if t != FAILING]
+    pids = {pid for pid, _ in outcomes}
+    assert launches <= 3 and len(pids) <= launches, f"{TRIALS} trials ran in {len(pids)} processes"
+
+
 def test_an_optuna_search_prunes_through_report_progress(spark_four_slots: Any) -> None:
-    """examples/optuna_search.py, launcher direct, its trials sharing one warm session."""
+    """examples/optuna_search.py, launcher direct, its trials sharing one warm session: the pruned trial's
+    ranks stop mid-run (the pruner decides at its first step; it trains fewer than STEPS steps)."""
     import optuna
 
     spec = importlib.util.spec_from_file_location("optuna_search", EXAMPLE)
@@ -76,3 +101,5 @@ def test_an_optuna_search_prunes_through_report_progress(spark_four_slots: Any) 
     done, pruned = optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
     assert states == [done, done, pruned, done]  # 0.9's first step is worse than the median of the first two
     assert study.best_params == {"lr": 0.3}
+    steps = [trial.user_attrs["steps"] for trial in study.trials]
+    assert steps[2] < example.STEPS == steps[0] == steps[1] == steps[3], f"steps trained: {steps}"

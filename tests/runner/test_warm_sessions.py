@@ -99,7 +99,7 @@ def test_an_idle_session_stops_its_ranks_and_the_next_run_starts_new_ones() -> N
     assert not session.warm
 
 
-def test_a_closed_session_refuses_runs_and_bad_idle_timeouts_are_refused() -> None:
+def test_a_closed_session_or_pool_refuses_runs_and_bad_arguments_are_refused() -> None:
     from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
 
     runner = Runner(np=-1, launcher="direct", tracking=False, progress=False)
@@ -109,3 +109,9 @@ def test_a_closed_session_refuses_runs_and_bad_idle_timeouts_are_refused() -> No
     session.close()
     with pytest.raises(SparkRunnerError, match="closed"):
         session.run(pid_and, 1)
+    with pytest.raises(InvalidArgumentError, match=r"size must be an int >= 1 \(the number of warm sessions"):
+        runner.session_pool(0)
+    pool = runner.session_pool(2)
+    pool.close()
+    with pytest.raises(SparkRunnerError, match="session pool is closed"):
+        pool.run(pid_and, 1)

@@ -90,6 +90,23 @@ def test_a_failed_run_records_the_failure(store: str) -> None:
     assert experiment.name == "failures"
 
 
+def test_runs_in_a_warm_session_are_recorded_in_the_background(store: str) -> None:
+    """np<0, launcher direct: a session's runs return before MLflow has their end; `close()` waits for it."""
+    runner = Runner(np=-2, launcher="direct", tracking=MlflowTracking(store, experiment="session"))
+    with runner.session() as session:
+        first = session.run(logs_from_rank_zero, 3)
+        with pytest.raises(RankFailedError, match="bad batch on rank 1"):
+            session.run(fails_on_rank_one)
+        failed = str(session.last_run.mlflow_run_id)  # type: ignore[union-attr]
+    done, bad = read_back(store, first), read_back(store, failed)
+    assert (done.info.status, bad.info.status) == ("FINISHED", "FAILED")
+    assert done.data.params["np"] == "-2" and done.data.metrics["accuracy"] == 0.75
+    assert done.data.metrics["duration_s"] > 0 and "rank0.steps_per_s" in done.data.metrics
+    loss = mlflow.MlflowClient(store).get_metric_history(first, "loss")
+    assert sorted((m.step, m.value) for m in loss) == [(s, 1.0 / s) for s in range(1, 4)]
+    assert "ValueError: bad batch on rank 1" in bad.data.tags["sparkrunner.error"]
+
+
 def test_nested_under_the_callers_active_run(store: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     with mlflow.start_run(run_name="notebook") as parent:
