@@ -90,6 +90,7 @@ def test_a_failed_run_records_the_failure(store: str) -> None:
     assert experiment.name == "failures"
 
 
+@pytest.mark.slow
 def test_runs_in_a_warm_session_are_recorded_in_the_background(store: str) -> None:
     """np<0, launcher direct: a session's runs return before MLflow has their end; `close()` waits for it."""
     runner = Runner(np=-2, launcher="direct", tracking=MlflowTracking(store, experiment="session"))
