@@ -22,9 +22,10 @@ STEP_S = 0.03
 EXTRA_S = 0.01  # +33% of the step's own time, in compute or in the data wait
 
 
-def ddp_steps(steps: int, slow_rank: int, part: str) -> str:
+def ddp_steps(steps: int, slow_rank: int, part: str) -> tuple[str, list[float]]:
     """DDP training whose `slow_rank` computes (or waits for its data) EXTRA_S longer each step; it also
-    reports progress every step, which must not count the steps a second time. Returns its folder's name."""
+    reports progress every step, which must not count the steps a second time. Returns its folder's name and
+    its last weight gradient (reduced by sparkrunner's timed DDP hook)."""
     import os
     import time
 
@@ -41,7 +42,7 @@ def ddp_steps(steps: int, slow_rank: int, part: str) -> str:
     def batches():  # the user's own loader
         for _ in range(steps):
             time.sleep(EXTRA_S if slow and part == "data" else 0.0)
-            yield torch.ones(8, 4)
+            yield torch.ones(8, 4) * (dist.get_rank() + 1)
 
     for x in sparkrunner.timed(batches()):
         time.sleep(STEP_S + (EXTRA_S if slow and part == "compute" else 0.0))
@@ -50,7 +51,7 @@ def ddp_steps(steps: int, slow_rank: int, part: str) -> str:
         optimizer.step()
         sparkrunner.report_progress(total=steps)
     dist.destroy_process_group()
-    return os.path.basename(os.getcwd())
+    return os.path.basename(os.getcwd()), model.module.weight.grad[0].tolist()
 
 
 def horovod_steps(steps: int) -> str:
@@ -103,13 +104,15 @@ def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(
     runner = runner_on(where, "direct", tracking=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        folders = runner.run_all(ddp_steps, 60, slow_rank=3, part=part)
+        folders, grads = zip(*runner.run_all(ddp_steps, 60, slow_rank=3, part=part), strict=True)
     found = straggler_warnings(caught)
     assert len(found) == 1, found
     # rank 3 is the second of barrier task 1's ranks
     runs_in = "the driver" if where.spark is None else f"executor {folders[3]}, barrier task 1"
     assert found[0].startswith(f"rank 3 on {socket.gethostname()} ({runs_in}): "), found
     assert f"most of the extra time is {named}" in found[0]
+    # d(sum of outputs)/dw is the batch's column sum, 8 * (rank + 1): DDP's mean over the 4 ranks is 20
+    assert list(grads) == [[20.0] * 4] * 4
     table = runner.last_run.step_anatomy
     assert list(table.index) == [0, 1, 2, 3]
     assert list(table["steps"]) == [60] * 4  # 60 batches: the progress reports added no steps
