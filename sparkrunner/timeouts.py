@@ -116,10 +116,9 @@ ANATOMY_TABLE_EVERY_S = _timing(
     "ANATOMY_TABLE_EVERY_S", 10.0, "between two per-rank step-anatomy tables in the driver's log (terminal)"
 )
 LIVE_VIEW_REFRESH_S = _timing(
-    "LIVE_VIEW_REFRESH_S", 1.0, "between two redraws of the notebook's live view (redrawn as windows arrive)"
-)
-SPARK_REST_TIMEOUT_S = _timing(
-    "SPARK_REST_TIMEOUT_S", 2.0, "one question to Spark's REST API (which executor ran a straggler's task)"
+    "LIVE_VIEW_REFRESH_S",
+    1.0,
+    "between two redraws of the notebook's live view (a timer, while the run goes)",
 )
 TOOL_TIMEOUT_S = _timing("TOOL_TIMEOUT_S", 20.0, "`sparkrunner check`: one external tool's version command")
 

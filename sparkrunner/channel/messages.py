@@ -126,8 +126,9 @@ class Progress(Message, kind="progress"):
 class StepAnatomy(Message, kind="step_anatomy"):
     """Where one rank's steps went over a window of steps (`final`: over the whole run), sent once per window.
 
-    `median` and `p95` map each part ("step", "data", "comm", "compute", "own") to seconds; `host` and `task`
-    name where the rank runs, for the driver's straggler warning.
+    `median` and `p95` map each part ("step", "data", "comm", "compute", "own") to seconds; `host`, `task`
+    and `executor` name where the rank runs (None for the last two: on the driver, np < 0), for the driver's
+    straggler warning.
     """
 
     window: int
@@ -136,6 +137,7 @@ class StepAnatomy(Message, kind="step_anatomy"):
     p95: dict[str, float]
     host: str
     task: int | None
+    executor: str | None
     final: bool
 
 

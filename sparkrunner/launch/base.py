@@ -14,6 +14,7 @@ from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.network import PortRange
+from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
@@ -73,7 +74,7 @@ def rank_process_environment(
         }
     )
     if in_spark_task:
-        env[Env.STARTED_BY_TASK] = str(barrier_task_of(job, RankIndex(index)))
+        env.update(task_environment(barrier_task_of(job, RankIndex(index))))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
         env[gpus.CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[index].host)

@@ -38,6 +38,7 @@ from sparkrunner.launch.network import PortRange, local_interface, mpi_port_spli
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.run_over import RunOverWatch
+from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.launch.topology import RankIndex, Topology
 
@@ -184,7 +185,9 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=True)
         names = exported_names(env, job)  # the secret folder is not among them: each host has its own
         env.update(agents_env(topology))
-        env[Env.STARTED_BY_TASK] = "0"  # mpirun and its local ranks are task 0's to clean up (never exported)
+        env.update(
+            task_environment(0)
+        )  # mpirun and its local ranks are task 0's to clean up (never exported)
         env[CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[0].host)
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)

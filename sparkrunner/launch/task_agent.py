@@ -20,6 +20,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch import gpus, processes
 from sparkrunner.launch.gpus import CUDA_VISIBLE
+from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.topology import PortSlot, Topology
 
 
@@ -57,7 +58,7 @@ class TaskAgent:
             **os.environ,
             **self._secrets.env(),
             Env.RUN_ID: run_id,
-            Env.STARTED_BY_TASK: str(task),
+            **task_environment(task),
             CUDA_VISIBLE: gpus.host_devices(topology, peer.host),
         }
         self._started: list[processes.RankProcess] = []

@@ -6,8 +6,6 @@ The ranks' half (what a step is, how its parts are timed) is `sparkrunner.ranks.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import logging
 import threading
 import time
@@ -16,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.errors import StragglerWarning
-from sparkrunner.observe.executors import executor_of_task
 from sparkrunner.observe.live_view import NotebookView
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.report import save_report
-from sparkrunner.observe.stragglers import Straggler, StragglerDetector
+from sparkrunner.observe.stragglers import StragglerDetector
 from sparkrunner.timeouts import ANATOMY_TABLE_EVERY_S
 
 if TYPE_CHECKING:
@@ -45,15 +42,13 @@ class AnatomyObserver(RunObserver):
         self._detector = StragglerDetector(0)
         self._started = self._shown = 0.0
         self._view: NotebookView | None = None
-        self._record: RunRecord | None = None
 
     def on_start(self, record: RunRecord) -> None:
-        self._record = record
         with self._lock:
             self.history, self._finals, self.stragglers = [], {}, []
             self._detector = StragglerDetector(abs(record.np))
             self._started = self._shown = time.monotonic()
-            self._view = NotebookView() if self._show and NotebookView.available() else None
+            self._view = NotebookView(self._snapshot) if self._show and NotebookView.available() else None
 
     def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
         with self._lock:
@@ -62,28 +57,19 @@ class AnatomyObserver(RunObserver):
                 return
             now = time.monotonic()
             self.history.append((rank, now - self._started, anatomy))
-            stragglers = [self._name(s) for s in self._detector.add(rank, anatomy)]
+            stragglers = [s.message() for s in self._detector.add(rank, anatomy)]
             self.stragglers += stragglers
             show = self._show and now - self._shown >= ANATOMY_TABLE_EVERY_S
             if show:
                 self._shown = now
-            if self._view is not None:
-                self._view.refresh(self.history)
         for straggler in stragglers:
             warnings.warn(straggler, StragglerWarning, stacklevel=1)
         if show and self._view is None:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
 
-    def _name(self, straggler: Straggler) -> str:
-        """The warning's text, naming the executor of the rank's barrier task when Spark can tell it."""
-        if straggler.task is not None:
-            with contextlib.suppress(Exception):  # a warning without its executor beats none
-                executor = executor_of_task(self._job_group(), straggler.task)
-                straggler = dataclasses.replace(straggler, executor=executor)
-        return straggler.message()
-
-    def _job_group(self) -> str | None:
-        return None if self._record is None else self._record.spark_job_group
+    def _snapshot(self) -> list[tuple[int, float, StepAnatomy]]:
+        with self._lock:
+            return list(self.history)
 
     def latest(self) -> dict[int, StepAnatomy]:
         """Each rank's latest window."""
@@ -96,19 +82,20 @@ class AnatomyObserver(RunObserver):
         if finals:
             record.step_anatomy = anatomy_table(finals)
         if self._view is not None:
-            self._view.refresh(self.history, force=True)
+            self._view.close()
         if finals or self.history:
             record.report_path = save_report(record, self.history, self.stragglers)
             log.info("run report (throughput and step anatomy per rank): %s", record.report_path)
 
 
 def anatomy_table(summaries: dict[int, StepAnatomy]) -> pd.DataFrame:
-    """Per rank (the index): host, steps, then the median and p95 seconds of every part."""
+    """Per rank (the index): host, Spark executor (None on the driver), steps, then the median and p95 seconds
+    of every part."""
     import pandas as pd
 
     rows = {}
     for rank, summary in sorted(summaries.items()):
-        row: dict[str, Any] = {"host": summary.host, "steps": summary.steps}
+        row: dict[str, Any] = {"host": summary.host, "executor": summary.executor, "steps": summary.steps}
         for part in PARTS:
             row[f"{part}_median_s"] = summary.median[part]
             row[f"{part}_p95_s"] = summary.p95[part]

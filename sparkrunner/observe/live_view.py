@@ -6,7 +6,9 @@ library; outside an IPython kernel (a terminal) it stays off and the driver logs
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sparkrunner.observe.report import Window, anatomy_svg, throughput_svg
@@ -14,11 +16,16 @@ from sparkrunner.timeouts import LIVE_VIEW_REFRESH_S
 
 
 class NotebookView:
-    """Draws the run's per-rank throughput and step anatomy into one notebook output, updated in place."""
+    """Draws the run's per-rank throughput and step anatomy into one notebook output, redrawn in place every
+    `LIVE_VIEW_REFRESH_S` from its own thread while the run goes, whether or not a window arrived."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: Callable[[], list[Window]]) -> None:
+        self._history = history
         self._handle: Any = None
-        self._drawn = 0.0
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, name="sparkrunner-live-view", daemon=True)
+        self._thread.start()
 
     @staticmethod
     def available() -> bool:
@@ -30,17 +37,24 @@ class NotebookView:
         shell = get_ipython()
         return shell is not None and getattr(shell, "kernel", None) is not None
 
-    def refresh(self, history: list[Window], force: bool = False) -> None:
-        """Redraw from `history` unless it was redrawn less than `LIVE_VIEW_REFRESH_S` ago."""
-        now = time.monotonic()
-        if not force and now - self._drawn < LIVE_VIEW_REFRESH_S:
-            return
-        self._drawn = now
+    def _tick(self) -> None:
+        while not self._stop.wait(LIVE_VIEW_REFRESH_S):
+            self._draw("running")
+
+    def close(self) -> None:
+        """Stop redrawing; draw the run's last state."""
+        self._stop.set()
+        self._thread.join()
+        self._draw("done")
+
+    def _draw(self, state: str) -> None:
         from IPython.display import HTML, display
 
+        history = self._history()
         latest = {rank: dict(window.median) for rank, _, window in history}
+        elapsed = time.monotonic() - self._started
         body = HTML(
-            "<div><b>sparkrunner: steps/s per rank</b>" + throughput_svg(history)
+            f"<div><b>sparkrunner: steps/s per rank</b> ({state}, {elapsed:.0f} s)" + throughput_svg(history)
             + "<b>step anatomy, latest window (median ms)</b>" + anatomy_svg(latest) + "</div>"
         )  # fmt: skip
         if self._handle is None:

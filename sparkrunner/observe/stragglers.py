@@ -40,7 +40,7 @@ class Straggler:
 
     def message(self) -> str:
         where = "the driver" if self.task is None else f"barrier task {self.task}"
-        where += "" if self.executor is None else f", executor {self.executor}"
+        where = where if self.executor is None else f"executor {self.executor}, {where}"
         return (
             f"rank {self.rank} on {self.host} ({where}): {self.slower:.0%} slower than the median of the "
             f"ranks (its step less its wait in collectives, over the last {SUSTAINED} windows); most of the "
@@ -80,7 +80,7 @@ class StragglerDetector:
                 self._named.add(rank)
                 cause = max(("data", "compute"), key=lambda p: summary.median[p] - typical[p])
                 slower = summary.median["own"] / typical["own"] - 1
-                found.append(Straggler(rank, summary.host, summary.task, slower, cause))
+                found.append(Straggler(rank, summary.host, summary.task, slower, cause, summary.executor))
         return found
 
 

@@ -49,7 +49,7 @@ class MlflowTracking(RunObserver):
         self.log_progress = log_progress
         self._client: Any = None
         self._run_id = ""
-        self._uri = ""
+        self._uri = self._where = ""
         self._pending: list[Any] = []
         self._writer: ThreadPoolExecutor | None = None
 
@@ -95,7 +95,8 @@ class MlflowTracking(RunObserver):
         params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
         params.update({f"version.{name}": version for name, version in library_versions().items()})
         self._write(self._client.log_batch, self._run_id, [], [_param(k, v) for k, v in params.items()])
-        log.info("MLflow run %s: %s", self._run_id, where_is_run(self._uri, experiment_id, self._run_id))
+        self._where = where_is_run(self._uri, experiment_id, self._run_id)
+        log.info("MLflow run %s: %s", self._run_id, self._where)
 
     def _experiment_id(self) -> str:
         if self.experiment is None:
@@ -127,6 +128,7 @@ class MlflowTracking(RunObserver):
     def on_end(self, record: RunRecord) -> None:
         self._flush()
         self._write(_record_end, self._client, self._run_id, record)
+        log.info("%s", _where_text(record, self._run_id, self._where))
 
 
 def _logged(call: Callable[..., None], *args: Any) -> None:
@@ -158,6 +160,15 @@ def _record_end(client: Any, run_id: str, record: RunRecord) -> None:
     # one write for every metric and tag: each call is a transaction of the tracking store
     client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
     client.set_terminated(run_id, _status(record.error))
+
+
+def _where_text(record: RunRecord, run_id: str, where: str) -> str:
+    """The end of a tracked run: where its MLflow run is, and its report (on disk and among the artifacts)."""
+    text = f"MLflow run {run_id} ({_status(record.error)}): {where}"
+    if record.report_path is not None:
+        name = os.path.basename(record.report_path)
+        text += f"; report: {record.report_path} (artifact {_ARTIFACTS}/{name})"
+    return text
 
 
 def _log_timings(

@@ -14,6 +14,8 @@ One clock per rank process. Steps come from ONE source, never two:
 Waits in collectives come from `sparkrunner.ranks.collective_timing` (`add_comm`); compute is the rest of the
 step. Every `WINDOW_STEPS` steps (or `ANATOMY_WINDOW_S`, whichever comes first) the rank sends one
 `StepAnatomy` message of medians and 95th percentiles, and at the end of `main` one more over the whole run.
+A window's medians leave out its steps that saved a checkpoint through sparkrunner (`checkpoint_step`), so
+that a periodic save on one rank does not read as straggling; the whole run's summary counts them.
 """
 
 from __future__ import annotations
@@ -52,7 +54,9 @@ class StepClock:
         self._fetching = False
         self._start: float | None = None  # when the current step began
         self._data = self._comm = 0.0
+        self._saves = False  # the current step saves a checkpoint
         self._window: list[tuple[float, float, float]] = []
+        self._saving_steps: list[tuple[float, float, float]] = []  # the window's steps that saved
         self._window_start = 0.0
         self._windows = 0
         self._all: list[tuple[float, float, float]] = []  # a uniform sample of the run's steps
@@ -99,6 +103,11 @@ class StepClock:
         with self._lock:
             self._comm += seconds
 
+    def mark_save(self) -> None:
+        """The current step saves a checkpoint: the straggler detector leaves it out (a periodic save on
+        rank 0 is not straggling); the run's summary keeps it."""
+        self._saves = True
+
     def _claim(self, owner: object, now: float) -> None:
         if self._owner is not owner:
             self._owner, self._start, self._data = owner, None, 0.0
@@ -114,14 +123,18 @@ class StepClock:
         if self._start is not None:
             step = now - self._start
             row = (step, min(self._data, step), min(comm, step))
-            self._window.append(row)
+            (self._saving_steps if self._saves else self._window).append(row)
             self._sample(row)
-        self._start, self._data = now, 0.0
-        if len(self._window) >= WINDOW_STEPS or (
-            self._window and now - self._window_start >= ANATOMY_WINDOW_S
-        ):
-            self._send(self._window, final=False)
-            self._window, self._window_start = [], now
+        self._start, self._data, self._saves = now, 0.0, False
+        steps = len(self._window) + len(self._saving_steps)  # every rank's window k covers the same steps
+        if steps >= WINDOW_STEPS or (steps and now - self._window_start >= ANATOMY_WINDOW_S):
+            self._send_window()
+            self._window_start = now
+
+    def _send_window(self) -> None:
+        """Send the window's summary over its steps that saved no checkpoint (over all, if every one did)."""
+        self._send(self._window or self._saving_steps, final=False)
+        self._window, self._saving_steps = [], []
 
     def _sample(self, row: tuple[float, float, float]) -> None:
         """Keep `row` in the run's sample with probability sample size / steps so far (reservoir sampling)."""
@@ -133,17 +146,17 @@ class StepClock:
 
     def finish(self) -> None:
         """`main` returned (or raised): send the summary of the whole run."""
-        if self._window:
-            self._send(self._window, final=False)
+        if self._window or self._saving_steps:
+            self._send_window()
         if self._all:
             self._send(self._all, final=True)
-        self._window, self._all = [], []
+        self._all = []
 
     def _send(self, rows: list[tuple[float, float, float]], final: bool) -> None:
         median, p95 = summarize(rows)
-        task = os.environ.get(Env.STARTED_BY_TASK)
-        host = socket.gethostname()
-        message = StepAnatomy(self._windows, len(rows), median, p95, host, int(task) if task else None, final)
+        task, executor = os.environ.get(Env.STARTED_BY_TASK), os.environ.get(Env.EXECUTOR)
+        where = (socket.gethostname(), int(task) if task else None, executor)
+        message = StepAnatomy(self._windows, len(rows), median, p95, *where, final)
         self._windows += 1
         send_to_driver(message)
 
@@ -197,6 +210,12 @@ def _add_comm(seconds: float) -> None:
 def clock() -> StepClock | None:
     """This rank's clock, or None outside a run or with ``SPARKRUNNER_ANATOMY=0``."""
     return _clock
+
+
+def checkpoint_step() -> None:
+    """The current step saves a checkpoint (`save_checkpoint` and `sharded_checkpoint` call it)."""
+    if _clock is not None:
+        _clock.mark_save()
 
 
 def finish() -> None:

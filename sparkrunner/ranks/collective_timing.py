@@ -113,9 +113,7 @@ def _patch_ddp(module: ModuleType, record: Record) -> None:
         if not getattr(self, "_sparkrunner_timed", False):
             self._sparkrunner_timed = True
             if not self._comm_hooks and getattr(self, "reducer", None) is not None:
-                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-                register(self, self.process_group, _timed_hook(default_hooks.allreduce_hook, record))
+                register(self, self.process_group, _timed_mean_allreduce(record))
         return forward(self, *args, **kwargs)
 
     builtin = ddp._register_builtin_comm_hook
@@ -127,6 +125,27 @@ def _patch_ddp(module: ModuleType, record: Record) -> None:
     ddp.register_comm_hook = functools.wraps(register)(register_comm_hook)
     ddp._register_builtin_comm_hook = functools.wraps(builtin)(register_builtin_comm_hook)
     ddp.forward = functools.wraps(forward)(timed_forward)
+
+
+def _timed_mean_allreduce(record: Record) -> Callable[..., Any]:
+    """DDP's default reduction (the bucket's mean over the group, as ``default_hooks.allreduce_hook``) in one
+    collective and one callback per bucket, reporting the rank's wait for its last bucket: the hook runs every
+    step, so it calls the process group directly, without `torch.distributed`'s checks or a second callback."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    @functools.wraps(default_hooks.allreduce_hook)  # its signature: DDP checks a hook's annotations
+    def hook(group: Any, bucket: Any) -> Any:
+        ready, last = time.monotonic(), bucket.is_last()
+        future = group.allreduce([bucket.buffer().div_(group.size())]).get_future()
+
+        def done(reduced: Any) -> Any:
+            if last:
+                record(max(time.monotonic() - ready, 0.0))
+            return reduced.value()[0]
+
+        return future.then(done)
+
+    return hook
 
 
 def _timed_hook(hook: Callable[..., Any], record: Record) -> Callable[..., Any]:

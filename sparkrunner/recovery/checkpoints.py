@@ -42,6 +42,7 @@ def save_checkpoint(
     its own file in ``rank<N>/`` (for sharded states). `step` orders checkpoints (default: the latest + 1).
     Returns the path written.
     """
+    from sparkrunner.ranks import anatomy
     from sparkrunner.ranks.api import rank_context
 
     if keep < 1:
@@ -49,6 +50,7 @@ def save_checkpoint(
     rank = rank_context().rank
     if rank != 0 and not every_rank:
         return None
+    anatomy.checkpoint_step()
     folder = _rank_folder(checkpoint_dir(), rank, every_rank)
     os.makedirs(folder, exist_ok=True)
     existing = list_checkpoints(folder)

@@ -20,8 +20,10 @@ def sharded_checkpoint(step: int, keep: int = 2) -> str:
 
     Rank 0 removes the older complete folders beyond the newest `keep - 1`, so that `keep` remain once this
     save completes."""
+    from sparkrunner.ranks import anatomy
     from sparkrunner.ranks.api import rank_context
 
+    anatomy.checkpoint_step()  # every rank saves its shard in this step
     folder = checkpoint_dir()
     if rank_context().rank == 0:
         for old in [c for c in list_sharded(folder) if c.step != step][max(keep - 1, 0) :]:

@@ -49,6 +49,7 @@ SAMPLES: list[m.Message] = [
         p95={"step": 0.05, "data": 0.02, "comm": 0.01, "compute": 0.02, "own": 0.04},
         host="worker-1",
         task=None,
+        executor=None,
         final=False,
     ),
     m.Serve(driver="10.0.0.7:40001", secret=b"\x00secret", env={"MLFLOW_RUN_ID": "abc"}),

@@ -27,3 +27,8 @@ def test_digits_demo_trains_on_the_driver(
     assert accuracy > 0.8
     # it says where its MLflow run is: the id and the store (conftest's throwaway one)
     assert "MLflow run " in caplog.text and os.environ["MLFLOW_TRACKING_URI"] in caplog.text
+    # and, at its end, where the run's HTML report is, on disk and among the MLflow run's artifacts
+    ended = [r.getMessage() for r in caplog.records if "; report: " in r.getMessage()]
+    assert len(ended) == 1, ended
+    report = Path(ended[0].split("; report: ")[1].split(" (artifact ")[0])
+    assert report.is_file() and f"(artifact sparkrunner/{report.name})" in ended[0]

@@ -1,25 +1,32 @@
-"""Step anatomy and straggler warnings with 4 real ranks on the driver (np < 0): torch DDP over Gloo through
-the direct launcher, Horovod through both launchers. Slowness is injected with sleeps well above the noise of a
-loaded machine (a 40 ms step against 30 ms ones), so what is checked is behaviour under a known gap."""
+"""Step anatomy and straggler warnings with 4 real ranks: torch DDP over Gloo through the direct launcher,
+Horovod through both launchers; on Spark (`local-cluster[2,1,1024]`, 2 ranks per barrier task, the suite's
+shared session) and on the driver (np < 0), one launcher per case. Slowness is injected with sleeps well above
+the noise of a loaded machine (a 40 ms step against 30 ms ones), so what is checked is behaviour under a known
+gap. Where a rank runs is checked against its working folder: under local-cluster, an executor's is named by
+its id."""
 
 from __future__ import annotations
 
+import socket
 import warnings
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pytest
 
 from sparkrunner import Runner, StragglerWarning
-from tests.matrix import LAUNCHERS
+from tests.matrix import LAUNCHERS, Placement
 
 STEP_S = 0.03
 EXTRA_S = 0.01  # +33% of the step's own time, in compute or in the data wait
 
 
-def ddp_steps(steps: int, slow_rank: int, part: str) -> None:
+def ddp_steps(steps: int, slow_rank: int, part: str) -> tuple[str, list[float]]:
     """DDP training whose `slow_rank` computes (or waits for its data) EXTRA_S longer each step; it also
-    reports progress every step, which must not count the steps a second time."""
+    reports progress every step, which must not count the steps a second time. Returns its folder's name and
+    its last weight gradient (reduced by sparkrunner's timed DDP hook)."""
+    import os
     import time
 
     import torch
@@ -35,7 +42,7 @@ def ddp_steps(steps: int, slow_rank: int, part: str) -> None:
     def batches():  # the user's own loader
         for _ in range(steps):
             time.sleep(EXTRA_S if slow and part == "data" else 0.0)
-            yield torch.ones(8, 4)
+            yield torch.ones(8, 4) * (dist.get_rank() + 1)
 
     for x in sparkrunner.timed(batches()):
         time.sleep(STEP_S + (EXTRA_S if slow and part == "compute" else 0.0))
@@ -44,10 +51,13 @@ def ddp_steps(steps: int, slow_rank: int, part: str) -> None:
         optimizer.step()
         sparkrunner.report_progress(total=steps)
     dist.destroy_process_group()
+    return os.path.basename(os.getcwd()), model.module.weight.grad[0].tolist()
 
 
-def horovod_steps(steps: int) -> None:
-    """Healthy Horovod training: every rank the same work; steps from `report_progress` alone."""
+def horovod_steps(steps: int) -> str:
+    """Healthy Horovod training: every rank the same work; steps from `report_progress` alone. Returns its
+    folder's name."""
+    import os
     import time
 
     import horovod.torch as hvd
@@ -66,6 +76,17 @@ def horovod_steps(steps: int) -> None:
         model(torch.ones(8, 4)).sum().backward()
         optimizer.step()
         sparkrunner.report_progress(total=steps)
+    return os.path.basename(os.getcwd())
+
+
+def placed(name: str, request: pytest.FixtureRequest) -> Placement:
+    return Placement(name, request.getfixturevalue("spark_cluster") if name == "spark" else None)
+
+
+def runner_on(placement: Placement, launcher: str, **options: Any) -> Runner:
+    """4 ranks: 2 per barrier task on Spark."""
+    per_task = {} if placement.spark is None else {"spark": placement.spark, "ranks_per_task": 2}
+    return Runner(np=placement.np(4), launcher=launcher, progress=False, **per_task, **options)
 
 
 def straggler_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -73,15 +94,26 @@ def straggler_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("part", "named"), [("compute", "computing"), ("data", "waiting for data")])
-def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(part: str, named: str) -> None:
-    runner = Runner(np=-4, launcher="direct", tracking=False, progress=False)
+@pytest.mark.parametrize(
+    ("placement", "part", "named"),
+    [("spark", "compute", "computing"), ("np<0", "data", "waiting for data")],
+)
+def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(
+    placement: str, part: str, named: str, request: pytest.FixtureRequest
+) -> None:
+    where = placed(placement, request)
+    runner = runner_on(where, "direct", tracking=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runner.run(ddp_steps, 60, slow_rank=3, part=part)
+        folders, grads = zip(*runner.run_all(ddp_steps, 60, slow_rank=3, part=part), strict=True)
     found = straggler_warnings(caught)
     assert len(found) == 1, found
-    assert found[0].startswith("rank 3 on ") and f"most of the extra time is {named}" in found[0]
+    # rank 3 is the second of barrier task 1's ranks
+    runs_in = "the driver" if where.spark is None else f"executor {folders[3]}, barrier task 1"
+    assert found[0].startswith(f"rank 3 on {socket.gethostname()} ({runs_in}): "), found
+    assert f"most of the extra time is {named}" in found[0]
+    # d(sum of outputs)/dw is the batch's column sum, 8 * (rank + 1): DDP's mean over the 4 ranks is 20
+    assert list(grads) == [[20.0] * 4] * 4
     table = runner.last_run.step_anatomy
     assert list(table.index) == [0, 1, 2, 3]
     assert list(table["steps"]) == [60] * 4  # 60 batches: the progress reports added no steps
@@ -92,19 +124,28 @@ def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(part: str, nam
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize(
+    ("placement", "launcher"),
+    [pytest.param("spark", "mpirun", marks=LAUNCHERS[1].marks), ("np<0", "direct")],
+)
 def test_a_healthy_horovod_run_warns_of_nothing_and_logs_its_anatomy(
-    launcher: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    placement: str,
+    launcher: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.setenv("SPARKRUNNER_REPORT_DIR", str(tmp_path))
-    runner = Runner(np=-4, launcher=launcher, progress=False)
+    where = placed(placement, request)
+    runner = runner_on(where, launcher)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runner.run(horovod_steps, 200)
+        folders = runner.run_all(horovod_steps, 200)
     assert straggler_warnings(caught) == []
     record = runner.last_run
     table = record.step_anatomy
     assert list(table["steps"]) == [199] * 4  # 200 reports close 199 steps
+    assert list(table["executor"]) == ([None] * 4 if where.spark is None else folders)
     assert (table["comm_p95_s"] > 0).all()  # Horovod's synchronize was timed
     run = mlflow.MlflowClient().get_run(record.mlflow_run_id)
     for rank in range(4):

@@ -1,18 +1,23 @@
-"""Straggler detection on hand-made windows, and the rank's summaries against numpy's percentiles."""
+"""Straggler detection on hand-made windows and on a rank clock's own windows (checkpoint saves left out),
+and the rank's summaries against numpy's percentiles."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import sparkrunner
 from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.observe.stragglers import StragglerDetector
-from sparkrunner.ranks.anatomy import RUN_SAMPLE_STEPS, StepClock, summarize
+from sparkrunner.ranks import anatomy
+from sparkrunner.ranks.anatomy import RUN_SAMPLE_STEPS, WINDOW_STEPS, StepClock, summarize
 
 
 def window(index: int, data: float, compute: float) -> StepAnatomy:
     median = {"data": data, "compute": compute, "own": data + compute, "comm": 0.0, "step": 0.1}
-    return StepAnatomy(index, 25, median, median, "host-b", 3, False)
+    return StepAnatomy(index, 25, median, median, "host-b", 3, "2", False)
 
 
 def feed(detector: StragglerDetector, windows: list[dict[int, tuple[float, float]]]) -> list:
@@ -30,7 +35,7 @@ def test_a_rank_slow_in_two_windows_is_named_once_with_the_larger_gap() -> None:
     slow = {**HEALTHY, 3: (0.025, 0.05)}  # own 0.075 against 0.06: 25% slower, all of it data
     found = feed(StragglerDetector(4), [slow, slow, slow])
     assert [(s.rank, s.cause, round(s.slower, 2)) for s in found] == [(3, "data", 0.25)]
-    assert found[0].message().startswith("rank 3 on host-b (barrier task 3): 25% slower")
+    assert found[0].message().startswith("rank 3 on host-b (executor 2, barrier task 3): 25% slower")
     assert found[0].message().endswith("most of the extra time is waiting for data")
 
 
@@ -75,3 +80,33 @@ def test_the_runs_summary_keeps_a_bounded_uniform_sample_of_its_steps() -> None:
     assert len(kept) == RUN_SAMPLE_STEPS
     sampled_median = summarize(kept)[0]["step"]
     assert sampled_median == pytest.approx(float(np.median(durations)), rel=0.05)
+
+
+STEP_S, SAVE_S = 0.05, 0.03  # a save makes its step 60% longer
+
+
+@pytest.mark.parametrize("through_sparkrunner", [True, False])
+def test_steps_that_save_a_checkpoint_are_left_out_of_the_straggler_windows(
+    through_sparkrunner: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 saves a checkpoint in two steps out of three, enough to move its medians: through
+    `sparkrunner.save_checkpoint` nothing is named; the same extra time spent otherwise names rank 0 (the
+    oracle that the scenario would read as straggling)."""
+    monkeypatch.setenv("SPARKRUNNER_CHECKPOINT_DIR", str(tmp_path))
+    sent: list[StepAnatomy] = []
+    monkeypatch.setattr(anatomy, "send_to_driver", sent.append)
+    detector, found = StragglerDetector(4), []
+    for rank in range(4):
+        clock, now = StepClock(), 0.0
+        monkeypatch.setattr(anatomy, "_clock", clock)
+        clock._boundary(now)
+        for step in range(2 * WINDOW_STEPS):
+            saves = rank == 0 and step % 3 != 2
+            if saves and through_sparkrunner:
+                sparkrunner.save_checkpoint({"step": step}, step=step)
+            now += STEP_S + (SAVE_S if saves else 0.0)
+            clock._boundary(now)
+        clock.finish()
+        found += [s for message in sent for s in detector.add(rank, message)]
+        sent.clear()
+    assert [(s.rank, s.cause) for s in found] == ([] if through_sparkrunner else [(0, "compute")])
