@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 import weakref
@@ -12,7 +11,6 @@ from typing import Any
 from sparkrunner.data import columns
 from sparkrunner.data.materialize import converted
 from sparkrunner.data.stream_broker import StreamBroker
-from sparkrunner.data.stream_feeder import COUNT_SCHEMA, count_partition
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.options import check_number
@@ -88,11 +86,38 @@ def _close(stream_id: str) -> None:
 
 
 def _count(frame: Any) -> tuple[tuple[int, ...], dict[str, int]]:
-    """Every partition's rows (a pass of `df`) and the first row's list lengths."""
-    found = {row["partition"]: row for row in frame.mapInArrow(count_partition, COUNT_SCHEMA).collect()}
+    """Every partition's rows and the list columns' lengths, aggregated in the JVM: no row reaches Python.
+
+    Every column enters the aggregate (its length, or its count), so the optimizer prunes nothing and the
+    counted plan is the plan the feeders run, partitioning included."""
+    F = _functions(frame)
+    lists = {f.name for f in _arrow_schema(frame) if columns.is_list(f.type)}
+    found = {
+        row["partition"]: row
+        for row in frame.groupBy(F.spark_partition_id().alias("partition"))
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            *[
+                (F.max(F.size(F.col(f"`{c}`"))) if c in lists else F.count(F.col(f"`{c}`"))).alias(f"of {c}")
+                for c in frame.columns
+            ],
+        )
+        .collect()
+    }
     rows = tuple(found[p]["rows"] if p in found else 0 for p in range(max(found, default=-1) + 1))
-    first = next((found[p] for p in sorted(found) if found[p]["rows"]), None)
-    return rows, json.loads(first["list_lengths"]) if first is not None else {}
+    lengths = {c: max((row[f"of {c}"] or 0 for row in found.values()), default=0) for c in lists}
+    return rows, lengths
+
+
+def _functions(frame: Any) -> Any:
+    """Spark's functions for `frame`'s kind of session (the classic ones build classic columns)."""
+    if is_connect_session(frame.sparkSession):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions
 
 
 def _arrow_schema(frame: Any) -> Any:

@@ -1,6 +1,7 @@
 """materialize() over Spark Connect and a Connect run reading the result (test_connect_materialize.py).
 
-Usage: ``connect_materialize.py TMP ROWS``."""
+Usage: ``connect_materialize.py TMP ROWS``; also the cache across sessions for Spark ML over files, and
+`stream` of a Connect DataFrame."""
 
 import json
 import os
@@ -13,9 +14,10 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from sparkrunner import Runner
-from sparkrunner.data import materialize
+from sparkrunner.data import materialize, stream
 from sparkrunner.data.cache_key import cache_description
 from sparkrunner.data.dataset import MANIFEST
+from sparkrunner.errors import NotEnoughSlotsError
 from tests.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
@@ -101,3 +103,22 @@ def read_shard(data):
 for launcher in ("direct", "mpirun"):
     shards = Runner(np=2, spark=spark, launcher=launcher).run_all(read_shard, first)
     print("SHARDS", launcher, json.dumps(shards), flush=True)
+
+
+def assembled(session):
+    """Spark ML over files: a VectorAssembler and a StandardScaler fitted in `session`."""
+    from pyspark.ml.feature import StandardScaler, VectorAssembler
+
+    frame = VectorAssembler(inputCols=["x", "id"], outputCol="f").transform(query(session))
+    return StandardScaler(inputCol="f", outputCol="scaled").fit(frame).transform(frame).select("id", "scaled")
+
+
+ml_first = materialize(assembled(spark), cache, progress=False)
+print("ML REUSED", materialize(assembled(other), cache, progress=False).uri == ml_first.uri, flush=True)
+
+streamed = stream(query(spark), seed=3)  # feeders on the server's 2 slots, ranks beside this driver (np<0)
+print("STREAM", json.dumps(Runner(np=-2, launcher="direct").run_all(read_shard, streamed)), flush=True)
+try:
+    Runner(np=2, spark=spark, launcher="direct").run(read_shard, streamed)
+except NotEnoughSlotsError as exc:
+    print("STREAM REFUSED", "spark.task.cpus" in str(exc), flush=True)
