@@ -69,6 +69,38 @@ def _await_ack(conn: Connection) -> None:
         raise ChannelError(f"the stream's broker answered a batch with {reply.kind!r}")
 
 
+COUNT_SCHEMA = "partition int, rows long, list_lengths string"
+"""What the counting pass returns per partition: its rows, and its first row's list lengths (JSON)."""
+
+
+def partition_counter(lists: tuple[str, ...]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of `stream`'s counting pass, over the lengths of the `lists` columns (and a
+    hash of the others): one record per partition, empty ones included."""
+
+    def count(batches: Iterator[Any]) -> Iterator[Any]:
+        import json
+
+        import pyarrow as pa
+
+        rows, lengths = 0, {}
+        for batch in batches:
+            if not rows and batch.num_rows:
+                lengths = {name: int(batch.column(name)[0].as_py() or 0) for name in lists}
+            rows += batch.num_rows
+        yield pa.RecordBatch.from_pydict(
+            {
+                "partition": [_task_context().partitionId()],
+                "rows": [rows],
+                "list_lengths": [json.dumps(lengths)],
+            },
+            schema=pa.schema(
+                [("partition", pa.int32()), ("rows", pa.int64()), ("list_lengths", pa.string())]
+            ),
+        )
+
+    return count
+
+
 def _task_context() -> Any:
     from pyspark import TaskContext
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 import weakref
@@ -11,6 +12,7 @@ from typing import Any
 from sparkrunner.data import columns
 from sparkrunner.data.materialize import converted
 from sparkrunner.data.stream_broker import StreamBroker
+from sparkrunner.data.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.options import check_number
@@ -86,27 +88,18 @@ def _close(stream_id: str) -> None:
 
 
 def _count(frame: Any) -> tuple[tuple[int, ...], dict[str, int]]:
-    """Every partition's rows and the list columns' lengths, aggregated in the JVM: no row reaches Python.
-
-    Every column enters the aggregate (its length, or its count), so the optimizer prunes nothing and the
-    counted plan is the plan the feeders run, partitioning included."""
+    """Every partition's rows and the first row's list lengths, in one pass that sends Python only a few
+    integers per row: the lengths of the list columns and one hash of the others. Every column is computed
+    (nothing pruned, so the plan counted is the plan the feeders run), and nothing is shuffled or written."""
     F = _functions(frame)
-    lists = {f.name for f in _arrow_schema(frame) if columns.is_list(f.type)}
-    found = {
-        row["partition"]: row
-        for row in frame.groupBy(F.spark_partition_id().alias("partition"))
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            *[
-                (F.max(F.size(F.col(f"`{c}`"))) if c in lists else F.count(F.col(f"`{c}`"))).alias(f"of {c}")
-                for c in frame.columns
-            ],
-        )
-        .collect()
-    }
+    lists = tuple(f.name for f in _arrow_schema(frame) if columns.is_list(f.type))
+    scalars = [F.col(f"`{c}`") for c in frame.columns if c not in lists]
+    small = [F.size(F.col(f"`{c}`")).alias(c) for c in lists] + [F.hash(*scalars if scalars else [F.lit(0)])]
+    counted = frame.select(*small).mapInArrow(partition_counter(lists), COUNT_SCHEMA).collect()
+    found = {row["partition"]: row for row in counted}
     rows = tuple(found[p]["rows"] if p in found else 0 for p in range(max(found, default=-1) + 1))
-    lengths = {c: max((row[f"of {c}"] or 0 for row in found.values()), default=0) for c in lists}
-    return rows, lengths
+    first = next((found[p] for p in sorted(found) if found[p]["rows"]), None)
+    return rows, json.loads(first["list_lengths"]) if first is not None else {}
 
 
 def _functions(frame: Any) -> Any:
