@@ -1,7 +1,6 @@
 """materialize() over Spark Connect and a Connect run reading the result (test_connect_materialize.py).
 
-Usage: ``connect_materialize.py TMP ROWS``; also the cache across sessions for Spark ML over files, and
-`stream` of a Connect DataFrame."""
+Usage: ``connect_materialize.py TMP ROWS``; also `stream` of a Connect DataFrame."""
 
 import json
 import os
@@ -104,17 +103,6 @@ for launcher in ("direct", "mpirun"):
     shards = Runner(np=2, spark=spark, launcher=launcher).run_all(read_shard, first)
     print("SHARDS", launcher, json.dumps(shards), flush=True)
 
-
-def assembled(session):
-    """Spark ML over files: a VectorAssembler and a StandardScaler fitted in `session`."""
-    from pyspark.ml.feature import StandardScaler, VectorAssembler
-
-    frame = VectorAssembler(inputCols=["x", "id"], outputCol="f").transform(query(session))
-    return StandardScaler(inputCol="f", outputCol="scaled").fit(frame).transform(frame).select("id", "scaled")
-
-
-ml_first = materialize(assembled(spark), cache, progress=False)
-print("ML REUSED", materialize(assembled(other), cache, progress=False).uri == ml_first.uri, flush=True)
 
 streamed = stream(query(spark), seed=3)  # feeders on the server's 2 slots, ranks beside this driver (np<0)
 print("STREAM", json.dumps(Runner(np=-2, launcher="direct").run_all(read_shard, streamed)), flush=True)
