@@ -1,6 +1,8 @@
 """`stream(df)` against `materialize(df)` on the same DataFrame: time to the first batch, steady rows/s of one
 rank's TorchLoader, and bytes written to disk by this process and its children (the Spark JVM, its Python
-workers). The rank reads in this process (world_size=1), the feeders run as local Spark tasks.
+workers). The rank reads in this process (world_size=1), the feeders run as local Spark tasks. For scale, the
+rows/s of one bare pass of the DataFrame into Spark's Python workers (`mapInArrow`, nothing sent): no stream
+can outrun the Spark job that computes its rows.
 
     .venv/bin/python bench/stream.py [--rows 500000] [--batch-size 1024] [--master local[2]]
 """
@@ -45,6 +47,19 @@ def first_then_rest(make_loader: Callable[[], Any]) -> tuple[float, float, int]:
     return first_at, time.perf_counter() - steady, rows
 
 
+def bare_pass(df: Any) -> float:
+    """Rows/s of one pass of `df` through `mapInArrow` that only counts: the Spark side of a stream alone."""
+
+    def count(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        yield pa.RecordBatch.from_pydict({"rows": [sum(batch.num_rows for batch in batches)]})
+
+    start = time.perf_counter()
+    rows = sum(row["rows"] for row in df.mapInArrow(count, "rows long").collect())
+    return rows / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=500_000)
@@ -76,6 +91,7 @@ def main() -> None:
             results[name] = (first, rows / rest, written_bytes() - before)
             if name == "stream":
                 close_stream(data)
+    spark_rate = bare_pass(df)
     load = os.getloadavg()
     for name, (first, rate, written) in results.items():
         print(f"{name:12s} first batch {first:7.2f} s   steady {rate:11,.0f} rows/s   wrote {written:13,d} B")
@@ -84,6 +100,7 @@ def main() -> None:
         f"stream/materialize: first batch {s_first / m_first:.2f}x (target <= 0.2x), steady rows/s "
         f"{s_rate / m_rate:.2f}x (target >= 0.8x), bytes written by stream {s_written:,d} (target 0)"
     )
+    print(f"one bare Spark pass of the DataFrame (mapInArrow, counting only): {spark_rate:,.0f} rows/s")
     print(f"rows {args.rows:,}, batch {args.batch_size}, master {args.master}, load average {load}")
 
 

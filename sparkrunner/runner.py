@@ -201,7 +201,7 @@ class Runner:
         per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
         sizing = Sizing(self.options.np, self.options.np_range, spark, per_task, self.options.start_timeout)
         self.placement(launcher, spark, sizing.least // per_task).check()
-        check_feeder_slots((*args, *kwargs.values()), max(sizing.least // per_task, 0))
+        check_feeder_slots((*args, *kwargs.values()), 0 if self.options.np < 0 else sizing.least // per_task)
         observers = Observers(self._observers)
         record = self.last_run = RunRecord(uuid.uuid4().hex, name, self.options.np, launcher.name)
         self.received_files = {}

@@ -326,17 +326,18 @@ class StreamFailed(Message, kind="stream_failed"):
 
 @dataclass(frozen=True)
 class FeedStart(Message, kind="feed_start"):
-    """The first message of a feeder task: which pass, partition and Spark attempt it feeds."""
+    """The first message of a feeder task: which pass (the broker's number), partition and Spark attempt it feeds."""
 
     stream: str
-    iteration: int
+    pass_id: int
     partition: int
     attempt: int
 
 
 @dataclass(frozen=True)
 class FeedBatch(Message, kind="feed_batch"):
-    """The partition's rows ``[offset, offset + rows)`` as one Arrow IPC record batch; answered by FeedAck."""
+    """The partition's rows ``[offset, offset + rows)`` as one Arrow IPC record batch; each is answered by a
+    FeedAck."""
 
     offset: int
     rows: int
@@ -345,7 +346,7 @@ class FeedBatch(Message, kind="feed_batch"):
 
 @dataclass(frozen=True)
 class FeedAck(Message, kind="feed_ack"):
-    """The broker holds the batch: the feeder may send the next (the ack waits while the ranks lag)."""
+    """The broker holds a batch: the feeder may send one more (the ack waits while the ranks lag)."""
 
 
 def encode(message: Message) -> tuple[str, dict[str, Any]]:

@@ -3,7 +3,7 @@
 Every rank opens a pass on its own connection and pulls batches (a request each); once every rank opened it,
 the broker runs `df` as a Spark job whose tasks push their partition's batches (`stream_feeder`). A batch
 goes to the ranks whose share holds its rows, each rank's in the order of its share. Bounded memory: a
-feeder's next batch waits for the ack of its last, and the ack waits while a rank it fed holds more than
+feeder sends at most `stream_feeder.WINDOW` batches ahead of their acks, and an ack waits while a rank it fed holds more than
 `buffer_bytes` not yet taken (unless it is the one batch held of what that rank needs next, so that no rank
 ever waits on itself).
 
@@ -15,6 +15,7 @@ attempt that died half way and its retry together give each row once.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import re
 import threading
@@ -62,7 +63,8 @@ class _Share:
 class _Pass:
     """One pass over the stream: the shares of every rank and the Spark job that feeds them."""
 
-    def __init__(self, data: StreamData, opened: m.StreamOpen, buffer_bytes: int) -> None:
+    def __init__(self, data: StreamData, opened: m.StreamOpen, buffer_bytes: int, pass_id: int) -> None:
+        self.id = pass_id
         self.data = data
         self.opened = opened
         self.buffer_bytes = buffer_bytes
@@ -200,7 +202,10 @@ def _send(conn: Connection, message: m.Message) -> None:
 
 
 class StreamBroker:
-    """Serves one stream's passes on the driver until `close`; one `_Pass` per loader iteration."""
+    """Serves one stream's passes on the driver until `close`; one `_Pass` per loader iteration.
+
+    A rank joins the oldest pass of its loader's iteration that it has not opened yet: ranks that start a new
+    loader (iteration 0 again) begin a new pass, never one still ending."""
 
     def __init__(self, frame: Any, buffer_bytes: int, bind_host: str) -> None:
         self.frame = frame
@@ -208,8 +213,10 @@ class StreamBroker:
         self.data: StreamData | None = None
         self._buffer_bytes = buffer_bytes
         self._lock = threading.Lock()
-        self._passes: dict[int, _Pass] = {}
-        self._roles: dict[Connection, tuple[int, int]] = {}  # conn -> (iteration, rank or -1 - partition)
+        self._ids = itertools.count()
+        self._passes: dict[int, _Pass] = {}  # pass id -> a pass not over
+        self._joining: dict[int, list[_Pass]] = {}  # loader iteration -> passes not every rank opened yet
+        self._roles: dict[Connection, tuple[_Pass, int]] = {}  # conn -> (its pass, rank or -1 - partition)
         self._server = ChannelServer(self.secret, m.serving(self._handle), self._disconnected, bind_host)
 
     @property
@@ -222,39 +229,54 @@ class StreamBroker:
                 case m.StreamOpen():
                     self._open(conn, message)
                 case m.StreamNext():
-                    iteration, rank = self._roles[conn]
-                    if iteration in self._passes:
-                        self._passes[iteration].want(rank)
-                case m.FeedStart(iteration=iteration, partition=partition):
-                    self._roles[conn] = (iteration, -1 - partition)
+                    current, rank = self._roles[conn]
+                    if current.id in self._passes:
+                        current.want(rank)
+                case m.FeedStart(pass_id=pass_id, partition=partition):
+                    if pass_id in self._passes:
+                        self._roles[conn] = (self._passes[pass_id], -1 - partition)
                 case m.FeedBatch():
-                    iteration, role = self._roles[conn]
-                    current = self._passes.get(iteration)
-                    if current is None or current.failure is not None:
-                        _send(conn, m.FeedAck())  # a pass already over: let the task end
-                    else:
-                        current.feed(conn, -1 - role, message)
+                    self._feed(conn, message)
                 case _:
                     raise ChannelError(f"the stream broker got an unexpected {message.kind!r}")
 
+    def _feed(self, conn: Connection, batch: m.FeedBatch) -> None:
+        fed, role = self._roles.get(conn, (None, 0))
+        if fed is None or fed.id not in self._passes or fed.failure is not None:
+            _send(conn, m.FeedAck())  # a pass already over: let the task end
+        else:
+            fed.feed(conn, -1 - role, batch)
+
     def _open(self, conn: Connection, opened: m.StreamOpen) -> None:
         assert self.data is not None
-        self._roles[conn] = (opened.iteration, opened.rank)
-        current = self._passes.get(opened.iteration)
+        waiting = self._joining.setdefault(opened.iteration, [])
+        current = next((pass_ for pass_ in waiting if opened.rank not in pass_.shares), None)
         if current is None:
-            current = self._passes[opened.iteration] = _Pass(self.data, opened, self._buffer_bytes)
+            current = _Pass(self.data, opened, self._buffer_bytes, next(self._ids))
+            waiting.append(current)
+            self._passes[current.id] = current
+        self._roles[conn] = (current, opened.rank)
         current.open(conn, opened)
-        if current.everyone_opened() and current.failure is None:
-            current.job_running = True
-            threading.Thread(
-                target=self._run_job, args=(opened.iteration, current), name="sparkrunner-stream", daemon=True
-            ).start()
+        if current.everyone_opened():
+            self._stop_joining(current)
+            if current.failure is None:
+                current.job_running = True
+                threading.Thread(
+                    target=self._run_job, args=(current,), name="sparkrunner-stream", daemon=True
+                ).start()
 
-    def _run_job(self, iteration: int, current: _Pass) -> None:
+    def _stop_joining(self, current: _Pass) -> None:
+        waiting = self._joining.get(current.opened.iteration, [])
+        if current in waiting:
+            waiting.remove(current)
+        if not waiting:
+            self._joining.pop(current.opened.iteration, None)
+
+    def _run_job(self, current: _Pass) -> None:
         """Run `df` once as feeder tasks (tagged, so that `close` or a rank leaving can cancel it)."""
         assert self.data is not None
         spark = self.frame.sparkSession
-        feed = feeder(self.data.address, self.secret, self.data.stream_id, iteration)
+        feed = feeder(self.data.address, self.secret, self.data.stream_id, current.id)
         error: BaseException | None = None
         spark.addTag(current.tag)
         try:
@@ -265,28 +287,30 @@ class StreamBroker:
             spark.removeTag(current.tag)
         with self._lock:
             current.job_running = False
-            if self._passes.get(iteration) is current:
+            if current.id in self._passes:
                 current.job_ended(error)
                 if current.all_done():
-                    del self._passes[iteration]
+                    del self._passes[current.id]
 
     def _disconnected(self, conn: Connection) -> None:
         with self._lock:
-            iteration, role = self._roles.pop(conn, (-1, -1))
-            current = self._passes.get(iteration)
-            if current is None:
+            current, role = self._roles.pop(conn, (None, -1))
+            if current is None or current.id not in self._passes:
                 return
             current.parked = [(c, fed) for c, fed in current.parked if c is not conn]
             share = current.shares.get(role) if role >= 0 else None
             if share is not None and not share.done and current.failure is None:
-                log.debug("rank %d left pass %d of the stream early: cancelling its feeders", role, iteration)
-                self._abandon(iteration, current)
+                log.debug(
+                    "rank %d left pass %d of the stream early: cancelling its feeders", role, current.id
+                )
+                self._abandon(current)
             elif current.all_done() and not current.job_running:
-                del self._passes[iteration]
+                del self._passes[current.id]
 
-    def _abandon(self, iteration: int, current: _Pass) -> None:
-        current.fail(f"rank left pass {iteration} before its end")
-        del self._passes[iteration]
+    def _abandon(self, current: _Pass) -> None:
+        current.fail(f"rank left pass {current.opened.iteration} before its end")
+        del self._passes[current.id]
+        self._stop_joining(current)
         if current.job_running:
             with contextlib.suppress(Exception):
                 self.frame.sparkSession.interruptTag(current.tag)
@@ -294,6 +318,6 @@ class StreamBroker:
     def close(self) -> None:
         """Stop serving: cancel the feeders of passes still running, close every connection."""
         with self._lock:
-            for iteration, current in list(self._passes.items()):
-                self._abandon(iteration, current)
+            for current in list(self._passes.values()):
+                self._abandon(current)
         self._server.close()

@@ -1,8 +1,9 @@
 """A Spark task's side of a stream: push one partition's Arrow record batches to the driver's broker.
 
 It runs inside `DataFrame.mapInArrow`, so whatever `df`'s plan computes (pandas UDFs, SQL, Spark ML
-transformers) runs here, on a free slot, while the ranks train. Each batch waits for the broker's ack before
-the next is sent: a rank that lags holds its feeders back instead of filling memory.
+transformers) runs here, on a free slot, while the ranks train. At most `WINDOW` batches wait for the broker's
+ack: a rank that lags holds its feeders back instead of filling memory, and an ack's round trip does not stall
+Spark.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.messages import FeedAck, FeedBatch, FeedStart
 from sparkrunner.errors import ChannelError
 
+WINDOW = 4
+"""Batches a feeder sends ahead of their acks: Spark computes the next ones while the broker routes these."""
+
 RESULT_SCHEMA = "rows long"
 """What a feeder task returns to the driver's job: the rows it fed."""
 
 
 def feeder(
-    address: tuple[str, int], secret: bytes, stream_id: str, iteration: int
+    address: tuple[str, int], secret: bytes, stream_id: str, pass_id: int
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function that feeds pass `iteration` of the stream."""
+    """The `mapInArrow` function that feeds the broker's pass `pass_id` of the stream."""
 
     def feed(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -31,13 +35,18 @@ def feeder(
         partition, attempt = context.partitionId(), context.attemptNumber()
         conn = connect(address, secret)
         try:
-            m.send(conn, FeedStart(stream_id, iteration, partition, attempt))
-            offset = 0
+            m.send(conn, FeedStart(stream_id, pass_id, partition, attempt))
+            offset, unacked = 0, 0
             for batch in batches:
                 if batch.num_rows:
+                    if unacked == WINDOW:
+                        _await_ack(conn)
+                        unacked -= 1
                     m.send(conn, FeedBatch(offset, batch.num_rows, _ipc(batch)))
-                    _await_ack(conn)
+                    unacked += 1
                 offset += batch.num_rows
+            for _ in range(unacked):
+                _await_ack(conn)
         finally:
             conn.close()
         yield pa.RecordBatch.from_pydict({"rows": [offset]})
@@ -64,27 +73,32 @@ COUNT_SCHEMA = "partition int, rows long, list_lengths string"
 """What the counting pass returns per partition: its rows, and its first row's list lengths (JSON)."""
 
 
-def count_partition(batches: Iterator[Any]) -> Iterator[Any]:
-    """The `mapInArrow` function of `stream`'s counting pass: one record per partition, empty ones included."""
-    import json
+def partition_counter(lists: tuple[str, ...]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of `stream`'s counting pass, over the lengths of the `lists` columns (and a
+    hash of the others): one record per partition, empty ones included."""
 
-    import pyarrow as pa
+    def count(batches: Iterator[Any]) -> Iterator[Any]:
+        import json
 
-    from sparkrunner.data.columns import is_list
+        import pyarrow as pa
 
-    rows, lengths = 0, {}
-    for batch in batches:
-        if not rows and batch.num_rows:
-            first = batch.slice(0, 1)
-            lengths = {
-                f.name: len(first.column(f.name)[0].as_py() or []) for f in batch.schema if is_list(f.type)
-            }
-        rows += batch.num_rows
-    partition = _task_context().partitionId()
-    yield pa.RecordBatch.from_pydict(
-        {"partition": [partition], "rows": [rows], "list_lengths": [json.dumps(lengths)]},
-        schema=pa.schema([("partition", pa.int32()), ("rows", pa.int64()), ("list_lengths", pa.string())]),
-    )
+        rows, lengths = 0, {}
+        for batch in batches:
+            if not rows and batch.num_rows:
+                lengths = {name: int(batch.column(name)[0].as_py() or 0) for name in lists}
+            rows += batch.num_rows
+        yield pa.RecordBatch.from_pydict(
+            {
+                "partition": [_task_context().partitionId()],
+                "rows": [rows],
+                "list_lengths": [json.dumps(lengths)],
+            },
+            schema=pa.schema(
+                [("partition", pa.int32()), ("rows", pa.int64()), ("list_lengths", pa.string())]
+            ),
+        )
+
+    return count
 
 
 def _task_context() -> Any:

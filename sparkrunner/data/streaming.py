@@ -12,7 +12,7 @@ from typing import Any
 from sparkrunner.data import columns
 from sparkrunner.data.materialize import converted
 from sparkrunner.data.stream_broker import StreamBroker
-from sparkrunner.data.stream_feeder import COUNT_SCHEMA, count_partition
+from sparkrunner.data.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.options import check_number
@@ -88,11 +88,29 @@ def _close(stream_id: str) -> None:
 
 
 def _count(frame: Any) -> tuple[tuple[int, ...], dict[str, int]]:
-    """Every partition's rows (a pass of `df`) and the first row's list lengths."""
-    found = {row["partition"]: row for row in frame.mapInArrow(count_partition, COUNT_SCHEMA).collect()}
+    """Every partition's rows and the first row's list lengths, in one pass that sends Python only a few
+    integers per row: the lengths of the list columns and one hash of the others. Every column is computed
+    (nothing pruned, so the plan counted is the plan the feeders run), and nothing is shuffled or written."""
+    F = _functions(frame)
+    lists = tuple(f.name for f in _arrow_schema(frame) if columns.is_list(f.type))
+    scalars = [F.col(f"`{c}`") for c in frame.columns if c not in lists]
+    small = [F.size(F.col(f"`{c}`")).alias(c) for c in lists] + [F.hash(*scalars if scalars else [F.lit(0)])]
+    counted = frame.select(*small).mapInArrow(partition_counter(lists), COUNT_SCHEMA).collect()
+    found = {row["partition"]: row for row in counted}
     rows = tuple(found[p]["rows"] if p in found else 0 for p in range(max(found, default=-1) + 1))
     first = next((found[p] for p in sorted(found) if found[p]["rows"]), None)
     return rows, json.loads(first["list_lengths"]) if first is not None else {}
+
+
+def _functions(frame: Any) -> Any:
+    """Spark's functions for `frame`'s kind of session (the classic ones build classic columns)."""
+    if is_connect_session(frame.sparkSession):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions
 
 
 def _arrow_schema(frame: Any) -> Any:

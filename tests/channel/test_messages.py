@@ -58,7 +58,7 @@ SAMPLES: list[m.Message] = [
     m.StreamBatch(ipc=b"ARROW1\x00", start=0, stop=32),
     m.StreamEnd(),
     m.StreamFailed(text="the feeder task of partition 2 failed"),
-    m.FeedStart(stream="s1", iteration=0, partition=2, attempt=1),
+    m.FeedStart(stream="s1", pass_id=0, partition=2, attempt=1),
     m.FeedBatch(offset=64, rows=32, ipc=b"ARROW1\x00"),
     m.FeedAck(),
 ]

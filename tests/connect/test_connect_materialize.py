@@ -1,6 +1,7 @@
 """materialize on Spark Connect DataFrames, against a real local Connect server: the tasks write Parquet with
 pyarrow (the client has no SparkContext), the cache is reused across sessions only for data named by files,
-and a Spark Connect run (np=2, launchers `direct` and `mpirun`) reads disjoint shards that cover every row.
+a Spark Connect run (np=2, launchers `direct` and `mpirun`) reads disjoint shards that cover every row, and a
+Connect DataFrame streams to np<0 ranks (its feeders on the server's slots) or is refused with no free slot.
 
 The driver runs in its own process (the Connect server must not share the pytest process with the classic
 session of the other tests).
@@ -51,4 +52,8 @@ def test_materialize_a_connect_dataframe_and_read_it_in_a_connect_run(tmp_path: 
         assert [len(s) for s in shards] == [ROWS // 2, ROWS // 2], launcher
         assert set(shards[0]).isdisjoint(shards[1]), f"{launcher}: shards overlap"
         assert sorted(shards[0] + shards[1]) == list(range(ROWS)), f"{launcher}: rows missing"
+    streamed = json.loads(_line(out, "STREAM"))
+    assert [len(s) for s in streamed] == [ROWS // 2, ROWS // 2], "stream over Connect: unequal steps"
+    assert sorted(streamed[0] + streamed[1]) == list(range(ROWS)), "stream over Connect: not every row once"
+    assert _line(out, "STREAM REFUSED") == "True", "no free slot for the feeders must be refused"
     assert leftover_rank_processes(grace_s=10) == {}

@@ -64,10 +64,11 @@ def frame(spark: Any) -> Any:
 
 
 def read_epochs(data: Any) -> dict[str, Any]:
-    """On a rank: epoch 0 twice and epoch 1, each as (ids, w, batch sizes), with the loader's step count."""
-    loader = NumpyLoader(data, BATCH)
+    """On a rank: epoch 0 twice and epoch 1, each as (ids, w, batch sizes), with the loader's step count. The
+    second pass comes from a new loader (its pass 0 again, while the first pass's job may still be ending)."""
+    first, second = NumpyLoader(data, BATCH), NumpyLoader(data, BATCH)
     passes = []
-    for epoch in (0, 0, 1):
+    for loader, epoch in ((first, 0), (second, 0), (second, 1)):
         loader.set_epoch(epoch)
         batches = list(loader)
         passes.append(
@@ -77,7 +78,7 @@ def read_epochs(data: Any) -> dict[str, Any]:
                 [len(b["id"]) for b in batches],
             )
         )
-    return {"steps": len(loader), "passes": passes}
+    return {"steps": len(first), "passes": passes}
 
 
 def files(folders: dict[str, Path]) -> dict[str, tuple[int, int]]:

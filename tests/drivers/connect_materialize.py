@@ -1,6 +1,6 @@
 """materialize() over Spark Connect and a Connect run reading the result (test_connect_materialize.py).
 
-Usage: ``connect_materialize.py TMP ROWS``."""
+Usage: ``connect_materialize.py TMP ROWS``; also `stream` of a Connect DataFrame."""
 
 import json
 import os
@@ -13,9 +13,10 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from sparkrunner import Runner
-from sparkrunner.data import materialize
+from sparkrunner.data import materialize, stream
 from sparkrunner.data.cache_key import cache_description
 from sparkrunner.data.dataset import MANIFEST
+from sparkrunner.errors import NotEnoughSlotsError
 from tests.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
@@ -101,3 +102,11 @@ def read_shard(data):
 for launcher in ("direct", "mpirun"):
     shards = Runner(np=2, spark=spark, launcher=launcher).run_all(read_shard, first)
     print("SHARDS", launcher, json.dumps(shards), flush=True)
+
+
+streamed = stream(query(spark), seed=3)  # feeders on the server's 2 slots, ranks beside this driver (np<0)
+print("STREAM", json.dumps(Runner(np=-2, launcher="direct").run_all(read_shard, streamed)), flush=True)
+try:
+    Runner(np=2, spark=spark, launcher="direct").run(read_shard, streamed)
+except NotEnoughSlotsError as exc:
+    print("STREAM REFUSED", "spark.task.cpus" in str(exc), flush=True)
