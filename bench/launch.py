@@ -15,7 +15,6 @@ avoids by exchanging addresses over its own driver channel, so that row is the f
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
+from bench.spark_session import quiet_session
 from bench.timing import timed
 
 MASTER = "local-cluster[2,1,1024]"
@@ -96,17 +96,7 @@ def extra_contenders(spark: Any) -> dict[str, Callable[[], Any]]:
 
 def bench_session(master: str = MASTER) -> Any:
     """The SparkSession every launch benchmark times in: `master` (default `MASTER`), quiet."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", "768m")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return quiet_session(master, **{"spark.executor.memory": "768m"})
 
 
 def main() -> int:

@@ -7,15 +7,15 @@ needs no Hadoop connector for object stores) against Spark's own Parquet writer,
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.spark_session import quiet_session
 
 FEATURES = 16
 
@@ -31,18 +31,8 @@ def frame(spark: Any, rows: int) -> Any:
 
 
 def session(master: str) -> Any:
-    """A quiet SparkSession on `master` whose executors run this interpreter."""
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors need this interpreter's pyarrow
-    spark = (
-        SparkSession.builder.master(master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    """The materialize benchmarks' SparkSession on `master` (no UI: nothing here reads it)."""
+    return quiet_session(master, **{"spark.ui.enabled": "false"})
 
 
 def sparkrunner_writer(df: Any, target: Path) -> None:

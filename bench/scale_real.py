@@ -31,6 +31,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
 
+from bench.spark_session import quiet_session
+
 LOCAL_RANKS = 32
 EXECUTORS = 16
 EXECUTOR_MB = 512
@@ -155,16 +157,8 @@ def spark_rows(spark: Any, world: int) -> dict[str, tuple[int, Callable[[], int]
 def spark_session(executors: int) -> Any:
     """local-cluster[`executors`,1,`EXECUTOR_MB`] with every executor registered and its Python worker
     started (not counted in any row)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master(f"local-cluster[{executors},1,{EXECUTOR_MB}]")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.executor.memory", f"{EXECUTOR_MB}m")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    master = f"local-cluster[{executors},1,{EXECUTOR_MB}]"
+    spark = quiet_session(master, **{"spark.executor.memory": f"{EXECUTOR_MB}m"})
     status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
     while status().size() < executors + 1:  # the executors and the driver
         time.sleep(1)

@@ -1,0 +1,21 @@
+"""The one SparkSession builder of the benchmarks: quiet (no console progress, errors only) and its executors
+running this interpreter, so that they import the same sparkrunner and pyarrow as the driver."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def quiet_session(master: str, **conf: str) -> Any:
+    """A SparkSession on `master` with the Spark settings `conf` (e.g. ``{"spark.executor.memory": "768m"}``)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).config("spark.ui.showConsoleProgress", "false")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
