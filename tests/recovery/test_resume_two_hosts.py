@@ -1,7 +1,7 @@
 """Recovery across two hosts (the multi-host fixture: 2 network-namespace hosts x 2 task slots, Spark
 standalone): an executor JVM on one host is SIGKILLed mid-epoch; the next attempt (a new barrier stage of 4
 tasks, launcher direct) runs once Spark has brought an executor back, and resumes from the shared checkpoint.
-Elastic (`np=(2, 4)`, launcher direct): a host's executor is killed while its worker is stopped, so the run
+Elastic (`np=(2, 4)`, both launchers): a host's executor is killed while its worker is stopped, so the run
 goes on at 2 ranks on the other host; the worker comes back, and the run grows to 4 at its next checkpoint.
 On hosts that share no /tmp, a checkpoint_dir there is refused when the ranks start, and never retried."""
 
@@ -19,6 +19,7 @@ from sparkrunner.errors import RankFailedError
 from tests.cluster.fixtures import TwoHosts, cluster_session, registered, skip_without_namespaces
 from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import leftover_rank_processes
+from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
     ExecutorHolder,
     assert_grew_back,
@@ -56,15 +57,15 @@ def test_ddp_on_two_hosts_resumes_after_an_executor_jvm_is_killed(
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_elastic_run_shrinks_when_a_host_is_lost_and_grows_when_it_returns(
-    two_hosts: TwoHosts, tmp_path: Path
+    two_hosts: TwoHosts, tmp_path: Path, launcher: str
 ) -> None:
-    """Placement: Spark barrier stages of 4 (both hosts), 2 (one host), 4 tasks; launcher direct (mpirun's
-    elastic path runs in tests/recovery/test_elastic.py; the CI budget allows one launcher here)."""
+    """Placement: Spark barrier stages of 4 (both hosts), 2 (one host), 4 tasks."""
     data = make_data(tmp_path / "data")
     reference = uninterrupted_run(data)
     runner = Runner(
-        np=(2, 4), spark=two_hosts.spark, launcher="direct", max_failures=1,
+        np=(2, 4), spark=two_hosts.spark, launcher=launcher, max_failures=1,
         checkpoint_dir=str(tmp_path / "checkpoints"), start_timeout=180, timeout=480, stop_grace_s=20,
         tracking=False, progress=False,
     )  # fmt: skip
