@@ -2,9 +2,10 @@
 launcher on the same machine: plain torch DDP and Lightning under `torchrun`, Accelerate and the Hugging Face
 Trainer under `accelerate launch` (both as ``python -m``, from this interpreter's environment). The same script
 (`bench/frameworks_train.py`) runs under both, each rank timing its own steps after a warm-up, so launch time
-does not count; one run each, the peer first, with the load average.
+does not count; `--repeats` runs each, taking turns, the peer first; the medians, with the load average (one
+run varies by up to ±20% on a shared 2-core machine).
 
-    PYTHONPATH=$PWD .venv/bin/python -m bench.frameworks [--only ddp lightning accelerate hf_trainer]
+    PYTHONPATH=$PWD .venv/bin/python -m bench.frameworks [--repeats 3] [--only ddp lightning accelerate hf_trainer]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,20 +49,23 @@ def steps_per_s(framework: str, launcher: str, out: Path) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="*", default=list(PEERS))
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for framework in args.only:
             out = Path(folder) / f"{framework}.jsonl"
             peer = PEERS[framework][0]
-            theirs = steps_per_s(framework, peer, out)
-            ours = steps_per_s(framework, "sparkrunner", out)
-            rows.append((framework, peer, ours, theirs))
+            peer_runs, our_runs = [], []
+            for _ in range(args.repeats):
+                peer_runs.append(steps_per_s(framework, peer, out))
+                our_runs.append(steps_per_s(framework, "sparkrunner", out))
+            rows.append((framework, peer, statistics.median(our_runs), statistics.median(peer_runs)))
     for framework, peer, ours, theirs in rows:
         print(
             f"{framework:<11} sparkrunner {ours:7.1f} steps/s   {peer:<10} {theirs:7.1f} steps/s   x{ours / theirs:.2f}"
         )
-    print(f"np={NP} on one machine, one run each; load average (1, 5, 15 min): "
+    print(f"np={NP} on one machine, medians of {args.repeats} run(s) each; load average (1, 5, 15 min): "
           + ", ".join(f"{v:.1f}" for v in os.getloadavg()))  # fmt: skip
     return 0
 

@@ -18,6 +18,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankProcessDiedError, RunTimeoutError
 from sparkrunner.timeouts import EXIT_WAIT_S
+from tests.faults.daemons import ranks_leave_daemons
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.processes import ExecutorKiller
@@ -133,36 +134,6 @@ launcher, so a run that waits for the daemon (mpirun held up by its output pipe)
 
 PROMPT_END_S = EXIT_WAIT_S / 2
 """The most a run may take to end after its ranks returned: well under the wait a held-up launcher costs."""
-
-
-def ranks_leave_daemons(folder: str, seconds: float) -> str:
-    """Each rank leaves a daemon (a session of its own) that would leave a file in `folder` after `seconds`,
-    writes the daemon's pid to `pid-N` and, last, the time it returns to `returned-N`.
-
-    Rank 0's daemon is a program started with the rank's output (it holds the output relay's pipes); rank 1's is
-    a bare fork of the rank, which also holds the launcher's own output pipe (mpirun's, in barrier task 0)."""
-    import subprocess
-    import sys
-    import time
-
-    rank = os.environ["RANK"]
-    mark = os.path.join(folder, f"daemon-of-rank-{rank}")
-    if rank == "1":
-        if os.fork() == 0:
-            os.setsid()
-            if (daemon := os.fork()) == 0:
-                time.sleep(seconds)
-                Path(mark).touch()
-            else:
-                Path(folder, f"pid-{rank}").write_text(str(daemon))
-            os._exit(0)
-        os.wait()
-    else:
-        code = f"import pathlib, time; time.sleep({seconds}); pathlib.Path({mark!r}).touch()"
-        daemon = subprocess.Popen([sys.executable, "-c", code], start_new_session=True).pid
-        Path(folder, f"pid-{rank}").write_text(str(daemon))
-    Path(folder, f"returned-{rank}").write_text(repr(time.monotonic()))
-    return rank
 
 
 def alive(pid: int) -> bool:
