@@ -3,9 +3,9 @@
 Every rank opens a pass on its own connection and pulls batches (a request each); once every rank opened it,
 the broker runs `df` as a Spark job whose tasks push their partition's batches (`stream_feeder`). A batch
 goes to the ranks whose share holds its rows, each rank's in the order of its share. Bounded memory: a
-feeder sends at most `stream_feeder.WINDOW` batches ahead of their acks, and an ack waits while a rank it fed holds more than
-`buffer_bytes` not yet taken (unless it is the one batch held of what that rank needs next, so that no rank
-ever waits on itself).
+feeder sends at most `stream_feeder.WINDOW` batches ahead of their acks, and an ack waits while a rank it
+fed holds more than `buffer_bytes` not yet taken (unless it is the one batch held of what that rank needs
+next, so that no rank ever waits on itself).
 
 Exactly once with retried tasks: a partition gives the same rows in the same order on every attempt (Spark's
 own premise when it recomputes one), so each share keeps only the rows past those it already holds; an

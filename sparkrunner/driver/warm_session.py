@@ -3,10 +3,11 @@
 The first run starts the ranks (local processes, or a barrier stage that stays up); later runs reuse those
 processes, so their imports (and CUDA contexts) are paid once. Each run goes through `Runner.run`'s own path
 (its own driver channel, typed errors, stacks, output, MLflow, retries); only where the ranks run differs
-(`sparkrunner.placement.warm`), and MLflow records the run from a thread of its own (`MlflowTracking.
-in_background`): the run is created before the ranks start, the rest is written after the run returns. Policy for failures: after any failed run every rank of the session is
-stopped, and the next run starts fresh ones, so a dirty process (its function raised, it died, it was told
-to stop) never runs another function.
+(`sparkrunner.placement.warm`), and MLflow records the run from a thread of its own
+(`MlflowTracking.in_background`): the run is created before the ranks start, the rest is written after the
+run returns. Policy for failures: after any failed run every rank of the session is stopped, and the next run
+starts fresh ones, so a dirty process (its function raised, it died, it was told to stop) never runs another
+function.
 """
 
 from __future__ import annotations

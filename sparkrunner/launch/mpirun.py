@@ -185,9 +185,8 @@ class MpirunLauncher(Launcher):
         env = shared_environment(job, topology, in_spark_task=True)
         names = exported_names(env, job)  # the secret folder is not among them: each host has its own
         env.update(agents_env(topology))
-        env.update(
-            task_environment(0)
-        )  # mpirun and its local ranks are task 0's to clean up (never exported)
+        # mpirun and its local ranks are task 0's to clean up (never exported)
+        env.update(task_environment(0))
         env[CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[0].host)
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)

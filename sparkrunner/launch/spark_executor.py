@@ -12,6 +12,7 @@ import functools
 import os
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.launch.processes import proc_stat
 
 _EXECUTOR_FLAG = b"--executor-id"
 _DRIVER_JVM = b"org.apache.spark.deploy.SparkSubmit"
@@ -30,7 +31,8 @@ def executor_id() -> str | None:
             return argv[argv.index(_EXECUTOR_FLAG) + 1].decode(errors="replace")
         if _DRIVER_JVM in argv:
             return "driver"
-        pid = _parent(pid)
+        stat = proc_stat(pid)
+        pid = stat.ppid if stat is not None else 0
     return None
 
 
@@ -49,13 +51,3 @@ def _cmdline(pid: int) -> list[bytes]:
             return f.read().split(b"\0")
     except OSError:
         return []
-
-
-def _parent(pid: int) -> int:
-    """The parent's pid (0 when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return 0
-    return int(stat[stat.rindex(b")") + 2 :].split()[1])  # the name (field 2) may hold spaces and ")"
