@@ -127,6 +127,12 @@ def _patch_ddp(module: ModuleType, record: Record) -> None:
     ddp.forward = functools.wraps(forward)(timed_forward)
 
 
+def leave_untimed(ddp: Any) -> None:
+    """Keep DDP's own C++ reduction for the DistributedDataParallel `ddp` (call before its first forward): no
+    Python hook runs, and its waits count as compute. The anatomy's overhead bench compares the two paths."""
+    ddp._sparkrunner_timed = True
+
+
 def _timed_mean_allreduce(record: Record) -> Callable[..., Any]:
     """DDP's default reduction (the bucket's mean over the group, as ``default_hooks.allreduce_hook``) in one
     collective and one callback per bucket, reporting the rank's wait for its last bucket: the hook runs every

@@ -155,3 +155,36 @@ def test_a_healthy_horovod_run_warns_of_nothing_and_logs_its_anatomy(
     assert "<svg" in report and "http" not in report.replace("http://www.w3.org/2000/svg", "")
     artifacts = [a.path for a in mlflow.MlflowClient().list_artifacts(record.mlflow_run_id, "sparkrunner")]
     assert f"sparkrunner/sparkrunner-{record.run_id}.html" in artifacts
+
+
+def untimed_ddp_steps(steps: int) -> list[float]:
+    """DDP training whose model `collective_timing.leave_untimed` keeps on DDP's own reduction; one rank sleeps
+    more, so that the other waits in that reduction. Returns the last weight gradient."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    import sparkrunner
+    from sparkrunner.ranks import collective_timing
+
+    dist.init_process_group("gloo")
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    collective_timing.leave_untimed(model)
+    for x in sparkrunner.timed([torch.ones(8, 4) * (dist.get_rank() + 1)] * steps):
+        time.sleep(0.01 * dist.get_rank())
+        model.zero_grad()
+        model(x).sum().backward()
+    dist.destroy_process_group()
+    return model.module.weight.grad[0].tolist()
+
+
+def test_a_ddp_left_untimed_reduces_as_ddp_and_counts_no_wait_np_below_zero_direct() -> None:
+    runner = Runner(np=-2, launcher="direct", progress=False, tracking=False)
+    grads = runner.run_all(untimed_ddp_steps, 20)
+    # d(sum of outputs)/dw is the batch's column sum, 8 * (rank + 1): DDP's mean over the 2 ranks is 12
+    assert grads == [[12.0] * 4] * 2
+    table = runner.last_run.step_anatomy
+    assert list(table["steps"]) == [20, 20]
+    assert (table["comm_p95_s"] == 0).all()  # no hook ran: rank 0's wait for rank 1 counts as compute
+    assert table.loc[0, "compute_median_s"] > 0.005
