@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.data import storage
+from sparkrunner.launch.processes import proc_stat
 
 LEASES = "_sparkrunner_leases"
 _SUFFIX = ".lease"
@@ -105,8 +106,5 @@ def cache_lock(cache: storage.Location) -> Iterator[None]:
 
 def _start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot (Linux), so a reused pid is told apart; else ""."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return ""
+    stat = proc_stat(pid)
+    return "" if stat is None else str(stat.start_ticks)

@@ -38,16 +38,18 @@ def die_with_parent() -> None:
 
 @dataclass(frozen=True)
 class ProcStat:
-    """The fields of ``/proc/<pid>/stat`` sparkrunner reads: the state letter (R, S, T, Z...) and the parent."""
+    """The fields of ``/proc/<pid>/stat`` sparkrunner reads: the state letter (R, S, T, Z...), the parent, and
+    the start time in clock ticks since boot (which tells a reused pid apart)."""
 
     state: str
     ppid: int
+    start_ticks: int
 
 
 def parse_stat(raw: bytes) -> ProcStat:
     """Parse ``/proc/<pid>/stat``: the command name may hold spaces and ')', so fields follow the last ')'."""
     fields = raw[raw.rindex(b")") + 2 :].split()
-    return ProcStat(fields[0].decode(), int(fields[1]))
+    return ProcStat(fields[0].decode(), int(fields[1]), int(fields[19]))
 
 
 def proc_stat(pid: int | str) -> ProcStat | None:

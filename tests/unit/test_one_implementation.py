@@ -7,6 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sparkrunner.channel.environment import Env
@@ -20,9 +21,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        (b"42 (python3) S 7 42 42 0 -1", ProcStat("S", 7)),
-        (b"43 (a b) c) T 1 43 43 0 -1", ProcStat("T", 1)),  # a command name with a space and a ')'
-        (b"44 (x) Z 9 0 0 0 -1", ProcStat("Z", 9)),
+        (
+            b"42 (python3) S 7 42 42 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 3955335 3133440",
+            ProcStat("S", 7, 3955335),
+        ),
+        # a command name with a space and a ')'
+        (b"43 (a b) c) T 1 43 43 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 17 3133440", ProcStat("T", 1, 17)),
+        (b"44 (x) Z 9 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 123456 0", ProcStat("Z", 9, 123456)),
     ],
 )
 def test_parse_stat(raw: bytes, expected: ProcStat) -> None:
@@ -32,6 +37,8 @@ def test_parse_stat(raw: bytes, expected: ProcStat) -> None:
 def test_proc_stat_of_this_process_and_of_a_gone_one() -> None:
     stat = proc_stat(os.getpid())
     assert stat is not None and stat.ppid == os.getppid() and stat.state in ("R", "S")
+    started = psutil.boot_time() + stat.start_ticks / os.sysconf("SC_CLK_TCK")
+    assert started == pytest.approx(psutil.Process().create_time(), abs=0.05)
     child = subprocess.Popen(["true"])
     child.wait()  # reaped: its /proc entry is gone
     assert proc_stat(child.pid) is None
