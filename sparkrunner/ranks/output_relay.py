@@ -35,13 +35,16 @@ class OutputRelay:
         sys.stdout.flush()
         sys.stderr.flush()
         pipes = {fd: os.pipe() for fd, _ in _STREAMS}
+        done_read, self._done = os.pipe()
         self._saved = {fd: os.dup(fd) for fd, _ in _STREAMS}
         self._pid = os.fork()
         if self._pid == 0:  # the relay
-            for _, write_end in pipes.values():
+            for write_end in (self._done, *(write_end for _, write_end in pipes.values())):
                 os.close(write_end)
             echo_fds = self._saved if echo else {}
-            os._exit(_relay(driver, secret, rank, {fd: r for fd, (r, _) in pipes.items()}, echo_fds))
+            reads = {fd: read_end for fd, (read_end, _) in pipes.items()}
+            os._exit(_relay(driver, secret, rank, reads, echo_fds, done_read))
+        os.close(done_read)
         write_into(pipes)
 
     def stop(self) -> None:
@@ -51,8 +54,13 @@ class OutputRelay:
             sys.stderr.flush()
         for fd, saved in self._saved.items():
             os.dup2(saved, fd)
-        # a child that inherited the pipes (a daemon the function left) keeps the relay going: do not wait for
-        # it forever, and end the relay then, or it holds the launcher's output pipe (mpirun waits on it)
+        # a child that inherited the pipes (a daemon the function left) would keep them open, so no end of file
+        # would come: say the rank is done (what it printed is in the pipes now), and the relay forwards what
+        # the pipes hold and ends. One that still does not end (a child writing on and on) is killed, or it
+        # holds the launcher's output pipe (mpirun waits on it)
+        with contextlib.suppress(OSError):
+            os.write(self._done, b"x")
+            os.close(self._done)
         deadline = time.monotonic() + RELAY_STOP_WAIT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError):
@@ -76,9 +84,15 @@ def write_into(pipes: dict[int, tuple[int, int]]) -> None:
 
 
 def _relay(
-    driver: tuple[str, int], secret: bytes, rank: int, read_fds: dict[int, int], echo_fds: dict[int, int]
+    driver: tuple[str, int],
+    secret: bytes,
+    rank: int,
+    read_fds: dict[int, int],
+    echo_fds: dict[int, int],
+    done_fd: int,
 ) -> int:
-    """Body of the relay process: forward both streams until every writer has closed them."""
+    """Body of the relay process: forward both streams until every writer has closed them, or the rank says
+    it is done (`done_fd` readable) and they hold nothing more."""
     conn: channel.Connection | None
     try:
         conn = channel.connect(driver, secret)
@@ -98,6 +112,7 @@ def _relay(
             lambda lines, name=name: send(m.Output(name, lines)),
             lambda update, name=name: send(m.OutputUpdate(name, update)),
             echo_fds.get(fd),
+            done_fd,
         )
         threads.append(threading.Thread(target=pump, args=args, daemon=True))
         threads[-1].start()
@@ -112,17 +127,32 @@ SendLines = Callable[[list[str]], None]
 SendUpdate = Callable[[str], None]
 
 
-def pump(read_fd: int, send_lines: SendLines, send_update: SendUpdate, echo_fd: int | None = None) -> None:
-    """Forward everything written to `read_fd` until EOF: lines batched per read, updates rate-limited."""
+def pump(
+    read_fd: int,
+    send_lines: SendLines,
+    send_update: SendUpdate,
+    echo_fd: int | None = None,
+    done_fd: int | None = None,
+) -> None:
+    """Forward everything written to `read_fd` until EOF, or, once `done_fd` is readable, until `read_fd`
+    holds nothing more: lines batched per read, updates rate-limited."""
     splitter = LineSplitter()
     update: str | None = None
     sent_at = 0.0
+    watched = [read_fd] if done_fd is None else [read_fd, done_fd]
+    draining = False
     while True:
         if update is not None and time.monotonic() - sent_at >= RELAY_UPDATE_INTERVAL_S:
             send_update(update)
             update, sent_at = None, time.monotonic()
         wait = None if update is None else max(0.0, sent_at + RELAY_UPDATE_INTERVAL_S - time.monotonic())
-        if not select.select([read_fd], [], [], wait)[0]:
+        ready = select.select(watched, [], [], 0.0 if draining else wait)[0]
+        if done_fd in ready:
+            draining, watched = True, [read_fd]
+            continue
+        if not ready:
+            if draining:
+                break
             continue
         chunk = os.read(read_fd, _READ_BYTES)
         if not chunk:
