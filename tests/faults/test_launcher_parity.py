@@ -105,7 +105,11 @@ def rank_one_waits_for_its_executor(marker: str) -> None:
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_killed_executor_reads_the_same(
-    launcher: str, spark_cluster: Any, tmp_path: Path, temp_dir_unchanged: None
+    launcher: str,
+    spark_cluster: Any,
+    tmp_path: Path,
+    temp_dir_unchanged: None,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     marker = tmp_path / "rank1-waits"
     killer = ExecutorKiller(marker, seconds=300)
@@ -145,9 +149,9 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
 
 
-def run_leaving_daemons(np: int, launcher: str, folder: Path) -> None:
+def run_leaving_daemons(np: int, launcher: str, folder: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The run returns rank 0's value promptly after its ranks returned (this clock, not the library's record),
-    without waiting for the daemons, which do not survive it."""
+    without waiting for the daemons, which do not survive it, and with every rank's last line."""
     folder.mkdir()
     value = Runner(np=np, launcher=launcher, start_timeout=180).run(
         ranks_leave_daemons, str(folder), DAEMON_LIFE_S
@@ -160,19 +164,27 @@ def run_leaving_daemons(np: int, launcher: str, folder: Path) -> None:
     assert [pid for pid in daemons if alive(pid)] == [], "a daemon a rank left outlived the run"
     assert leftover_rank_processes() == {}
     assert not [f for f in os.listdir(folder) if f.startswith("daemon-of-")], "the run waited for a daemon"
+    out = capfd.readouterr().out  # "[rank N]" is the driver's prefix: the relay forwarded these lines
+    assert [f"[rank {rank}] rank {rank} returns" in out for rank in range(abs(np))] == [True] * abs(np), out[
+        -2000:
+    ]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_daemon_left_by_a_rank_does_not_hold_the_run(
-    launcher: str, tmp_path: Path, temp_dir_unchanged: None
+    launcher: str, tmp_path: Path, temp_dir_unchanged: None, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    run_leaving_daemons(-2, launcher, tmp_path / "daemons")
+    run_leaving_daemons(-2, launcher, tmp_path / "daemons", capfd)
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_daemon_left_by_a_rank_in_spark_does_not_hold_the_run(
-    launcher: str, spark_cluster: Any, tmp_path: Path, temp_dir_unchanged: None
+    launcher: str,
+    spark_cluster: Any,
+    tmp_path: Path,
+    temp_dir_unchanged: None,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     # under mpirun, a bare fork holds task 0's mpirun, which only the driver can tell is done (`RunOver`)
-    run_leaving_daemons(2, launcher, tmp_path / "daemons")
+    run_leaving_daemons(2, launcher, tmp_path / "daemons", capfd)
