@@ -13,7 +13,7 @@
    longer (+33%). Delay = from rank 3's first slowed step to the driver's `StragglerWarning`, in seconds and
    in rank 3's steps (the ranks run on this machine, so their monotonic clock is the driver's).
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.anatomy [--pairs 40] [--block 100]``.
+Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.anatomy [--pairs 200] [--block 50]``.
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ def detection(inject_at: int, steps: int) -> tuple[float, int] | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=40)
-    parser.add_argument("--block", type=int, default=100, help="steps per block")
+    parser.add_argument("--pairs", type=int, default=200)
+    parser.add_argument("--block", type=int, default=50, help="steps per block")
     parser.add_argument("--inject-at", type=int, default=60)
     args = parser.parse_args()
     os.environ.setdefault("SPARKRUNNER_REPORT_DIR", tempfile.mkdtemp(prefix="bench-anatomy-"))
