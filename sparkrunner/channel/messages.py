@@ -276,12 +276,13 @@ class Wait(Message, kind="wait"):
     asked of the driver, once every rank reported and hung up (answered with `RunOver`)."""
 
 
-# `sparkrunner.data.stream`: a rank -> the driver's stream broker
+# `sparkrunner.data.stream`: a rank <-> the driver's stream broker (the coordinator; no rows pass through it)
 
 
 @dataclass(frozen=True)
 class StreamOpen(Message, kind="stream_open"):
-    """A rank starts a pass over the stream: its share is planned from these numbers, as on every rank."""
+    """A rank starts a pass over the stream: its share is planned from these numbers, as on every rank, and the
+    feeders push it to the rank's own server at `host`:`port`, naming the pass by `token`."""
 
     stream: str
     iteration: int
@@ -290,46 +291,33 @@ class StreamOpen(Message, kind="stream_open"):
     rank: int
     world_size: int
     rows_per_rank: int
-
-
-@dataclass(frozen=True)
-class StreamNext(Message, kind="stream_next"):
-    """The rank wants its next batch (one request, one answer: the rank's buffer bounds what it holds)."""
-
-
-# the stream broker -> a rank
-
-
-@dataclass(frozen=True)
-class StreamBatch(Message, kind="stream_batch"):
-    """Rows ``[start, stop)`` of one Arrow IPC record batch, the next ones of the rank's share."""
-
-    ipc: bytes
-    start: int
-    stop: int
+    host: str = ""
+    port: int = 0
+    token: str = ""
+    """Set by `stream_reader` once the rank's server listens."""
 
 
 @dataclass(frozen=True)
 class StreamEnd(Message, kind="stream_end"):
-    """The rank has every row of its share for this pass."""
+    """The rank has every row of its share for this pass (so its leaving does not cancel the feeders)."""
 
 
 @dataclass(frozen=True)
 class StreamFailed(Message, kind="stream_failed"):
-    """The pass cannot complete (a feeder failed for good): why, in words."""
+    """The broker to a rank: the pass cannot complete (a feeder failed for good), why in words."""
 
     text: str
 
 
-# a Spark feeder task -> the stream broker
+# a Spark feeder task -> a rank's stream server
 
 
 @dataclass(frozen=True)
 class FeedStart(Message, kind="feed_start"):
-    """The first message of a feeder task: which pass (the broker's number), partition and Spark attempt it feeds."""
+    """The first message of a feeder task: which pass of the rank (its token), partition and Spark attempt."""
 
     stream: str
-    pass_id: int
+    token: str
     partition: int
     attempt: int
 
@@ -346,7 +334,7 @@ class FeedBatch(Message, kind="feed_batch"):
 
 @dataclass(frozen=True)
 class FeedAck(Message, kind="feed_ack"):
-    """The broker holds a batch: the feeder may send one more (the ack waits while the ranks lag)."""
+    """The rank holds a batch: the feeder may send one more (the ack waits while the rank lags)."""
 
 
 def encode(message: Message) -> tuple[str, dict[str, Any]]:

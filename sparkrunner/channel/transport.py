@@ -133,6 +133,10 @@ class Connection:
     def fileno(self) -> int:
         return self._sock.fileno()
 
+    def local_host(self) -> str:
+        """This end's address: the interface that reaches the peer (what a server here should advertise)."""
+        return str(self._sock.getsockname()[0])
+
     def send(self, kind: str, data: Any = None) -> None:
         self.send_pickled(pickled(kind, data), kind)
 

@@ -1,55 +1,99 @@
-"""A Spark task's side of a stream: push one partition's Arrow record batches to the driver's broker.
+"""A Spark task's side of a stream: push one partition's Arrow record batches straight to the ranks that take them.
 
 It runs inside `DataFrame.mapInArrow`, so whatever `df`'s plan computes (pandas UDFs, SQL, Spark ML
-transformers) runs here, on a free slot, while the ranks train. At most `WINDOW` batches wait for the broker's
-ack: a rank that lags holds its feeders back instead of filling memory, and an ack's round trip does not stall
-Spark.
+transformers) runs here, on a free slot, while the ranks train. The driver's broker gives it, in its closure,
+the ranks its partition's rows go to (`Target`); it sends each rank only the rows of its range, over the
+rank's own encrypted connection. At most `WINDOW` batches wait for a rank's ack: a rank that lags holds its
+feeders back instead of filling memory, and an ack's round trip does not stall Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from sparkrunner.channel import Connection, connect
+from sparkrunner.channel import connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.messages import FeedAck, FeedBatch, FeedStart
 from sparkrunner.errors import ChannelError
 
 WINDOW = 4
-"""Batches a feeder sends ahead of their acks: Spark computes the next ones while the broker routes these."""
+"""Batches a feeder sends a rank ahead of their acks: Spark computes the next ones while the rank takes these."""
 
-RESULT_SCHEMA = "rows long"
-"""What a feeder task returns to the driver's job: the rows it fed."""
+RESULT_SCHEMA = "partition int, rows long"
+"""What a feeder task returns to the driver's job: its partition and the rows it gave."""
+
+
+class Target(NamedTuple):
+    """A rank that takes rows ``[start, stop)`` of a partition: its stream server and its pass's token."""
+
+    host: str
+    port: int
+    token: str
+    start: int
+    stop: int
+
+
+class _Link:
+    """One feeder's connection to one rank, with the batches it sent that the rank has not acked yet."""
+
+    def __init__(self, target: Target, secret: bytes, start: FeedStart) -> None:
+        self.conn = connect((target.host, target.port), secret)
+        self.unacked = 0
+        m.send(self.conn, start)
+
+    def send(self, batch: FeedBatch) -> None:
+        if self.unacked == WINDOW:
+            self._await_ack()
+        m.send(self.conn, batch)
+        self.unacked += 1
+
+    def drain(self) -> None:
+        while self.unacked:
+            self._await_ack()
+
+    def _await_ack(self) -> None:
+        reply = m.receive(self.conn)
+        if not isinstance(reply, FeedAck):
+            raise ChannelError(f"a rank's stream server answered a batch with {reply.kind!r}")
+        self.unacked -= 1
 
 
 def feeder(
-    address: tuple[str, int], secret: bytes, stream_id: str, pass_id: int
+    targets: Mapping[int, Sequence[Target]], secret: bytes, stream_id: str
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function that feeds the broker's pass `pass_id` of the stream."""
+    """The `mapInArrow` function of one pass: partition p's rows go to ``targets[p]`` (none: nobody needs them)."""
 
     def feed(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         context = _task_context()
         partition, attempt = context.partitionId(), context.attemptNumber()
-        conn = connect(address, secret)
+        mine = targets.get(partition, ())
+        links: dict[Target, _Link] = {}
+        offset = 0
         try:
-            m.send(conn, FeedStart(stream_id, pass_id, partition, attempt))
-            offset, unacked = 0, 0
             for batch in batches:
-                if batch.num_rows:
-                    if unacked == WINDOW:
-                        _await_ack(conn)
-                        unacked -= 1
-                    m.send(conn, FeedBatch(offset, batch.num_rows, _ipc(batch)))
-                    unacked += 1
+                for target in mine:
+                    low, high = max(offset, target.start), min(offset + batch.num_rows, target.stop)
+                    if low < high:
+                        if target not in links:
+                            links[target] = _Link(
+                                target, secret, FeedStart(stream_id, target.token, partition, attempt)
+                            )
+                        links[target].send(
+                            FeedBatch(low, high - low, _ipc(batch.slice(low - offset, high - low)))
+                        )
                 offset += batch.num_rows
-            for _ in range(unacked):
-                _await_ack(conn)
+            for link in links.values():
+                link.drain()
         finally:
-            conn.close()
-        yield pa.RecordBatch.from_pydict({"rows": [offset]})
+            for link in links.values():
+                link.conn.close()
+        yield pa.RecordBatch.from_pydict(
+            {"partition": [partition], "rows": [offset]},
+            schema=pa.schema([("partition", pa.int32()), ("rows", pa.int64())]),
+        )
 
     return feed
 
@@ -61,12 +105,6 @@ def _ipc(batch: Any) -> bytes:
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
     return bytes(sink.getvalue().to_pybytes())
-
-
-def _await_ack(conn: Connection) -> None:
-    reply = m.receive(conn)
-    if not isinstance(reply, FeedAck):
-        raise ChannelError(f"the stream's broker answered a batch with {reply.kind!r}")
 
 
 COUNT_SCHEMA = "partition int, rows long, list_lengths string"

@@ -15,7 +15,8 @@ class StreamData:
 
     Small and picklable: pass it to ``Runner.run`` like a materialized dataset and read it with the same
     loaders. It carries the driver broker's address and the secret of its encrypted connections, the rows of
-    every partition (counted once by `stream`) and the shuffle settings that plan each pass.
+    every partition (counted once by `stream`), the shuffle settings that plan each pass and the ranks' buffer
+    bound.
     """
 
     stream_id: str
@@ -25,6 +26,8 @@ class StreamData:
     partition_rows: tuple[int, ...]
     shuffle: bool
     seed: int
+    buffer_bytes: int
+    """The bound on the batches each rank holds that it has not taken yet."""
 
     @property
     def num_rows(self) -> int:

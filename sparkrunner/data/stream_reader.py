@@ -1,50 +1,61 @@
-"""A rank's side of a stream: pull this rank's batches of one pass from the driver's broker, as numpy chunks."""
+"""A rank's side of a stream: open a pass with the driver's broker, then take this rank's batches as feeder tasks
+push them to the rank's own server (`stream_inbox`), as numpy chunks."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import uuid
 from collections.abc import Iterator, Sequence
 
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.messages import StreamBatch, StreamEnd, StreamFailed, StreamNext, StreamOpen
+from sparkrunner.channel.messages import StreamEnd, StreamFailed, StreamOpen
+from sparkrunner.data import stream_inbox
 from sparkrunner.data.columns import Chunk, to_numpy
-from sparkrunner.data.stream_handle import StreamData
-from sparkrunner.errors import ChannelError, StreamFeedError
-
-# batches asked for ahead of the one being decoded: hides the round trip to the broker
-_REQUESTS_AHEAD = 2
+from sparkrunner.data.stream_handle import StreamData, rank_share
+from sparkrunner.errors import ChannelError
 
 
 def read_pass(data: StreamData, names: Sequence[str], opened: StreamOpen) -> Iterator[Chunk]:
     """Every batch of the rank's share of one pass, in the plan's order; StreamFeedError when it cannot end."""
     import pyarrow as pa
 
-    conn = connect(data.address, data.secret)
+    control = connect(data.address, data.secret)
     try:
-        m.send(conn, opened)
-        for _ in range(_REQUESTS_AHEAD):
-            m.send(conn, StreamNext())
-        while True:
-            match _receive(conn, opened):
-                case StreamBatch(ipc=ipc, start=start, stop=stop):
-                    m.send(conn, StreamNext())
-                    batch = pa.ipc.open_stream(ipc).read_next_batch().select(list(names))
-                    yield to_numpy(batch.slice(start, stop - start))
-                case StreamEnd():
-                    return
-                case StreamFailed(text=text):
-                    raise StreamFeedError(text)
-                case other:
-                    raise ChannelError(f"the stream's broker sent an unexpected {other.kind!r}")
+        inbox = stream_inbox.inbox(data, control.local_host())
+        token = uuid.uuid4().hex
+        share = inbox.open(
+            token, rank_share(data, opened.epoch, opened.rank, opened.rows_per_rank), data.buffer_bytes
+        )
+        try:
+            m.send(control, dataclasses.replace(opened, host=inbox.host, port=inbox.port, token=token))
+            threading.Thread(
+                target=_watch, args=(control, share, opened), name="sparkrunner-stream-watch", daemon=True
+            ).start()
+            while (taken := share.take()) is not None:
+                ipc, start, stop = taken
+                batch = pa.ipc.open_stream(ipc).read_next_batch().select(list(names))
+                yield to_numpy(batch.slice(start, stop - start))
+            m.send(control, StreamEnd())
+        finally:
+            inbox.forget(token)
     finally:
-        conn.close()
+        control.close()
 
 
-def _receive(conn: Connection, opened: StreamOpen) -> m.Message:
+def _watch(control: Connection, share: stream_inbox.Share, opened: StreamOpen) -> None:
+    """Fail the share when the broker says that the pass failed, or when the broker is lost."""
     try:
-        return m.receive(conn)
+        message = m.receive(control)
+        text = (
+            message.text
+            if isinstance(message, StreamFailed)
+            else f"the stream's broker sent an unexpected {message.kind!r}"
+        )
     except ChannelError as exc:
-        raise StreamFeedError(
+        text = (
             f"rank {opened.rank} lost the driver's stream broker during epoch {opened.epoch}: {exc} (did the "
             "driver close the stream, or end?)"
-        ) from exc
+        )
+    share.fail(text)

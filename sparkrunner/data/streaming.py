@@ -23,7 +23,7 @@ from sparkrunner.voice import install_default_handler
 log = logging.getLogger(__name__)
 
 BUFFER_BYTES = 256 * 2**20
-"""Default bound, per rank, on the Arrow batches the broker holds that the rank has not taken yet."""
+"""Default bound, per rank, on the Arrow batches it holds that it has not taken yet."""
 
 _BROKERS: dict[str, StreamBroker] = {}  # stream_id -> the broker serving it (driver only)
 
@@ -44,8 +44,8 @@ def stream(
     row once per epoch across the ranks, the same number of steps on every rank (``remainder`` as usual), and
     ``set_epoch(e)`` reshuffles the same way for the same `seed` (the loader's own shuffle and seed are not
     used: partitions are dealt to ranks in a seeded order, rows mixed within each rank's window). Nothing is
-    written to disk: record batches travel from the tasks to the ranks over encrypted connections, at most
-    `buffer_bytes` waiting per rank. `stream` counts every partition's rows once (persist() `df` to make that
+    written to disk: record batches travel from the tasks straight to the ranks (not through the driver) over
+    encrypted connections, at most `buffer_bytes` waiting per rank. `stream` counts every partition's rows once (persist() `df` to make that
     and every epoch cheaper). Conversions as in `materialize` (`float32`, `vectors_to_arrays`). `host` is the
     address Spark tasks reach this process at (default: ``spark.driver.host``; set it over Spark Connect).
     The stream is served while the handle lives on the driver; `close_stream` ends it sooner.
@@ -59,7 +59,7 @@ def stream(
     frame = converted(df, float32)
     partition_rows, lengths = _count(frame)
     advertised, bind = _addresses(frame.sparkSession, host)
-    broker = StreamBroker(frame, buffer_bytes, bind)
+    broker = StreamBroker(frame, bind)
     data = StreamData(
         uuid.uuid4().hex,
         (advertised, broker.port),
@@ -68,6 +68,7 @@ def stream(
         partition_rows,
         shuffle,
         seed,
+        buffer_bytes,
     )
     broker.data = data
     _BROKERS[data.stream_id] = broker

@@ -54,11 +54,10 @@ SAMPLES: list[m.Message] = [
     ),
     m.Serve(driver="10.0.0.7:40001", secret=b"\x00secret", env={"MLFLOW_RUN_ID": "abc"}),
     m.StreamOpen(stream="s1", iteration=0, epoch=2, rank=1, world_size=4, rows_per_rank=96),
-    m.StreamNext(),
-    m.StreamBatch(ipc=b"ARROW1\x00", start=0, stop=32),
+    m.StreamOpen("s1", 0, 2, 1, 4, 96, host="10.0.0.7", port=41234, token="9f2c"),
     m.StreamEnd(),
     m.StreamFailed(text="the feeder task of partition 2 failed"),
-    m.FeedStart(stream="s1", pass_id=0, partition=2, attempt=1),
+    m.FeedStart(stream="s1", token="9f2c", partition=2, attempt=1),
     m.FeedBatch(offset=64, rows=32, ipc=b"ARROW1\x00"),
     m.FeedAck(),
 ]

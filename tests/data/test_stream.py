@@ -1,6 +1,7 @@
 """`stream(df)` on local-cluster[2,2] (4 slots: 2 for the barrier tasks, 2 for feeders), against an oracle that
 collects the DataFrame itself: every row once per epoch, equal steps, the same order again, no file written,
-a killed feeder retried without duplicates, a failed one stopping the run, and the no-free-slot refusal."""
+a killed feeder retried without duplicates, a failed one stopping the run, the no-free-slot refusal, and the
+rows going from the feeders to the ranks without crossing the driver."""
 
 from __future__ import annotations
 
@@ -114,6 +115,54 @@ def test_every_row_once_equal_steps_same_order_no_file(
         assert r["passes"][0][0].tolist() != r["passes"][2][0].tolist(), "epoch 1 kept epoch 0's order"
 
 
+WIDE = 1000  # floats per row of the wide frame: 2,000 rows x 4 KB = 8 MB for the ranks to read
+
+
+def wide_sums(data: Any) -> tuple[list[int], float]:
+    """On a rank: the ids it read and the sum of every float of its rows."""
+    ids, total = [], 0.0
+    for batch in NumpyLoader(data, BATCH):
+        ids += batch["id"].tolist()
+        total += float(batch["x"].astype(np.float64).sum())
+    return ids, total
+
+
+def test_the_rows_go_from_the_feeders_to_the_ranks_not_through_the_driver(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every encrypted record the driver process (the broker's) seals or opens is counted at the channel's
+    cipher, below any message: for an 8 MB frame, far less than the frame crosses the driver's connections.
+    Ranks are processes (np<0, launcher direct), so their own records are not counted."""
+    from pyspark.sql import functions as F
+
+    from sparkrunner.channel import transport
+
+    crossed = [0]
+    seal, open_ = transport._RecordCipher.seal, transport._RecordCipher.open
+
+    def counted_seal(cipher: Any, chunk: Any, last: bool) -> bytes:
+        crossed[0] += len(chunk)
+        return seal(cipher, chunk, last)
+
+    def counted_open(cipher: Any, header: bytes, sealed: bytearray) -> bytes:
+        crossed[0] += len(sealed)
+        return open_(cipher, header, sealed)
+
+    df = spark.range(0, 2000, numPartitions=4).select(
+        "id", F.array_repeat(F.col("id").cast("float"), WIDE).alias("x")
+    )
+    data = stream(df)
+    monkeypatch.setattr(transport._RecordCipher, "seal", counted_seal)
+    monkeypatch.setattr(transport._RecordCipher, "open", counted_open)
+    ranks = Runner(np=-2, launcher="direct").run_all(wide_sums, data)
+    assert sorted(ranks[0][0] + ranks[1][0]) == list(range(2000)), "not every row once"
+    assert ranks[0][1] + ranks[1][1] == WIDE * sum(range(2000))
+    streamed = 2000 * WIDE * 4
+    assert 0 < crossed[0] < streamed // 10, (
+        f"{crossed[0]:,} bytes crossed the driver for {streamed:,} streamed"
+    )
+
+
 def failing_once_armed(armed: Path) -> Any:
     """A mapInArrow step that raises in partition 2 once `armed` exists (after `stream` counted the rows)."""
 
@@ -160,7 +209,7 @@ def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pyte
             killed.wait()
         read[number] = ids
 
-    with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.stream_broker"):
+    with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.stream_inbox"):
         threads = [threading.Thread(target=rank, args=(number,)) for number in range(2)]
         for thread in threads:
             thread.start()

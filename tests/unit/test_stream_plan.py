@@ -13,7 +13,7 @@ from sparkrunner.data.stream_handle import StreamData, rank_share
 
 
 def handle(partition_rows: tuple[int, ...], seed: int = 5) -> StreamData:
-    return StreamData("s", ("127.0.0.1", 1), b"k", (), partition_rows, True, seed)
+    return StreamData("s", ("127.0.0.1", 1), b"k", (), partition_rows, True, seed, 1)
 
 
 def rows_of(data: StreamData, epoch: int, rank: int, rows_per_rank: int) -> list[tuple[int, int]]:
