@@ -25,7 +25,7 @@ from sparkrunner.errors import (
     SparkRunnerError,
 )
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
-from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.launch.network import server_port
 from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
@@ -257,8 +257,7 @@ class Runner:
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
         placement = self.placement(launcher, spark, spec.world_size // spec.ranks_per_task)
-        own = own_ports(self.options.port_range)
-        port = free_ports(1, placement.bind_host, own, slot=-1)[0] if own else 0
+        port = server_port(placement.bind_host, self.options.port_range)
         session = DriverSession(
             payload,
             spec.world_size,

@@ -23,6 +23,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.data.stream_feeder import RESULT_SCHEMA, Target, feeder
 from sparkrunner.data.stream_handle import StreamData, rank_share
 from sparkrunner.errors import ChannelError
+from sparkrunner.launch.network import configured_port_range, server_port
 from sparkrunner.placement.background_job import short_spark_error
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,10 @@ class StreamBroker:
         self._passes: dict[int, _Pass] = {}  # pass id -> a pass not over
         self._joining: dict[int, list[_Pass]] = {}  # loader iteration -> passes not every rank opened yet
         self._roles: dict[Connection, tuple[_Pass, int]] = {}  # a rank's conn -> (its pass, its rank)
-        self._server = ChannelServer(self.secret, m.serving(self._handle), self._disconnected, bind_host)
+        port = server_port(bind_host, configured_port_range())
+        self._server = ChannelServer(
+            self.secret, m.serving(self._handle), self._disconnected, bind_host, port
+        )
 
     @property
     def port(self) -> int:

@@ -24,6 +24,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.data.shards import Slice
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import ChannelError, StreamFeedError
+from sparkrunner.launch.network import configured_port_range, server_port
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,8 @@ class Inbox:
         self._changed = threading.Condition()
         self._shares: dict[str, Share] = {}  # token -> the share of a pass this process reads now
         self._feeders: dict[Connection, tuple[str, int]] = {}  # feeder -> (token, partition)
-        self._server = ChannelServer(secret, m.serving(self._handle), self._disconnected, host)
+        port = server_port(host, configured_port_range())  # the run's range, in every rank's environment
+        self._server = ChannelServer(secret, m.serving(self._handle), self._disconnected, host, port)
 
     @property
     def port(self) -> int:

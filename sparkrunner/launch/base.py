@@ -73,6 +73,8 @@ def rank_process_environment(
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
         }
     )
+    if job.port_range is not None:  # servers a rank opens (a stream's) take their ports from it too
+        env[Env.PORT_RANGE] = "-".join(map(str, job.port_range))
     if in_spark_task:
         env.update(task_environment(barrier_task_of(job, RankIndex(index))))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"

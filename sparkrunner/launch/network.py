@@ -119,6 +119,14 @@ def mpi_port_split(port_range: PortRange) -> tuple[PortRange, PortRange]:
     return (low, high - OOB_PORTS), (high - OOB_PORTS + 1, high)
 
 
+def server_port(host: str, port_range: PortRange | None) -> int:
+    """The port for a server sparkrunner opens at `host`: one free a moment ago at the top of the range's own
+    (lower) half, away from the barrier tasks' probes that start at its bottom; 0 (the kernel picks) without
+    a range."""
+    own = own_ports(port_range)
+    return free_ports(1, host, own, slot=-1)[0] if own else 0
+
+
 def configured_port_range(value: object = None) -> PortRange | None:
     """The port range from `Runner(port_range=...)`, else from SPARKRUNNER_PORT_RANGE, else None (any port)."""
     if value is not None:

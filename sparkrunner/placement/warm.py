@@ -22,7 +22,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.warm_home import WarmHome
 from sparkrunner.launch import Launcher, RankJob, processes
-from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.launch.network import server_port
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
@@ -84,8 +84,7 @@ class WarmRanks:
             return self._live
 
     def _launch(self, cold: Placement, shape: Shape, job: RankJob, description: str) -> _Launch:
-        own = own_ports(job.port_range)
-        home = WarmHome(cold.bind_host, free_ports(1, cold.bind_host, own, slot=-1)[0] if own else 0)
+        home = WarmHome(cold.bind_host, server_port(cold.bind_host, job.port_range))
         run_id = f"warm-{uuid.uuid4().hex}"
         launch_job = dataclasses.replace(
             job, run_id=run_id, driver=(cold.driver_host, home.server.port), secret=home.secret,

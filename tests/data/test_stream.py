@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -242,3 +243,37 @@ def test_no_free_slot_for_feeders_is_refused_before_any_rank_starts(spark: Any) 
         NotEnoughSlotsError, match=r"feeder tasks beside the 4 barrier tasks.*spark\.task\.cpus"
     ):
         Runner(np=4, launcher="direct", spark=spark).run(read_epochs, data)
+
+
+def listens_while_reading(data: Any) -> list[int]:
+    """On a rank: the ports this process listens on (read from /proc here) once its first batch came."""
+    import os
+
+    from tests.launch.test_port_range import listening_sockets
+
+    batches = iter(NumpyLoader(data, BATCH))
+    next(batches)
+    ports = sorted(port for _, port in listening_sockets(os.getpid()))
+    for _ in batches:
+        pass
+    return ports
+
+
+def test_the_streams_servers_take_their_ports_from_the_port_ranges(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker (driver) from SPARKRUNNER_PORT_RANGE as the stream starts; each rank's server from the run's
+    `port_range`, a different one, so that it cannot have come from the inherited variable. np<0, direct."""
+    from tests.launch.test_port_range import listening_sockets
+
+    monkeypatch.setenv("SPARKRUNNER_PORT_RANGE", "42200-42300")
+    data = stream(frame(spark))
+    monkeypatch.delenv("SPARKRUNNER_PORT_RANGE")
+    run_range = (42400, 42500)
+    ports = Runner(np=-2, launcher="direct", port_range=run_range, tracking=False).run_all(
+        listens_while_reading, data
+    )
+    assert [len(found) for found in ports] == [1, 1], ports  # no process group: the stream's server alone
+    assert all(run_range[0] <= port <= run_range[1] for found in ports for port in found), ports
+    driver = [port for _, port in listening_sockets(os.getpid()) if 42200 <= port <= 42300]
+    assert len(driver) == 1, driver  # the broker, still serving the stream (its run's channel has closed)
