@@ -5,20 +5,12 @@ application, fitted again here on the same Parquet files) and "OTHER <uri>" (Sta
 
 import sys
 
-from pyspark.sql import SparkSession
-
 from sparkrunner.data import materialize
+from tests.conftest import spark_session
 from tests.data.test_cache_ml_sessions import pipelined
 
 SOURCE, CACHE = sys.argv[1], sys.argv[2]
-spark = (
-    SparkSession.builder.master("local[1]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.host", "127.0.0.1")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = spark_session("local[1]")
 print("SAME", materialize(pipelined(spark, SOURCE, with_mean=True), CACHE, progress=False).uri, flush=True)
 print("OTHER", materialize(pipelined(spark, SOURCE, with_mean=False), CACHE, progress=False).uri, flush=True)
 spark.stop()
