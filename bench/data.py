@@ -200,6 +200,17 @@ def petastorm_side(path: Path, batch_size: int, repeats: int) -> dict[str, float
     return best_rates(candidates, repeats)
 
 
+def petastorm_rates(path: Path, batch_size: int, repeats: int) -> dict[str, float]:
+    """`petastorm_side` over the Parquet dataset at `path`, run in Petastorm's pinned environment."""
+    command = [str(PETASTORM_PYTHON), __file__, "--petastorm-side", str(path)]
+    command += ["--batch-size", str(batch_size), "--repeats", str(repeats)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"the Petastorm side failed (run scripts/setup.sh for .venv-petastorm):\n{done.stderr}")
+    rates: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return rates
+
+
 def report(results: dict[str, float], rows: int) -> None:
     print(
         f"\nrows/s into framework batches, rank {RANK} of {WORLD} ({rows // WORLD:,} of {rows:,} rows each pass)"
@@ -256,12 +267,7 @@ def main() -> None:
             uri = s3.new_prefix()
             s3.upload(path, uri)
             results = main_side(path, args.batch_size, args.repeats, uri, s3.storage_options)
-        command = [str(PETASTORM_PYTHON), __file__, "--petastorm-side", str(path)]
-        command += ["--batch-size", str(args.batch_size), "--repeats", str(args.repeats)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode:
-            sys.exit(f"the Petastorm side failed (run scripts/setup.sh for .venv-petastorm):\n{done.stderr}")
-        results.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        results.update(petastorm_rates(path, args.batch_size, args.repeats))
         report(results, args.rows)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

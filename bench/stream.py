@@ -2,9 +2,11 @@
 rank's TorchLoader, and bytes written to disk by this process and its children (the Spark JVM, its Python
 workers). The rank reads in this process (world_size=1), the feeders run as local Spark tasks. For scale, the
 rows/s of one bare pass of the DataFrame into Spark's Python workers (`mapInArrow`, nothing sent): no stream
-can outrun the Spark job that computes its rows.
+can outrun the Spark job that computes its rows. Petastorm's BatchedDataLoader on the materialized Parquet (in
+its pinned environment, bench/data.py) is the other reader. `--persist` persists the DataFrame and counts it
+once first, so that every pass reads Spark's cache instead of recomputing the rows.
 
-    .venv/bin/python bench/stream.py [--rows 500000] [--batch-size 1024] [--master local[2]]
+    .venv/bin/python bench/stream.py [--rows 4000000] [--batch-size 1024] [--master local[2]] [--persist]
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bench.data import petastorm_rates
 from bench.materialize import frame, session
+
+PETASTORM = "petastorm BatchedDataLoader (torch)"
 
 
 def written_bytes() -> int:
@@ -62,13 +68,19 @@ def bare_pass(df: Any) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=500_000)
+    parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--persist", action="store_true", help="persist the DataFrame and count it once first"
+    )
     args = parser.parse_args()
     from sparkrunner.data import TorchLoader, close_stream, materialize, stream
 
     df = frame(session(args.master), args.rows)
+    if args.persist:
+        df = df.persist()
+        df.count()
     df.limit(1).collect()  # JVM and Python workers warm for both
     options = {"rank": 0, "world_size": 1}
     results = {}
@@ -91,6 +103,7 @@ def main() -> None:
             results[name] = (first, rows / rest, written_bytes() - before)
             if name == "stream":
                 close_stream(data)
+        petastorm = petastorm_rates(Path(materialize(df, cache).uri), args.batch_size, repeats=1)[PETASTORM]
     spark_rate = bare_pass(df)
     load = os.getloadavg()
     for name, (first, rate, written) in results.items():
@@ -100,8 +113,11 @@ def main() -> None:
         f"stream/materialize: first batch {s_first / m_first:.2f}x (target <= 0.2x), steady rows/s "
         f"{s_rate / m_rate:.2f}x (target >= 0.8x), bytes written by stream {s_written:,d} (target 0)"
     )
+    print(f"{PETASTORM} on the materialized Parquet (rank 0 of 2): {petastorm:,.0f} rows/s per rank")
+    print(f"stream/Petastorm steady rows/s: {s_rate / petastorm:.2f}x")
     print(f"one bare Spark pass of the DataFrame (mapInArrow, counting only): {spark_rate:,.0f} rows/s")
-    print(f"rows {args.rows:,}, batch {args.batch_size}, master {args.master}, load average {load}")
+    print(f"rows {args.rows:,}, batch {args.batch_size}, master {args.master}, persisted {args.persist}")
+    print(f"load average {load}")
 
 
 if __name__ == "__main__":
