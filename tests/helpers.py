@@ -104,3 +104,32 @@ def run_driver(name: str, *argv: str, seconds: float = 180) -> str:
 def line_of(path: Path, text: str) -> int:
     """The number of the first line of `path` that contains `text`."""
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+_TCP_LISTEN = "0A"  # the state column of /proc/net/tcp for a listening socket
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(local address in /proc's hex, port) of every TCP socket (IPv4 and IPv6) process `pid` listens on."""
+    mine = _socket_inodes(pid)
+    found = set()
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == _TCP_LISTEN and int(fields[9]) in mine:
+                    address, port = fields[1].rsplit(":", 1)
+                    found.add((address, int(port, 16)))
+    return found

@@ -45,9 +45,10 @@ def stream(
     ``set_epoch(e)`` reshuffles the same way for the same `seed` (the loader's own shuffle and seed are not
     used: partitions are dealt to ranks in a seeded order, rows mixed within each rank's window). Nothing is
     written to disk: record batches travel from the tasks straight to the ranks (not through the driver) over
-    encrypted connections, at most `buffer_bytes` waiting per rank. `stream` counts every partition's rows once (persist() `df` to make that
-    and every epoch cheaper). Conversions as in `materialize` (`float32`, `vectors_to_arrays`). `host` is the
-    address Spark tasks reach this process at (default: ``spark.driver.host``; set it over Spark Connect).
+    encrypted connections, at most `buffer_bytes` waiting per rank. `stream` counts every partition's rows once
+    (persist() `df` to make that and every epoch cheaper). Conversions as in `materialize` (`float32`,
+    `vectors_to_arrays`). `host` is the address Spark tasks reach this process at (default:
+    ``spark.driver.host``; set it over Spark Connect).
     The stream is served while the handle lives on the driver; `close_stream` ends it sooner.
     """
     install_default_handler()

@@ -59,8 +59,8 @@ class OutputRelay:
         # the pipes hold and ends. One that still does not end (a child writing on and on) is killed, or it
         # holds the launcher's output pipe (mpirun waits on it)
         with contextlib.suppress(OSError):
-            os.write(self._done, b"x")
-            os.close(self._done)
+            os.write(self._done, b"x")  # the relay may be gone already (killed with the rank's group)
+        os.close(self._done)
         deadline = time.monotonic() + RELAY_STOP_WAIT_S
         while time.monotonic() < deadline:
             with contextlib.suppress(ChildProcessError):

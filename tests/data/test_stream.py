@@ -249,7 +249,7 @@ def listens_while_reading(data: Any) -> list[int]:
     """On a rank: the ports this process listens on (read from /proc here) once its first batch came."""
     import os
 
-    from tests.launch.test_port_range import listening_sockets
+    from tests.helpers import listening_sockets
 
     batches = iter(NumpyLoader(data, BATCH))
     next(batches)
@@ -264,7 +264,7 @@ def test_the_streams_servers_take_their_ports_from_the_port_ranges(
 ) -> None:
     """The broker (driver) from SPARKRUNNER_PORT_RANGE as the stream starts; each rank's server from the run's
     `port_range`, a different one, so that it cannot have come from the inherited variable. np<0, direct."""
-    from tests.launch.test_port_range import listening_sockets
+    from tests.helpers import listening_sockets
 
     monkeypatch.setenv("SPARKRUNNER_PORT_RANGE", "42200-42300")
     data = stream(frame(spark))

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from tests.helpers import rank_processes
+from tests.helpers import listening_sockets, rank_processes
 
 pytestmark = pytest.mark.spark
 
 PORT_RANGE = (42000, 42100)
-_LISTEN = "0A"
 _LOOPBACK = "0100007F"  # 127.0.0.1 as /proc/net/tcp writes it
 
 
@@ -43,32 +42,6 @@ def hold_sockets_open(flags: str, with_horovod: bool) -> dict[str, int]:
     dist.barrier()
     dist.destroy_process_group()
     return {"master_port": int(os.environ["MASTER_PORT"])}
-
-
-def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[len("socket:[") : -1]))
-    return inodes
-
-
-def listening_sockets(pid: int) -> set[tuple[str, int]]:
-    """(local address in /proc's hex, port) of every TCP socket (IPv4 and IPv6) process `pid` listens on."""
-    mine = _socket_inodes(pid)
-    found = set()
-    for table in ("tcp", "tcp6"):
-        with open(f"/proc/{pid}/net/{table}") as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if fields[3] == _LISTEN and int(fields[9]) in mine:
-                    address, port = fields[1].rsplit(":", 1)
-                    found.add((address, int(port, 16)))
-    return found
 
 
 def _parent(pid: int) -> int:
