@@ -87,6 +87,22 @@ def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
             os.kill(pid, sig)
 
 
+def kill_and_wait(pids: Iterable[int], timeout_s: float = PROCESS_KILL_WAIT_S) -> None:
+    """SIGKILL `pids` and wait (up to `timeout_s`) until each has ended: a killed process still runs its exit
+    (closing its files and sockets) for a while after its memory, and with it its environment, is gone."""
+    started = {pid: stat.start_ticks for pid in pids if (stat := proc_stat(pid)) is not None}
+    kill_all(started)
+    deadline = time.monotonic() + timeout_s
+    while any(_still_running(pid, ticks) for pid, ticks in started.items()) and time.monotonic() < deadline:
+        time.sleep(SWEEP_POLL_S)
+
+
+def _still_running(pid: int, start_ticks: int) -> bool:
+    """`pid` is the process that started at `start_ticks` (not a new one given the same pid) and has not ended."""
+    stat = proc_stat(pid)
+    return stat is not None and stat.start_ticks == start_ticks and stat.state != "Z"
+
+
 def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
     """Pids of live processes on this machine whose environment carries this run's id (any run's for None);
     with `task`, only those that barrier task `task` started (its rank, its mpirun, its agent's daemons)."""
@@ -128,7 +144,7 @@ def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE
     while leftover and time.monotonic() < deadline:
         time.sleep(SWEEP_POLL_S)
         leftover = processes_of_run(run_id, task)
-    kill_all(leftover)
+    kill_and_wait(leftover)
     return leftover
 
 
@@ -216,8 +232,9 @@ class RankProcess:
 
     def kill(self) -> None:
         """SIGKILL the process and every descendant (they may have left its process group)."""
-        kill_all([*descendants(self.pid), self.pid])
+        tree = [*descendants(self.pid), self.pid]
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
+        kill_and_wait(tree)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=PROCESS_KILL_WAIT_S)

@@ -266,14 +266,17 @@ def test_the_streams_servers_take_their_ports_from_the_port_ranges(
     `port_range`, a different one, so that it cannot have come from the inherited variable. np<0, direct."""
     from tests.helpers import listening_sockets
 
-    monkeypatch.setenv("SPARKRUNNER_PORT_RANGE", "42200-42300")
+    # below Linux's ephemeral range (32768-60999): no socket of an earlier test, bound to port 0, can be in them
+    broker_range, run_range = (22200, 22300), (22400, 22500)
+    monkeypatch.setenv("SPARKRUNNER_PORT_RANGE", "-".join(map(str, broker_range)))
     data = stream(frame(spark))
     monkeypatch.delenv("SPARKRUNNER_PORT_RANGE")
-    run_range = (42400, 42500)
     ports = Runner(np=-2, launcher="direct", port_range=run_range, tracking=False).run_all(
         listens_while_reading, data
     )
     assert [len(found) for found in ports] == [1, 1], ports  # no process group: the stream's server alone
     assert all(run_range[0] <= port <= run_range[1] for found in ports for port in found), ports
-    driver = [port for _, port in listening_sockets(os.getpid()) if 42200 <= port <= 42300]
+    driver = [
+        port for _, port in listening_sockets(os.getpid()) if broker_range[0] <= port <= broker_range[1]
+    ]
     assert len(driver) == 1, driver  # the broker, still serving the stream (its run's channel has closed)

@@ -42,10 +42,17 @@ class Lines(RunObserver):
         self.lines.extend(lines)
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it has ended)."""
+def started_at(pid: int) -> tuple[int, int | None]:
+    """`pid` with its start time (None once gone), which tells it apart from a later process given its pid."""
     stat = proc_stat(pid)
-    return stat is not None and stat.state != "Z"
+    return pid, None if stat is None else stat.start_ticks
+
+
+def alive(process: tuple[int, int | None]) -> bool:
+    """That process is running (a zombie waiting for its parent to reap it has ended)."""
+    pid, start_ticks = process
+    stat = proc_stat(pid)
+    return stat is not None and stat.start_ticks == start_ticks and stat.state != "Z"
 
 
 @pytest.mark.slow
@@ -81,7 +88,8 @@ def test_a_session_reuses_its_ranks_and_replaces_them_after_a_failure(
         assert [value for _, value, _ in third] == [16, 16]
         assert not set(pids) & {pid for pid, _, _ in third}, "a failed run's ranks must be replaced"
         assert session.launches == 2
-    assert not any(alive(pid) for pid, _, _ in third), "closing the session must end its ranks"
+        ranks = [started_at(pid) for pid, _, _ in third]
+    assert not any(alive(rank) for rank in ranks), "closing the session must end its ranks"
     assert not any(END_OF_RUN in line for line in seen.lines)
 
 
@@ -90,9 +98,9 @@ def test_an_idle_session_stops_its_ranks_and_the_next_run_starts_new_ones() -> N
     runner = Runner(np=-1, launcher="direct", tracking=False, progress=False)
     session = runner.session(idle_timeout=0.5)  # a notebook's long-lived session, closed by hand
     try:
-        pid, _, _ = session.run(pid_and, 1)
+        rank = started_at(session.run(pid_and, 1)[0])
         wait_until(lambda: not session.warm, 60, "the idle session stopping its ranks")
-        assert not alive(pid)
+        assert not alive(rank)
         assert session.run(pid_and, 2)[1] == 4 and session.launches == 2
     finally:
         session.close()
