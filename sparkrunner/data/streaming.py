@@ -16,6 +16,7 @@ from sparkrunner.data.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.options import check_number
+from sparkrunner.placement.connect import session_client_address
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.placement.slots import session_slots
 from sparkrunner.voice import install_default_handler
@@ -48,7 +49,8 @@ def stream(
     encrypted connections, at most `buffer_bytes` waiting per rank. `stream` counts every partition's rows once
     (persist() `df` to make that and every epoch cheaper). Conversions as in `materialize` (`float32`,
     `vectors_to_arrays`). `host` is the address Spark tasks reach this process at (default:
-    ``spark.driver.host``; set it over Spark Connect).
+    ``spark.driver.host``; over Spark Connect, this machine's address on the route to the server, or
+    $SPARKRUNNER_DRIVER_HOST).
     The stream is served while the handle lives on the driver; `close_stream` ends it sooner.
     """
     install_default_handler()
@@ -124,8 +126,8 @@ def _arrow_schema(frame: Any) -> Any:
 def _addresses(spark: Any, host: str | None) -> tuple[str, str]:
     """(the address feeder tasks dial, the address the broker listens on)."""
     if is_connect_session(spark):
-        advertised = host or "127.0.0.1"
-        return advertised, "0.0.0.0" if host else advertised
+        advertised = host or session_client_address(spark)
+        return advertised, advertised if advertised.startswith("127.") else "0.0.0.0"
     conf = spark.sparkContext.getConf()
     advertised = host or str(conf.get("spark.driver.host", "127.0.0.1"))
     return advertised, str(conf.get("spark.driver.bindAddress", advertised))

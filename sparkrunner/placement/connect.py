@@ -41,6 +41,11 @@ def client_address(server_host: str) -> str:
             return socket.gethostbyname(socket.gethostname())
 
 
+def session_client_address(spark: Any) -> str:
+    """The address the executors of Spark Connect session `spark` reach this client at."""
+    return client_address(str(getattr(spark._client, "host", "localhost")))
+
+
 def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyped-def]
     """The mapInArrow function of one barrier task: run its ranks, return one record batch."""
 
@@ -61,7 +66,7 @@ class ConnectPlacement(StageHolder):
         self._use_gpu = use_gpu
         self._num_tasks = num_tasks
         self._launcher = launcher
-        self.driver_host = client_address(str(getattr(spark._client, "host", "localhost")))
+        self.driver_host = session_client_address(spark)
         self.job_group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
 
