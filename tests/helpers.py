@@ -133,3 +133,13 @@ def listening_sockets(pid: int) -> set[tuple[str, int]]:
                     address, port = fields[1].rsplit(":", 1)
                     found.add((address, int(port, 16)))
     return found
+
+
+def file_stats(folders: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """(size, modification time) of every file under `folders`: compare two calls to see what was written."""
+    return {
+        str(path): (path.stat().st_size, path.stat().st_mtime_ns)
+        for folder in folders.values()
+        for path in folder.rglob("*")
+        if path.is_file()
+    }

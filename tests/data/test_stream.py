@@ -20,6 +20,7 @@ from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, stream
 from sparkrunner.errors import NotEnoughSlotsError, RankFailedError
 from tests.conftest import spark_session
+from tests.helpers import file_stats
 from tests.matrix import Placement
 
 pytestmark = pytest.mark.spark
@@ -83,26 +84,17 @@ def read_epochs(data: Any) -> dict[str, Any]:
     return {"steps": len(first), "passes": passes}
 
 
-def files(folders: dict[str, Path]) -> dict[str, tuple[int, int]]:
-    return {
-        str(path): (path.stat().st_size, path.stat().st_mtime_ns)
-        for folder in folders.values()
-        for path in folder.rglob("*")
-        if path.is_file()
-    }
-
-
 def test_every_row_once_equal_steps_same_order_no_file(
     spark: Any, where: Placement, launcher: str, folders: dict[str, Path]
 ) -> None:
     df = frame(spark)
     oracle = {row["id"]: row["w"] for row in df.collect()}
     data = stream(df, seed=7)
-    before = files(folders)
+    before = file_stats(folders)
     ranks = Runner(
         np=where.np(2), launcher=launcher, spark=where.spark, env={"TMPDIR": str(folders["rank_tmp"])}
     ).run_all(read_epochs, data)
-    written = {path: stat for path, stat in files(folders).items() if before.get(path) != stat}
+    written = {path: stat for path, stat in file_stats(folders).items() if before.get(path) != stat}
     assert written == {}, f"streaming wrote files: {sorted(written)}"
     assert [r["steps"] for r in ranks] == [ROWS // (2 * BATCH)] * 2
     for epoch in range(3):

@@ -19,7 +19,7 @@ from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, stream
 from tests.cluster.fixtures import TwoHosts, registered, session_on
 from tests.cluster.netns_cluster import NetnsCluster
-from tests.data.test_stream import files
+from tests.helpers import file_stats
 from tests.matrix import LAUNCHERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -118,12 +118,12 @@ def test_two_ranks_on_two_hosts_read_every_row_once_in_equal_steps_writing_nothi
     data = stream(df, seed=3)
     watched = {**folders, **executor_local_dirs(hosts)}
     assert len(watched) > len(folders), "no executor local folder found to watch"
-    before = files(watched)
+    before = file_stats(watched)
     ranks = Runner(
         np=NP, spark=hosts.spark, launcher=launcher, env={"TMPDIR": str(folders["rank_tmp"])},
         start_timeout=180, timeout=300,
     ).run_all(read_one_epoch, data)  # fmt: skip
-    written = {path: stat for path, stat in files(watched).items() if before.get(path) != stat}
+    written = {path: stat for path, stat in file_stats(watched).items() if before.get(path) != stat}
     assert written == {}, f"streaming wrote files: {sorted(written)}"
 
     assert [r["steps"] for r in ranks] == [ROWS // (NP * BATCH)] * NP
