@@ -337,6 +337,28 @@ class FeedAck(Message, kind="feed_ack"):
     """The rank holds a batch: the feeder may send one more (the ack waits while the rank lags)."""
 
 
+# a Spark feeder task -> the stream's broker (driver): so that a failed job names the partition that failed
+
+
+@dataclass(frozen=True)
+class FeederStarted(Message, kind="feeder_started"):
+    """A feeder task began: its pass, its partition and Spark's attempt number of the task."""
+
+    stream: str
+    pass_id: int
+    partition: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class FeederFinished(Message, kind="feeder_finished"):
+    """The feeder task of `partition` pushed all of its rows."""
+
+    stream: str
+    pass_id: int
+    partition: int
+
+
 def encode(message: Message) -> tuple[str, dict[str, Any]]:
     """The wire form of `message`: its kind and its fields."""
     return message.kind, {f.name: getattr(message, f.name) for f in fields(message)}  # type: ignore[arg-type]

@@ -4,7 +4,8 @@ Every rank opens a pass on its own connection, naming the server it listens on (
 rank opened it, the broker runs `df` as a Spark job whose tasks (`stream_feeder`) push each partition's rows
 straight to the ranks whose shares hold them. The broker plans those targets, runs and watches the job, and
 tells the ranks why a pass failed (a feeder failed for good, a partition gave other rows than counted, a rank
-left early: then it cancels the feeders).
+left early: then it cancels the feeders). Feeder tasks tell it when they start and finish, so that a failed
+job names the partition whose task failed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -20,15 +20,14 @@ from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.data.stream_feeder import RESULT_SCHEMA, Target, feeder
+from sparkrunner.data.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.data.stream_handle import StreamData, rank_share
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch.network import configured_port_range, server_port
 from sparkrunner.placement.background_job import short_spark_error
+from sparkrunner.placement.sessions import cancel_tagged, jobs_tagged
 
 log = logging.getLogger(__name__)
-
-_FAILED_TASK = re.compile(r"Task (\d+) in stage")
 
 
 @dataclass
@@ -51,6 +50,8 @@ class _Pass:
         self.failure: str | None = None
         self.tag = f"sparkrunner-stream-{uuid.uuid4().hex[:12]}"
         self.job_running = False
+        self.feeders: dict[int, int] = {}
+        """Partition -> the attempt number of its feeder task running now (started, not finished)."""
 
     def open(self, conn: Connection, opened: m.StreamOpen) -> None:
         first = self.opened
@@ -96,7 +97,8 @@ class _Pass:
 
     def job_ended(self, error: BaseException | None, fed: dict[int, int]) -> None:
         if error is not None:
-            self.fail(_feeder_failure(error, self.opened.epoch))
+            self.fail(f"{self._failed_task()} failed in epoch {self.opened.epoch} of the streamed DataFrame: "
+                      f"{short_spark_error(error)}")  # fmt: skip
             return
         for partition, counted in enumerate(self.data.partition_rows):
             if fed.get(partition, 0) < counted:
@@ -108,14 +110,17 @@ class _Pass:
                 )
                 return
 
+    def _failed_task(self) -> str:
+        """The feeder task that failed the job: of those that started and never finished, the one Spark tried
+        most often (the others were stopped when the job failed); all of them when that is a tie."""
+        if not self.feeders:
+            return "a task of the feeders' job (before any feeder started)"
+        most = max(self.feeders.values())
+        failed = sorted(p for p, attempt in self.feeders.items() if attempt == most)
+        return f"the feeder task of partition {' or '.join(map(str, failed))}"
+
     def all_done(self) -> bool:
         return self.failure is not None or all(rank.done for rank in self.ranks.values())
-
-
-def _feeder_failure(error: BaseException, epoch: int) -> str:
-    found = _FAILED_TASK.search(str(error))
-    which = f"the feeder task of partition {found.group(1)}" if found else "a feeder task"
-    return f"{which} failed in epoch {epoch} of the streamed DataFrame: {short_spark_error(error)}"
 
 
 def _send(conn: Connection, message: m.Message) -> None:
@@ -156,6 +161,12 @@ class StreamBroker:
                     current, rank = self._roles[conn]
                     current.ranks[rank].done = True
                     self._forget_if_over(current)
+                case m.FeederStarted(pass_id=pass_id, partition=partition, attempt=attempt):
+                    if pass_id in self._passes:
+                        self._passes[pass_id].feeders[partition] = attempt
+                case m.FeederFinished(pass_id=pass_id, partition=partition):
+                    if pass_id in self._passes:
+                        self._passes[pass_id].feeders.pop(partition, None)
                 case _:
                     raise ChannelError(f"the stream broker got an unexpected {message.kind!r}")
 
@@ -189,19 +200,16 @@ class StreamBroker:
         assert self.data is not None
         spark = self.frame.sparkSession
         with self._lock:
-            targets = current.targets()
-        feed = feeder(targets, self.secret, self.data.stream_id)
+            job = FeedJob(self.data.stream_id, self.data.address, current.id, current.targets())
+        feed = feeder(job, self.secret)
         error: BaseException | None = None
         fed: dict[int, int] = {}
-        spark.addTag(current.tag)
         try:
-            fed = {
-                row["partition"]: row["rows"] for row in self.frame.mapInArrow(feed, RESULT_SCHEMA).collect()
-            }
+            with jobs_tagged(spark, current.tag):
+                rows = self.frame.mapInArrow(feed, RESULT_SCHEMA).collect()
+            fed = {row["partition"]: row["rows"] for row in rows}
         except BaseException as exc:
             error = exc
-        finally:
-            spark.removeTag(current.tag)
         with self._lock:
             current.job_running = False
             if current.id in self._passes:
@@ -229,7 +237,7 @@ class StreamBroker:
         self._stop_joining(current)
         if current.job_running:
             with contextlib.suppress(Exception):
-                self.frame.sparkSession.interruptTag(current.tag)
+                cancel_tagged(self.frame.sparkSession, current.tag)
 
     def close(self) -> None:
         """Stop serving: cancel the feeders of passes still running, close every connection."""

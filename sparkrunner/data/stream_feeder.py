@@ -3,7 +3,8 @@
 It runs inside `DataFrame.mapInArrow`, so whatever `df`'s plan computes (pandas UDFs, SQL, Spark ML
 transformers) runs here, on a free slot, while the ranks train. The driver's broker gives it, in its closure,
 the ranks its partition's rows go to (`Target`); it sends each rank only the rows of its range, over the
-rank's own encrypted connection. At most `WINDOW` batches wait for a rank's ack: a rank that lags holds its
+rank's own encrypted connection. It tells the broker when it starts and when it has pushed every row, so that
+a job that fails names the partition whose task failed (Spark 4 reports only the task's own error). At most `WINDOW` batches wait for a rank's ack: a rank that lags holds its
 feeders back instead of filling memory, and an ack's round trip does not stall Spark.
 """
 
@@ -14,7 +15,7 @@ from typing import Any, NamedTuple
 
 from sparkrunner.channel import connect
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.messages import FeedAck, FeedBatch, FeedStart
+from sparkrunner.channel.messages import FeedAck, FeedBatch, FeederFinished, FeederStarted, FeedStart
 from sparkrunner.errors import ChannelError
 
 WINDOW = 4
@@ -59,17 +60,26 @@ class _Link:
         self.unacked -= 1
 
 
-def feeder(
-    targets: Mapping[int, Sequence[Target]], secret: bytes, stream_id: str
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The `mapInArrow` function of one pass: partition p's rows go to ``targets[p]`` (none: nobody needs them)."""
+class FeedJob(NamedTuple):
+    """What every feeder task of one pass needs: the stream, its broker and the pass's targets per partition."""
+
+    stream_id: str
+    broker: tuple[str, int]
+    pass_id: int
+    targets: Mapping[int, Sequence[Target]]
+
+
+def feeder(job: FeedJob, secret: bytes) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The `mapInArrow` function of one pass: partition p's rows go to ``job.targets[p]`` (none: nobody needs
+    them)."""
 
     def feed(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         context = _task_context()
         partition, attempt = context.partitionId(), context.attemptNumber()
-        mine = targets.get(partition, ())
+        broker = _tell_broker(job, secret, FeederStarted(job.stream_id, job.pass_id, partition, attempt))
+        mine = job.targets.get(partition, ())
         links: dict[Target, _Link] = {}
         offset = 0
         try:
@@ -79,7 +89,7 @@ def feeder(
                     if low < high:
                         if target not in links:
                             links[target] = _Link(
-                                target, secret, FeedStart(stream_id, target.token, partition, attempt)
+                                target, secret, FeedStart(job.stream_id, target.token, partition, attempt)
                             )
                         links[target].send(
                             FeedBatch(low, high - low, _ipc(batch.slice(low - offset, high - low)))
@@ -87,15 +97,35 @@ def feeder(
                 offset += batch.num_rows
             for link in links.values():
                 link.drain()
+            if broker is not None:
+                _send_quietly(broker, FeederFinished(job.stream_id, job.pass_id, partition))
         finally:
-            for link in links.values():
-                link.conn.close()
+            for conn in [link.conn for link in links.values()] + ([broker] if broker is not None else []):
+                conn.close()
         yield pa.RecordBatch.from_pydict(
             {"partition": [partition], "rows": [offset]},
             schema=pa.schema([("partition", pa.int32()), ("rows", pa.int64())]),
         )
 
     return feed
+
+
+def _tell_broker(job: FeedJob, secret: bytes, started: FeederStarted) -> Any:
+    """A connection to the broker that announced this task, or None: the broker only names failures, so a
+    feeder that cannot reach it still feeds."""
+    try:
+        conn = connect(job.broker, secret)
+    except (ChannelError, OSError):
+        return None
+    return conn if _send_quietly(conn, started) else None
+
+
+def _send_quietly(conn: Any, message: m.Message) -> bool:
+    try:
+        m.send(conn, message)
+    except (ChannelError, OSError):
+        return False
+    return True
 
 
 def _ipc(batch: Any) -> bytes:

@@ -60,7 +60,8 @@ def stream(
     check_number("buffer_bytes", buffer_bytes, 1)
     columns.check_spark_schema(df.schema, vectors_to_arrays)
     frame = converted(df, float32)
-    partition_rows, lengths = _count(frame)
+    shuffles = _has_exchange(frame)
+    partition_rows, lengths = _count(frame, shuffles)
     advertised, bind = _addresses(frame.sparkSession, host)
     broker = StreamBroker(frame, bind)
     data = StreamData(
@@ -91,19 +92,50 @@ def _close(stream_id: str) -> None:
         broker.close()
 
 
-def _count(frame: Any) -> tuple[tuple[int, ...], dict[str, int]]:
-    """Every partition's rows and the first row's list lengths, in one pass that sends Python only a few
-    integers per row: the lengths of the list columns and one hash of the others. Every column is computed
-    (nothing pruned, so the plan counted is the plan the feeders run), and nothing is shuffled or written."""
-    F = _functions(frame)
+def _count(frame: Any, shuffles: bool) -> tuple[tuple[int, ...], dict[str, int]]:
+    """Every partition's rows, and the first row's list lengths, without sending Python any row.
+
+    A plan with no exchange keeps its partitions whichever columns are computed (they come from its sources:
+    a range, files, a cache), so its rows are counted over a pruned plan that skips every column, pandas UDFs
+    included; a plan with one (`shuffles`) is counted over its own columns (see `_count_every_column`)."""
     lists = tuple(f.name for f in _arrow_schema(frame) if columns.is_list(f.type))
+    if shuffles:
+        return _count_every_column(frame, lists)
+    F = _functions(frame)
+    rows, _ = _counted(frame.select(F.lit(True).alias("counted")), ())
+    if not lists or not any(rows):
+        return rows, {}
+    first = frame.select(*[F.size(F.col(f"`{c}`")).alias(c) for c in lists]).limit(1).collect()
+    return rows, {name: int(first[0][name]) for name in lists} if first else {}
+
+
+def _count_every_column(frame: Any, lists: tuple[str, ...]) -> tuple[tuple[int, ...], dict[str, int]]:
+    """The count of a plan with an exchange: a few integers per row (the list columns' lengths, one hash of the
+    others), so that every column is computed and nothing is pruned. Pruning could change how Spark splits the
+    exchange's output (adaptive execution coalesces partitions by their bytes), and the plan counted must be
+    the plan the feeders run. Nothing is shuffled or written beyond what `df` does itself."""
+    F = _functions(frame)
     scalars = [F.col(f"`{c}`") for c in frame.columns if c not in lists]
     small = [F.size(F.col(f"`{c}`")).alias(c) for c in lists] + [F.hash(*scalars if scalars else [F.lit(0)])]
-    counted = frame.select(*small).mapInArrow(partition_counter(lists), COUNT_SCHEMA).collect()
+    return _counted(frame.select(*small), lists)
+
+
+def _counted(frame: Any, lists: tuple[str, ...]) -> tuple[tuple[int, ...], dict[str, int]]:
+    """Rows per partition of `frame` (empty ones too) and the `lists` lengths of its first row, in one pass."""
+    counted = frame.mapInArrow(partition_counter(lists), COUNT_SCHEMA).collect()
     found = {row["partition"]: row for row in counted}
     rows = tuple(found[p]["rows"] if p in found else 0 for p in range(max(found, default=-1) + 1))
     first = next((found[p] for p in sorted(found) if found[p]["rows"]), None)
     return rows, json.loads(first["list_lengths"]) if first is not None else {}
+
+
+def _has_exchange(frame: Any) -> bool:
+    """Whether `frame`'s physical plan moves rows between partitions (a shuffle, a broadcast, a global limit)."""
+    if is_connect_session(frame.sparkSession):
+        plan = str(frame._explain_string(mode="simple"))
+    else:
+        plan = str(frame._jdf.queryExecution().executedPlan().toString())
+    return "Exchange" in plan or "Limit" in plan
 
 
 def _functions(frame: Any) -> Any:

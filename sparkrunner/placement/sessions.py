@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from sparkrunner.errors import InvalidArgumentError
@@ -51,3 +53,30 @@ def _connect_default() -> Any:
         return None
     getter = getattr(connect.SparkSession, "_get_default_session", None)
     return getter() if getter is not None else getattr(connect.SparkSession, "_default_session", None)
+
+
+@contextlib.contextmanager
+def jobs_tagged(spark: Any, tag: str) -> Iterator[None]:
+    """The Spark jobs this thread starts inside carry `tag`, so that `cancel_tagged` ends them from any thread.
+
+    A classic session's own tags (``SparkSession.addTag``) cannot be interrupted from another thread, so classic
+    sessions tag through their SparkContext; Spark Connect has only the session's tags."""
+    if is_connect_session(spark):
+        spark.addTag(tag)
+    else:
+        spark.sparkContext.addJobTag(tag)
+    try:
+        yield
+    finally:
+        if is_connect_session(spark):
+            spark.removeTag(tag)
+        else:
+            spark.sparkContext.removeJobTag(tag)
+
+
+def cancel_tagged(spark: Any, tag: str) -> None:
+    """Cancel the running jobs started inside ``jobs_tagged(spark, tag)``."""
+    if is_connect_session(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)

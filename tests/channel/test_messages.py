@@ -60,6 +60,8 @@ SAMPLES: list[m.Message] = [
     m.FeedStart(stream="s1", token="9f2c", partition=2, attempt=1),
     m.FeedBatch(offset=64, rows=32, ipc=b"ARROW1\x00"),
     m.FeedAck(),
+    m.FeederStarted(stream="s1", pass_id=3, partition=2, attempt=1),
+    m.FeederFinished(stream="s1", pass_id=3, partition=2),
 ]
 
 

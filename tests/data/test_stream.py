@@ -17,11 +17,12 @@ import pandas as pd
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.data import NumpyLoader, stream
-from sparkrunner.errors import NotEnoughSlotsError, RankFailedError
+from sparkrunner.data import NumpyLoader, close_stream, stream
+from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, StreamFeedError
 from tests.conftest import spark_session
 from tests.helpers import file_stats
 from tests.matrix import Placement
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -225,8 +226,108 @@ def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(
     armed = tmp_path / "armed"
     data = stream(df.mapInArrow(failing_once_armed(armed), df.schema))
     armed.touch()
-    with pytest.raises(RankFailedError, match=r"(?s)partition 2.*bad row in partition 2"):
+    with pytest.raises(
+        RankFailedError, match=r"(?s)the feeder task of partition 2 failed.*bad row in partition 2"
+    ):
         Runner(np=-2, launcher="direct").run(read_epochs, data)
+
+
+def read_in_threads(data: Any, batch: int) -> list[list[int]]:
+    """The ids two ranks read, as threads of this driver (np<0 without a launcher)."""
+    read: list[list[int]] = [[], []]
+
+    def rank(number: int) -> None:
+        for piece in NumpyLoader(data, batch, rank=number, world_size=2):
+            read[number] += [int(i) for i in piece["id"]]
+
+    threads = [threading.Thread(target=rank, args=(number,)) for number in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return read
+
+
+def raising_udf(column: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    @F.pandas_udf("double")  # type: ignore[call-overload]
+    def computed(ids: pd.Series) -> pd.Series:
+        raise RuntimeError("the feature was computed")
+
+    return computed(column)
+
+
+def test_a_plan_without_exchange_is_counted_without_its_columns_and_a_shuffled_one_with_them(
+    spark: Any,
+) -> None:
+    """`stream` counts a narrow plan over no column (no UDF runs before the first pass: the UDF that raises
+    surfaces only in the feeders), and a plan with a shuffle over every column (the UDF runs in `stream`)."""
+    from pyspark.sql import functions as F
+
+    narrow = spark.range(0, 600, numPartitions=6).select("id", raising_udf(F.col("id")).alias("w"))
+    data = stream(narrow)
+    assert data.partition_rows == (100,) * 6
+    with pytest.raises(
+        StreamFeedError, match=r"the feeder task of partition \d( or \d)* failed .*the feature was computed"
+    ):
+        NumpyLoader(data, BATCH, rank=0, world_size=1).__iter__().__next__()
+    shuffled = spark.range(0, 600, numPartitions=6).repartition(4, "id")
+    with pytest.raises(Exception, match="the feature was computed"):
+        stream(shuffled.select("id", raising_udf(F.col("id")).alias("w")))
+
+
+ADAPTIVE = {  # coalesce a shuffle's partitions by their bytes, at a size that a few KB of rows cross
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.shuffle.partitions": "40",
+    "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16k",
+    "spark.sql.adaptive.coalescePartitions.minPartitionSize": "1k",
+}
+
+
+@contextlib.contextmanager
+def session_conf(spark: Any, settings: dict[str, str]) -> Any:
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+
+
+def test_a_shuffled_plan_coalesced_by_adaptive_execution_gives_every_row_once(spark: Any) -> None:
+    """Adaptive execution coalesces the shuffle's partitions by their bytes, so a count over fewer columns
+    would see other partitions than the feeders: the wide column crosses the shuffle (np<0, two rank threads)."""
+    from pyspark.sql import functions as F
+
+    wide = F.array(*[(F.col("id") * i).cast("float") for i in range(16)])
+    df = spark.range(0, 3000, numPartitions=6).select("id", wide.alias("f")).repartition("id")
+    with session_conf(spark, ADAPTIVE):
+        data = stream(df, seed=3)
+        assert 1 < len(data.partition_rows) < 40, f"not coalesced to a few partitions: {data.partition_rows}"
+        read = read_in_threads(data, 10)
+        oracle = sorted(row["id"] for row in df.collect())
+    assert sorted(read[0] + read[1]) == oracle
+    assert len(read[0]) == len(read[1])
+
+
+def test_closing_a_stream_cancels_feeders_that_a_reader_still_holds(spark: Any) -> None:
+    """np<0: a loader in this process stops after its first batch (its buffer full, its connections open, so
+    the feeders wait for its acks); `close_stream` ends the feeders' job (Spark's own status tracker says so),
+    and the loader gets an error instead of waiting."""
+    tracker = spark.sparkContext.statusTracker()
+    data = stream(spark.range(0, 20_000, numPartitions=4), shuffle=False, buffer_bytes=1)
+    batches = iter(NumpyLoader(data, 50, rank=0, world_size=1))
+    next(batches)
+    wait_until(tracker.getActiveJobsIds, 30, "the feeders' job to run")
+    close_stream(data)
+    wait_until(lambda: not tracker.getActiveJobsIds(), 30, "the feeders' job to be cancelled")
+    with pytest.raises(StreamFeedError):
+        for _ in batches:
+            pass
 
 
 def test_no_free_slot_for_feeders_is_refused_before_any_rank_starts(spark: Any) -> None:

@@ -1,12 +1,13 @@
-"""Step anatomy and straggler warnings with 4 real ranks: torch DDP over Gloo through the direct launcher,
-Horovod through both launchers; on Spark (`local-cluster[2,1,1024]`, 2 ranks per barrier task, the suite's
-shared session) and on the driver (np < 0), one launcher per case. Slowness is injected with sleeps well above
-the noise of a loaded machine (a 40 ms step against 30 ms ones), so what is checked is behaviour under a known
-gap. Where a rank runs is checked against its working folder: under local-cluster, an executor's is named by
-its id."""
+"""Step anatomy and straggler warnings with 4 real ranks: torch DDP over Gloo and Horovod, each through both
+launchers, on Spark (`local-cluster[2,1,1024]`, 2 ranks per barrier task, the suite's shared session) and on
+the driver (np < 0), one launcher per case; and the steps of sparkrunner's own loaders with 2 ranks. Slowness
+is injected with sleeps well above the noise of a loaded machine (a 40 ms step against 30 ms ones), so what is
+checked is behaviour under a known gap. Where a rank runs is checked against its working folder: under
+local-cluster, an executor's is named by its id."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import warnings
 from pathlib import Path
@@ -95,14 +96,17 @@ def straggler_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("placement", "part", "named"),
-    [("spark", "compute", "computing"), ("np<0", "data", "waiting for data")],
+    ("placement", "launcher", "part", "named"),
+    [
+        ("spark", "direct", "compute", "computing"),
+        pytest.param("np<0", "mpirun", "data", "waiting for data", marks=LAUNCHERS[1].marks),
+    ],
 )
 def test_a_slow_rank_is_named_with_the_part_that_explains_the_gap(
-    placement: str, part: str, named: str, request: pytest.FixtureRequest
+    placement: str, launcher: str, part: str, named: str, request: pytest.FixtureRequest
 ) -> None:
     where = placed(placement, request)
-    runner = runner_on(where, "direct", tracking=False)
+    runner = runner_on(where, launcher, tracking=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         folders, grads = zip(*runner.run_all(ddp_steps, 60, slow_rank=3, part=part), strict=True)
@@ -188,3 +192,52 @@ def test_a_ddp_left_untimed_reduces_as_ddp_and_counts_no_wait_np_below_zero_dire
     assert list(table["steps"]) == [20, 20]
     assert (table["comm_p95_s"] == 0).all()  # no hook ran: rank 0's wait for rank 1 counts as compute
     assert table.loc[0, "compute_median_s"] > 0.005
+
+
+def loader_steps(uri: str, batch: int, pause_s: float) -> list[int]:
+    """Two epochs of ``timed(TorchProgress(TorchLoader(data)).epoch(e))`` (three step sources nested: the loader
+    must count each step once), then a validation pass of a NumpyLoader iterated after them. Returns the batches
+    each loop saw, counted here."""
+    import time
+
+    import sparkrunner
+    from sparkrunner import TorchProgress
+    from sparkrunner.data import NumpyLoader, TorchLoader
+    from sparkrunner.data.dataset import scan
+
+    data = scan(uri)
+    progress = TorchProgress(TorchLoader(data, batch), epochs=2)
+    seen = []
+    for epoch in range(2):
+        seen.append(0)
+        for _ in sparkrunner.timed(progress.epoch(epoch)):
+            time.sleep(pause_s)
+            seen[-1] += 1
+    seen.append(sum(1 for _ in NumpyLoader(data, batch)))
+    return seen
+
+
+def test_steps_come_from_sparkrunners_loaders_once_and_the_terminal_shows_a_table_np_below_zero_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkrunner.observe import anatomy
+
+    rows = 400
+    pq.write_table(pa.table({"x": list(range(rows))}), tmp_path / "part-0.parquet", row_group_size=20)
+    monkeypatch.setattr(anatomy, "ANATOMY_TABLE_EVERY_S", 0.0)  # every window's table, as a terminal shows it
+    runner = Runner(np=-2, launcher="direct", progress=True, tracking=False)
+    with caplog.at_level(logging.INFO, logger="sparkrunner"):
+        seen = runner.run_all(loader_steps, str(tmp_path), 10, 0.002)
+    assert [sum(loops) for loops in seen] == [3 * rows // 2 // 10] * 2  # 20 batches a loop, each rank
+    table = runner.last_run.step_anatomy
+    assert list(table["steps"]) == [sum(loops) for loops in seen]  # not one more for the progress reports
+    assert (table["compute_median_s"] >= 0.0015).all()  # the 2 ms pause between two requests for a batch
+    shown = [r.getMessage() for r in caplog.records if "step anatomy, median ms per step" in r.getMessage()]
+    assert shown, "no per-rank table was logged"
+    header, *lines = shown[-1].splitlines()[1:]
+    assert header.split() == ["rank", "steps/s", "data", "compute", "comm", "own", "step"]
+    assert sorted(int(line.split()[0]) for line in lines) == [0, 1]
+    assert all(float(line.split()[1]) > 0 for line in lines)
