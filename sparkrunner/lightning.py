@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import math
 import os
 import sys
 from typing import Any
@@ -80,8 +81,31 @@ def _classes(package: str) -> tuple[type, type]:
         def validate_settings(self, num_devices: int, num_nodes: int) -> None:
             """Nothing to check: the run's shape comes from sparkrunner, not `devices` x `num_nodes`."""
 
+    callback_base = importlib.import_module(f"{package}.callbacks").Callback
+
+    class SparkRunnerProgress(callback_base):  # type: ignore[misc,valid-type]
+        """Reports every training batch to sparkrunner, so that the bar, the per-rank timings and the step
+        anatomy count Lightning's steps with no call in the user's module."""
+
+        total: int | None = None
+
+        def on_train_start(self, trainer: Any, *_: Any) -> None:
+            steps = trainer.estimated_stepping_batches  # optimizer steps: batches / accumulate_grad_batches
+            self.total = int(steps) * trainer.accumulate_grad_batches if math.isfinite(steps) else None
+
+        def on_train_batch_end(self, trainer: Any, *_: Any) -> None:
+            from sparkrunner.ranks.progress import report_progress
+
+            report_progress(epoch=trainer.current_epoch, total=self.total)
+
     class SparkRunnerDDPStrategy(base_strategy):  # type: ignore[misc,valid-type]
-        """DDP over the run's ranks, whatever their hosts: one process per rank, one device each."""
+        """DDP over the run's ranks, whatever their hosts: one process per rank, one device each. It adds
+        `SparkRunnerProgress` to the Trainer's callbacks."""
+
+        def setup(self, trainer: Any) -> None:
+            super().setup(trainer)
+            if not any(isinstance(callback, SparkRunnerProgress) for callback in trainer.callbacks):
+                trainer.callbacks.append(SparkRunnerProgress())
 
         @property
         def root_device(self) -> torch.device:

@@ -1,5 +1,6 @@
 """PyTorch Lightning DDP on every launcher and placement, with `strategy=sparkrunner.lightning.ddp()` and no
-`devices`/`num_nodes`: all of the run's ranks train, the sampler splits the data, the replicas agree."""
+`devices`/`num_nodes`: all of the run's ranks train, the sampler splits the data, the replicas agree, and the
+strategy's callback reports every step to the bar and the step anatomy."""
 
 from __future__ import annotations
 
@@ -69,9 +70,8 @@ def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
 
 
 def test_ddp_trains_on_every_rank(placement: Placement, launcher: str) -> None:
-    views = Runner(np=placement.np(2), launcher=launcher, tracking=False).run_all(
-        fit_one_replica, SAMPLES, BATCH, EPOCHS
-    )
+    runner = Runner(np=placement.np(2), launcher=launcher, tracking=False)
+    views = runner.run_all(fit_one_replica, SAMPLES, BATCH, EPOCHS)
     world = len(views)
     steps = math.ceil(math.ceil(SAMPLES / world) / BATCH) * EPOCHS  # DistributedSampler pads to equal shards
     assert steps != math.ceil(SAMPLES / BATCH) * EPOCHS, "the oracle must tell a split from no split"
@@ -79,3 +79,8 @@ def test_ddp_trains_on_every_rank(placement: Placement, launcher: str) -> None:
         assert view["global_rank"] == view["rank"] and view["world_size"] == world, view
         assert view["global_step"] == steps, view
         assert view["weights"] == views[0]["weights"], "replicas diverged"
+    # the strategy's callback reported every batch: the anatomy counted Lightning's steps (one report to the
+    # next, so the first batch opens the count) and the run's progress saw them all
+    assert list(runner.last_run.step_anatomy["steps"]) == [steps - 1] * world
+    timings = runner.last_run.timings
+    assert timings.groupby("rank")["step"].max().tolist() == [steps] * world
