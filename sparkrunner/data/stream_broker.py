@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from sparkrunner.placement.sessions import cancel_tagged, jobs_tagged
 
 log = logging.getLogger(__name__)
 
+_FAILED_TASK = re.compile(r"Task (\d+) in stage \d+")
+"""How Spark 3.5 names the task that failed a job (Spark 4 reports only the task's own error)."""
+
 
 @dataclass
 class _Rank:
@@ -42,8 +46,9 @@ class _Rank:
 class _Pass:
     """One pass over the stream: its ranks and the Spark job that feeds them."""
 
-    def __init__(self, data: StreamData, opened: m.StreamOpen, pass_id: int) -> None:
+    def __init__(self, data: StreamData, opened: m.StreamOpen, pass_id: int, shuffles: bool) -> None:
         self.id = pass_id
+        self.shuffles = shuffles
         self.data = data
         self.opened = opened
         self.ranks: dict[int, _Rank] = {}
@@ -97,7 +102,7 @@ class _Pass:
 
     def job_ended(self, error: BaseException | None, fed: dict[int, int]) -> None:
         if error is not None:
-            self.fail(f"{self._failed_task()} failed in epoch {self.opened.epoch} of the streamed DataFrame: "
+            self.fail(f"{self._failed_task(error)} failed in epoch {self.opened.epoch} of the streamed DataFrame: "
                       f"{short_spark_error(error)}")  # fmt: skip
             return
         for partition, counted in enumerate(self.data.partition_rows):
@@ -110,17 +115,33 @@ class _Pass:
                 )
                 return
 
-    def _failed_task(self) -> str:
-        """The feeder task that failed the job: of those that started and never finished, the one Spark tried
-        most often (the others were stopped when the job failed); all of them when that is a tie."""
+    def _failed_task(self, error: BaseException) -> str:
+        """The feeder task that failed the job. Where Spark names the task, and the feeders' job is one stage (a
+        plan with no exchange: a task's number is its partition), that one; else, of the feeders that announced
+        themselves and never finished, the one Spark tried most often (the others were stopped when the job
+        failed), or each of them when that is a tie."""
+        found = None if self.shuffles else _FAILED_TASK.search(_chained_text(error))
+        if found is not None:
+            return f"the feeder task of partition {found.group(1)}"
         if not self.feeders:
-            return "a task of the feeders' job (before any feeder started)"
+            return "a feeder task"
         most = max(self.feeders.values())
         failed = sorted(p for p, attempt in self.feeders.items() if attempt == most)
         return f"the feeder task of partition {' or '.join(map(str, failed))}"
 
     def all_done(self) -> bool:
         return self.failure is not None or all(rank.done for rank in self.ranks.values())
+
+
+def _chained_text(error: BaseException) -> str:
+    """The text of `error` and of the exceptions it was raised from or during (pyspark raises a task's Python
+    error "from None", leaving Spark's own message in its context)."""
+    texts: list[str] = []
+    current: BaseException | None = error
+    while current is not None and len(texts) < 8:
+        texts.append(str(current))
+        current = current.__cause__ or current.__context__
+    return "\n".join(texts)
 
 
 def _send(conn: Connection, message: m.Message) -> None:
@@ -134,8 +155,10 @@ class StreamBroker:
     A rank joins the oldest pass of its loader's iteration that it has not opened yet: ranks that start a new
     loader (iteration 0 again) begin a new pass, never one still ending."""
 
-    def __init__(self, frame: Any, bind_host: str) -> None:
+    def __init__(self, frame: Any, bind_host: str, shuffles: bool) -> None:
         self.frame = frame
+        self.shuffles = shuffles
+        """Whether `frame`'s plan has an exchange (its feeders' job then has stages before theirs)."""
         self.secret = new_secret()
         self.data: StreamData | None = None
         self._lock = threading.Lock()
@@ -175,7 +198,7 @@ class StreamBroker:
         waiting = self._joining.setdefault(opened.iteration, [])
         current = next((pass_ for pass_ in waiting if opened.rank not in pass_.ranks), None)
         if current is None:
-            current = _Pass(self.data, opened, next(self._ids))
+            current = _Pass(self.data, opened, next(self._ids), self.shuffles)
             waiting.append(current)
             self._passes[current.id] = current
         self._roles[conn] = (current, opened.rank)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import uuid
@@ -63,7 +64,7 @@ def stream(
     shuffles = _has_exchange(frame)
     partition_rows, lengths = _count(frame, shuffles)
     advertised, bind = _addresses(frame.sparkSession, host)
-    broker = StreamBroker(frame, bind)
+    broker = StreamBroker(frame, bind, shuffles)
     data = StreamData(
         uuid.uuid4().hex,
         (advertised, broker.port),
@@ -102,11 +103,25 @@ def _count(frame: Any, shuffles: bool) -> tuple[tuple[int, ...], dict[str, int]]
     if shuffles:
         return _count_every_column(frame, lists)
     F = _functions(frame)
-    rows, _ = _counted(frame.select(F.lit(True).alias("counted")), ())
+    rows = _count_pruned(frame.select(F.lit(True).alias("counted")))
     if not lists or not any(rows):
         return rows, {}
     first = frame.select(*[F.size(F.col(f"`{c}`")).alias(c) for c in lists]).limit(1).collect()
     return rows, {name: int(first[0][name]) for name in lists} if first else {}
+
+
+def _count_pruned(pruned: Any) -> tuple[int, ...]:
+    """Rows per partition of `pruned` (one constant column), counted in the JVM where there is one: Spark's
+    `zipWithIndex` counts the rows of every partition but the last to number them, so one empty partition
+    appended makes that every partition, with no row leaving the JVM and nothing written. Over Spark Connect,
+    a `mapInArrow` pass that receives only the constant column."""
+    if is_connect_session(pruned.sparkSession):
+        return _counted(pruned, ())[0]
+    context = pruned.sparkSession.sparkContext
+    empty = context._jsc.parallelize(context._jvm.java.util.ArrayList(), 1).rdd()
+    numbered = pruned._jdf.queryExecution().toRdd().union(empty).zipWithIndex()
+    starts = [int(partition.startIndex()) for partition in numbered.partitions()]
+    return tuple(high - low for low, high in itertools.pairwise(starts))
 
 
 def _count_every_column(frame: Any, lists: tuple[str, ...]) -> tuple[tuple[int, ...], dict[str, int]]:
