@@ -17,7 +17,8 @@ RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.r
         "sparkrunner.data.loader", "sparkrunner.data.torch_adapter", "sparkrunner.data.tf_adapter",
         "sparkrunner.data.arrow_reader", "sparkrunner.data.petastorm_reader", "sparkrunner.data.batching",
         "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch",
-        "sparkrunner.data.stream_reader", "sparkrunner.data.stream_inbox")  # fmt: skip
+        "sparkrunner.data.stream_reader", "sparkrunner.data.stream_inbox",
+        "sparkrunner.lightning")  # fmt: skip
 TASK = ("sparkrunner.tasks.", "sparkrunner.data.stream_feeder")
 DRIVER = ("sparkrunner.driver.", "sparkrunner.placement.", "sparkrunner.observe.", "sparkrunner.runner",
           "sparkrunner.compat.",
