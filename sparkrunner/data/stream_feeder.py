@@ -4,8 +4,9 @@ It runs inside `DataFrame.mapInArrow`, so whatever `df`'s plan computes (pandas 
 transformers) runs here, on a free slot, while the ranks train. The driver's broker gives it, in its closure,
 the ranks its partition's rows go to (`Target`); it sends each rank only the rows of its range, over the
 rank's own encrypted connection. It tells the broker when it starts and when it has pushed every row, so that
-a job that fails names the partition whose task failed (Spark 4 reports only the task's own error). At most `WINDOW` batches wait for a rank's ack: a rank that lags holds its
-feeders back instead of filling memory, and an ack's round trip does not stall Spark.
+a job that fails names the partition whose task failed (Spark 4 reports only the task's own error). At most
+`WINDOW` batches wait for a rank's ack: a rank that lags holds its feeders back instead of filling memory, and
+an ack's round trip does not stall Spark.
 """
 
 from __future__ import annotations
