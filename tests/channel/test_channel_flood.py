@@ -39,8 +39,18 @@ def _listening_ports() -> set[int]:
     }
 
 
+def _speaks_first(port: int) -> bool:
+    """Whether the server at `port` sends bytes before the client says anything, as the channel does (its
+    handshake nonce); the other servers of a run (the direct launcher's Horovod rendezvous, HTTP) wait."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+            return len(probe.recv(1)) == 1
+    except OSError:
+        return False
+
+
 class Flood:
-    """A flooder process aimed at the first new listening port of this process."""
+    """A flooder process aimed at the channel: the new listening port of this process that speaks first."""
 
     def __init__(self, mode: str, count: int, tmp_path: Path) -> None:
         self.ready = tmp_path / f"flood-{mode}-{count}.ready"
@@ -65,9 +75,9 @@ class Flood:
     def _aim(self) -> None:
         """Wait for the run's channel to listen, aim the flood at it, then watch this process's threads."""
         while not self._stop.is_set():
-            new = _listening_ports() - self._before
-            if new:
-                self.aim(new.pop())
+            channel = [port for port in _listening_ports() - self._before if _speaks_first(port)]
+            if channel:
+                self.aim(channel[0])
                 break
             time.sleep(0.005)
         while not self._stop.wait(0.05):
