@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import io
 import os
 import pickle
 import runpy
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import TracebackType
+from types import CodeType, TracebackType
 from typing import Any
 
 import cloudpickle
@@ -26,10 +27,30 @@ _HINTS = {
 }
 
 
+_FILE_SENT_APART = "<sparkrunner: file sent beside the code>"
+
+
+class _SourcePickler(cloudpickle.Pickler):
+    """Cloudpickle that keeps the file of every code object it sends by value (cloudpickle >= 3.1.3 writes
+    "<dynamic-code>" there), so tracebacks and stack dumps from the ranks show the user's file and lines."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is CodeType and obj.co_filename != _FILE_SENT_APART:
+            return _with_file, (obj.replace(co_filename=_FILE_SENT_APART), obj.co_filename)
+        return super().reducer_override(obj)
+
+
+def _with_file(code: CodeType, filename: str) -> CodeType:
+    """On the rank: the unpickled code object with its own file again (its nested code came back the same way)."""
+    return code.replace(co_filename=filename)
+
+
 def dumps_call(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
     """Serialize ``main(*args, **kwargs)``; on failure name the object that cannot be pickled."""
     try:
-        return cloudpickle.dumps((main, args, kwargs), protocol=pickle.DEFAULT_PROTOCOL)
+        buffer = io.BytesIO()
+        _SourcePickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump((main, args, kwargs))
+        return buffer.getvalue()
     except Exception as exc:
         culprit = _find_culprit(main, args, kwargs)
         raise NotPicklableError(_explain(culprit, exc)) from exc

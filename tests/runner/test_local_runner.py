@@ -15,6 +15,7 @@ import pytest
 from sparkrunner import HorovodRunner, Runner, log_to_driver
 from sparkrunner.errors import LauncherUnavailableError, RankFailedError
 from sparkrunner.frameworks import horovod_env
+from tests.matrix import LAUNCHERS
 from tests.runner.training import assert_trained_in_lockstep, ddp_train
 
 
@@ -118,6 +119,32 @@ def test_rank_exception_comes_home_with_type_message_and_traceback() -> None:
     assert "raise ValueError(message)" in err.remote_traceback
     assert "sparkrunner/ranks/bootstrap.py" not in err.remote_traceback
     assert "rank 1 failed with ValueError: bad learning rate" in str(err)
+
+
+NOTEBOOK_CELL = """\
+def train(rate):
+    def step():
+        raise ValueError(f"rate {rate} diverged")
+    return step()
+"""
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_function_sent_by_value_keeps_its_file_and_lines_in_the_remote_traceback(
+    launcher: str, tmp_path: Path
+) -> None:
+    """np<0: a function defined in `__main__` (a notebook cell, a script) travels by value; its traceback still
+    names its file and shows its source lines, read by the rank from that file."""
+    cell = tmp_path / "cell_7.py"
+    cell.write_text(NOTEBOOK_CELL)
+    scope: dict[str, Any] = {"__name__": "__main__"}
+    exec(compile(NOTEBOOK_CELL, str(cell), "exec"), scope)
+    with pytest.raises(RankFailedError) as info:
+        Runner(np=-1, launcher=launcher, tracking=False).run(scope["train"], 0.5)
+    trace = info.value.remote_traceback
+    assert f'File "{cell}", line 4, in train' in trace
+    assert f'File "{cell}", line 3, in step' in trace
+    assert 'raise ValueError(f"rate {rate} diverged")' in trace
 
 
 @pytest.mark.slow
