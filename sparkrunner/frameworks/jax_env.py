@@ -10,15 +10,11 @@ the same numbers. The local process id becomes JAX's local device id, which is s
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
-import sys
-from collections.abc import Sequence
 from types import ModuleType
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.frameworks.after_import import after_import
 from sparkrunner.launch.topology import PortSlot, Topology
 
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
@@ -37,40 +33,7 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
 
 def register_on_import() -> None:
     """In the rank: have JAX detect sparkrunner's run as a cluster once (and if) it imports its registry."""
-    if _REGISTRY in sys.modules:
-        _register(sys.modules[_REGISTRY])
-    elif not any(isinstance(finder, _RegistryFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RegistryFinder())
-
-
-class _RegistryFinder(importlib.abc.MetaPathFinder):
-    """Finds JAX's cluster registry with the other finders and registers sparkrunner's cluster after it runs."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _REGISTRY:
-            return None
-        sys.meta_path.remove(self)  # once: the other finders find the module itself
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _RegisteringLoader(spec.loader)
-        return spec
-
-
-class _RegisteringLoader(importlib.abc.Loader):
-    """Runs the registry module, then adds sparkrunner's cluster to it."""
-
-    def __init__(self, loader: importlib.abc.Loader) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        _register(module)
+    after_import(_REGISTRY, _register)
 
 
 def _register(registry: ModuleType) -> None:

@@ -24,7 +24,7 @@ from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.launch.topology import Topology
-from sparkrunner.ranks import anatomy, fast_exit, warm
+from sparkrunner.ranks import anatomy, fast_exit, trainer_progress, warm
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
@@ -127,6 +127,7 @@ def main() -> int:
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)
     jax_env.register_on_import()
+    trainer_progress.install()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)

@@ -15,14 +15,12 @@ TensorFlow's collectives run inside its graph, where Python cannot see them: the
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from sparkrunner.frameworks.after_import import after_import
 
 Record = Callable[[float], None]
 
@@ -37,36 +35,7 @@ def install(record: Record) -> None:
     """Report every collective wait to `record(seconds)` from now on."""
     patches = {_C10D: _patch_c10d, _DDP: _patch_ddp, _HOROVOD: _patch_horovod}
     for name, patch in patches.items():
-        if name in sys.modules:
-            patch(sys.modules[name], record)
-        else:
-            sys.meta_path.insert(0, _AfterImport(name, functools.partial(patch, record=record)))
-
-
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Lets the other finders find module `name`, runs it, then calls `then(module)`; once."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
-        self._name, self._then = name, then
-        self._loader: Any = None
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self._name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None:
-            self._loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._then(module)
+        after_import(name, functools.partial(patch, record=record))
 
 
 def _timed(call: Callable[..., Any], record: Record, blocking: Callable[..., bool]) -> Callable[..., Any]:

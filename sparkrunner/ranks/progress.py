@@ -14,12 +14,18 @@ from sparkrunner.channel.messages import Progress
 from sparkrunner.ranks import anatomy
 from sparkrunner.ranks.api import send_to_driver
 
-_last_step: dict[str, int] = {}
+_reported: dict[str, int] = {}
+"""In this run: "step", the last step reported; "calls", how many reports were made."""
 
 
 def forget_steps() -> None:
     """Between two runs of a warm rank: the next run's first `report_progress()` is step 1 again."""
-    _last_step.clear()
+    _reported.clear()
+
+
+def reports_made() -> int:
+    """How many times `report_progress` was called in this run (a built-in callback yields to the user's)."""
+    return _reported.get("calls", 0)
 
 
 def report_progress(
@@ -41,8 +47,9 @@ def report_progress(
 
     Returns False outside a run (nothing is sent), so `main` can be tested on its own.
     """
-    step = _last_step.get("step", 0) + 1 if step is None else int(step)
-    _last_step["step"] = step
+    step = _reported.get("step", 0) + 1 if step is None else int(step)
+    _reported["step"] = step
+    _reported["calls"] = reports_made() + 1
     numbers = {str(k): float(v) for k, v in metrics.items()}
     epoch, total, samples = (None if n is None else int(n) for n in (epoch, total, samples))
     clock = anatomy.clock()

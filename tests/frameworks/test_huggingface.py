@@ -16,13 +16,26 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SAMPLES, BATCH, EPOCHS = 22, 4, 2
 
 
-def trainer_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
-    """One rank: `transformers.Trainer` on a 1-layer BERT classifier built from its config."""
+def trainer_replica(samples: int, batch: int, epochs: int, own_callback: bool = False) -> dict[str, Any]:
+    """One rank: `transformers.Trainer` on a 1-layer BERT classifier built from its config; with `own_callback`,
+    the user's own callback reports each step with a loss (as code written before sparkrunner counted steps)."""
     import os
     import tempfile
 
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    import sparkrunner
+
+    class UsersProgress(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            sparkrunner.report_progress(loss=1.0 / state.global_step)
 
     config = BertConfig(
         vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16
@@ -42,7 +55,8 @@ def trainer_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
             logging_strategy="no",
             disable_tqdm=True,
         )
-        trainer = Trainer(model=model, args=args, train_dataset=data)
+        callbacks = [UsersProgress()] if own_callback else None
+        trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
         trainer.train()
     return {
         "rank": int(os.environ["RANK"]),
@@ -95,9 +109,29 @@ def check_data_parallel(views: list[dict[str, Any]]) -> None:
         assert view["weights"] == views[0]["weights"], "replicas diverged"
 
 
+def check_steps_counted_once(runner: Runner, world: int) -> None:
+    """The run's progress saw every optimizer step of every rank once, and the anatomy counted them (from one
+    report to the next, so the first step opens the count)."""
+    steps = math.ceil(SAMPLES / (BATCH * world)) * EPOCHS
+    timings = runner.last_run.timings
+    assert timings.groupby("rank")["step"].max().tolist() == [steps] * world
+    assert timings.groupby("rank").size().tolist() == [steps] * world, "a step was reported twice"
+    assert list(runner.last_run.step_anatomy["steps"]) == [steps - 1] * world
+
+
 def test_trainer_trains_data_parallel(placement: Placement, launcher: str) -> None:
+    """The Trainer's steps reach the bar, the timings and the anatomy with no callback in the user's code."""
     runner = Runner(np=placement.np(2), launcher=launcher, tracking=False)
     check_data_parallel(runner.run_all(trainer_replica, SAMPLES, BATCH, EPOCHS))
+    check_steps_counted_once(runner, 2)
+
+
+def test_a_trainer_whose_own_callback_reports_counts_each_step_once_np_below_zero_direct() -> None:
+    """The user's callback reports (with a loss): sparkrunner's built-in one steps aside, nothing is doubled."""
+    runner = Runner(np=-2, launcher="direct", tracking=False)
+    check_data_parallel(runner.run_all(trainer_replica, SAMPLES, BATCH, EPOCHS, own_callback=True))
+    check_steps_counted_once(runner, 2)
+    assert runner.last_run.timings["loss"].notna().all(), "the user's reports (with their loss) were kept"
 
 
 def test_accelerator_trains_data_parallel(placement: Placement, launcher: str) -> None:
