@@ -304,9 +304,16 @@ class StreamEnd(Message, kind="stream_end"):
 
 @dataclass(frozen=True)
 class StreamFailed(Message, kind="stream_failed"):
-    """The broker to a rank: the pass cannot complete (a feeder failed for good), why in words."""
+    """The broker to a rank: the pass failed (a feeder failed for good, a partition gave other rows than
+    counted), why in words."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class StreamPassOver(Message, kind="stream_pass_over"):
+    """The broker to a rank: its share is whole, and every feeder of the pass finished having given exactly
+    the rows counted, so no row of the pass went to nobody."""
 
 
 # a Spark feeder task -> a rank's stream server

@@ -93,27 +93,33 @@ class _Pass:
                 )
         return found
 
-    def fail(self, text: str) -> None:
+    def fail(self, text: str, whole_shares_too: bool = True) -> None:
+        """Tell the pass's ranks that it failed; with `whole_shares_too` False, a rank whose share is whole
+        hears that its pass is over instead (a rank that left early spoils nobody else's rows)."""
         if self.failure is None:
             self.failure = text
             for rank in self.ranks.values():
-                if not rank.done:
-                    _send(rank.conn, m.StreamFailed(text))
+                failed = whole_shares_too or not rank.done
+                _send(rank.conn, m.StreamFailed(text) if failed else m.StreamPassOver())
 
     def job_ended(self, error: BaseException | None, fed: dict[int, int]) -> None:
+        """The verdict on the pass, to every rank: a failed feeder, a partition that gave more or fewer rows
+        than counted (rows past the count go to no rank), or the pass over."""
         if error is not None:
             self.fail(f"{self._failed_task(error)} failed in epoch {self.opened.epoch} of the streamed DataFrame: "
                       f"{short_spark_error(error)}")  # fmt: skip
             return
         for partition, counted in enumerate(self.data.partition_rows):
-            if fed.get(partition, 0) < counted:
+            if fed.get(partition, 0) != counted:
                 self.fail(
-                    f"partition {partition} of the streamed DataFrame gave {fed.get(partition, 0)} rows where "
-                    f"`stream` counted {counted}: its rows changed since. A streamed DataFrame must give the same "
-                    "rows on every pass: persist() it, or avoid nondeterministic steps (rand(), sampling, "
-                    "repartition without a sort)"
+                    f"partition {partition} of the streamed DataFrame gave {fed.get(partition, 0)} rows in epoch "
+                    f"{self.opened.epoch} where `stream` counted {counted}: its rows changed since. A streamed "
+                    "DataFrame must give the same rows on every pass: persist() it, or avoid nondeterministic "
+                    "steps (rand(), sampling, repartition without a sort)"
                 )
                 return
+        for rank in self.ranks.values():
+            _send(rank.conn, m.StreamPassOver())
 
     def _failed_task(self, error: BaseException) -> str:
         """The feeder task that failed the job. Where Spark names the task, and the feeders' job is one stage (a
@@ -255,7 +261,7 @@ class StreamBroker:
                 self._abandon(current)
 
     def _abandon(self, current: _Pass) -> None:
-        current.fail(f"rank left pass {current.opened.iteration} before its end")
+        current.fail(f"rank left pass {current.opened.iteration} before its end", whole_shares_too=False)
         del self._passes[current.id]
         self._stop_joining(current)
         if current.job_running:

@@ -43,6 +43,8 @@ class Share:
         self.buffer_bytes = buffer_bytes
         self.parked: list[tuple[Connection, list[int]]] = []  # acks waiting for room: (feeder, slices fed)
         self.failure: str | None = None
+        self.over = False
+        """The broker confirmed the pass: every partition gave exactly the rows counted."""
         self._changed = changed
 
     def feed(self, conn: Connection, partition: int, batch: m.FeedBatch) -> None:
@@ -100,6 +102,21 @@ class Share:
             if self.failure is None:
                 self.failure = text
                 self._changed.notify_all()
+
+    def end(self) -> None:
+        """The broker's verdict that the pass is over and sound."""
+        with self._changed:
+            self.over = True
+            self._changed.notify_all()
+
+    def wait_for_verdict(self) -> None:
+        """Once every row of the share was taken: block until the broker confirms the pass (StreamFeedError if
+        it failed instead, e.g. a partition gave rows past those counted, which reached no rank)."""
+        with self._changed:
+            while not self.over and self.failure is None:
+                self._changed.wait()
+            if self.failure is not None:
+                raise StreamFeedError(self.failure)
 
     def drop_feeder(self, conn: Connection) -> None:
         self.parked = [(other, fed) for other, fed in self.parked if other is not conn]

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.messages import StreamEnd, StreamFailed, StreamOpen
+from sparkrunner.channel.messages import StreamEnd, StreamFailed, StreamOpen, StreamPassOver
 from sparkrunner.data import stream_inbox
 from sparkrunner.data.columns import Chunk, to_numpy
 from sparkrunner.data.stream_handle import StreamData, rank_share
@@ -18,7 +18,8 @@ from sparkrunner.errors import ChannelError
 
 
 def read_pass(data: StreamData, names: Sequence[str], opened: StreamOpen) -> Iterator[Chunk]:
-    """Every batch of the rank's share of one pass, in the plan's order; StreamFeedError when it cannot end."""
+    """Every batch of the rank's share of one pass, in the plan's order, then the broker's verdict on the whole
+    pass; StreamFeedError when the pass fails."""
     import pyarrow as pa
 
     control = connect(data.address, data.secret)
@@ -38,6 +39,7 @@ def read_pass(data: StreamData, names: Sequence[str], opened: StreamOpen) -> Ite
                 batch = pa.ipc.open_stream(ipc).read_next_batch().select(list(names))
                 yield to_numpy(batch.slice(start, stop - start))
             m.send(control, StreamEnd())
+            share.wait_for_verdict()
         finally:
             inbox.forget(token)
     finally:
@@ -45,9 +47,12 @@ def read_pass(data: StreamData, names: Sequence[str], opened: StreamOpen) -> Ite
 
 
 def _watch(control: Connection, share: stream_inbox.Share, opened: StreamOpen) -> None:
-    """Fail the share when the broker says that the pass failed, or when the broker is lost."""
+    """Hand the broker's verdict on the pass to the share: over, failed, or the broker lost."""
     try:
         message = m.receive(control)
+        if isinstance(message, StreamPassOver):
+            share.end()
+            return
         text = (
             message.text
             if isinstance(message, StreamFailed)

@@ -57,6 +57,7 @@ SAMPLES: list[m.Message] = [
     m.StreamOpen("s1", 0, 2, 1, 4, 96, host="10.0.0.7", port=41234, token="9f2c"),
     m.StreamEnd(),
     m.StreamFailed(text="the feeder task of partition 2 failed"),
+    m.StreamPassOver(),
     m.FeedStart(stream="s1", token="9f2c", partition=2, attempt=1),
     m.FeedBatch(offset=64, rows=32, ipc=b"ARROW1\x00"),
     m.FeedAck(),

@@ -232,6 +232,46 @@ def test_a_feeder_failing_for_good_stops_the_ranks_naming_partition_and_reason(
         Runner(np=-2, launcher="direct").run(read_epochs, data)
 
 
+def changing_once_armed(armed: Path, change: str) -> Any:
+    """A mapInArrow step whose partition 1 gives 5 rows fewer, or 5 more, once `armed` exists (after `stream`
+    counted the rows): a DataFrame that is not the same on every pass."""
+
+    def step(batches: Any) -> Any:
+        from pyspark import TaskContext
+
+        changed = TaskContext.get().partitionId() == 1 and armed.exists()
+        for number, batch in enumerate(batches):
+            if changed and number == 0:
+                batch = batch.slice(5) if change == "fewer" else pa_concat(batch, batch.slice(0, 5))
+            yield batch
+
+    return step
+
+
+def pa_concat(*batches: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+@pytest.mark.parametrize("change", ["fewer", "more"])
+def test_a_partition_that_gives_other_rows_than_counted_fails_the_pass_np_below_zero_direct(
+    spark: Any, tmp_path: Path, change: str
+) -> None:
+    """Fewer rows leave a rank waiting for them; more rows would reach no rank. Either way every rank hears
+    why, even a rank whose own share came whole (the ranks wait for the broker's verdict on the pass)."""
+    df = frame(spark)
+    armed = tmp_path / "armed"
+    data = stream(df.mapInArrow(changing_once_armed(armed, change), df.schema), shuffle=False)
+    armed.touch()
+    gave = {"fewer": 95, "more": 105}[change]
+    with pytest.raises(
+        RankFailedError,
+        match=rf"partition 1 of the streamed DataFrame gave {gave} rows in epoch 0 where `stream` counted 100",
+    ):
+        Runner(np=-2, launcher="direct").run(read_epochs, data)
+
+
 def read_in_threads(data: Any, batch: int) -> list[list[int]]:
     """The ids two ranks read, as threads of this driver (np<0 without a launcher)."""
     read: list[list[int]] = [[], []]
