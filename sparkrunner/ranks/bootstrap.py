@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 import cloudpickle
 
+import sparkrunner
 from sparkrunner import channel, frameworks
 from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
@@ -69,15 +71,33 @@ class DriverWatch:
                 _die(1)
 
 
+_SPARKRUNNER_MISSING = re.compile(r"module '(sparkrunner(\.\w+)*)'|No module named '(sparkrunner(\.\w+)*)'")
+"""How unpickling names a sparkrunner module, or a module's attribute, that this rank's sparkrunner lacks."""
+
+
 def _load_call(payload: bytes) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     try:
         return loads(payload)
     except Exception as exc:
         raise RuntimeError(
-            f"the training function could not be loaded on this rank ({type(exc).__name__}: {exc}). Functions "
-            f"from your own modules are pickled by reference: make that module importable where the ranks run "
-            f"(e.g. SparkContext.addPyFile), or define the function in the notebook or main script."
+            f"the training function could not be loaded on this rank ({type(exc).__name__}: {exc}). "
+            + _why_unloadable(exc)
         ) from exc
+
+
+def _why_unloadable(exc: Exception) -> str:
+    """Advice for a payload this rank cannot unpickle: another sparkrunner than the driver's, or a user module
+    the rank cannot import."""
+    if _SPARKRUNNER_MISSING.search(str(exc)):
+        return (
+            f"The driver's sparkrunner differs from this rank's ({sparkrunner.__version__} at "
+            f"{os.path.dirname(sparkrunner.__file__)}): install the same sparkrunner on the driver and on every "
+            "executor (a cluster image or library built from the driver's version)."
+        )
+    return (
+        "Functions from your own modules are pickled by reference: make that module importable where the ranks "
+        "run (e.g. SparkContext.addPyFile), or define the function in the notebook or main script."
+    )
 
 
 def _outcome(payload: bytes, returns_value: bool) -> m.Result | m.Error:

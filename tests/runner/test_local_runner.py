@@ -172,6 +172,27 @@ def test_function_that_cannot_be_loaded_on_the_rank_is_explained(tmp_path: Path)
         Runner(np=-1).run(only_on_driver.train)
 
 
+def test_a_driver_whose_sparkrunner_differs_from_the_ranks_is_named_np_below_zero_direct() -> None:
+    """The driver's sparkrunner holds a function the ranks' does not (another version): the error says to
+    install the same sparkrunner everywhere, not to make the user's module importable."""
+    import sparkrunner.data as driver_side
+
+    def train() -> int:
+        return 1
+
+    train.__module__, train.__qualname__ = driver_side.__name__, "only_in_the_drivers_version"
+    driver_side.only_in_the_drivers_version = train  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(RankFailedError) as info:
+            Runner(np=-1, launcher="direct", tracking=False).run(train)
+    finally:
+        del driver_side.only_in_the_drivers_version  # type: ignore[attr-defined]
+    message = str(info.value)
+    assert "only_in_the_drivers_version" in message
+    assert "install the same sparkrunner on the driver and on every executor" in message
+    assert "importable" not in message
+
+
 @pytest.mark.skipif(
     horovod_env.horovod_installed(), reason="where Horovod is missing (the Spark 3.5 environment runs it)"
 )
