@@ -168,6 +168,9 @@ class NumpyLoader:
             for batch in batching.batches(chunks, self.batch_size, self.steps):
                 self._yielded += 1
                 yield batch
+            if isinstance(self.data, StreamData):
+                for _ in chunks:  # read the pass to its end, where the broker's verdict on the pass comes
+                    pass
         finally:
             chunks.close()  # type: ignore[attr-defined]
 
