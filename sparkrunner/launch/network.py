@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import random
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +21,6 @@ PortRange = tuple[int, int]
 
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 _MIN_RANGE_PORTS = 16
-QUIET_PORTS_FROM = 10000
-"""Without a port range, ports are drawn from here up to the kernel's ephemeral range: a port the kernel picks
-(bind to 0) is from the range outgoing connections take theirs from, and one of those (a shuffle fetch, a
-download) could take it between the probe and the rank's listen (seen as EADDRINUSE on MASTER_PORT)."""
-QUIET_PORT_TRIES = 64
 OOB_PORTS = 2
 
 
@@ -170,20 +164,8 @@ def free_ports(
             s.close()
 
 
-def _below_ephemeral(tries: int) -> Iterator[int]:
-    """Random ports under the kernel's ephemeral range (none where that range starts too low)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            ephemeral_low = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    if ephemeral_low - QUIET_PORTS_FROM >= 1000:
-        yield from (random.randrange(QUIET_PORTS_FROM, ephemeral_low) for _ in range(tries))
-
-
 def _candidates(port_range: PortRange | None, offset: int) -> Iterator[int]:
     if port_range is None:
-        yield from _below_ephemeral(QUIET_PORT_TRIES)
         while True:
             yield 0  # the kernel picks
     low, high = port_range
