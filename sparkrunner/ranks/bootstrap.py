@@ -71,7 +71,7 @@ class DriverWatch:
                 _die(1)
 
 
-_SPARKRUNNER_MISSING = re.compile(r"module '(sparkrunner(\.\w+)*)'|No module named '(sparkrunner(\.\w+)*)'")
+_SPARKRUNNER_MISSING = re.compile(r"(?:module|No module named) 'sparkrunner[.']")
 """How unpickling names a sparkrunner module, or a module's attribute, that this rank's sparkrunner lacks."""
 
 
