@@ -20,21 +20,16 @@ from sparkrunner.errors import (
     StragglerWarning,
 )
 from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
-from sparkrunner.recovery import (
-    AttemptRecord,
-    latest_sharded_checkpoint,
-    load_checkpoint,
-    on_stop,
-    save_checkpoint,
-    sharded_checkpoint,
-    stopping,
-)
+from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
+from sparkrunner.ranks.graceful_stop import on_stop, stopping
+from sparkrunner.ranks.sharded_checkpoint import latest_sharded_checkpoint, sharded_checkpoint
 
 if TYPE_CHECKING:
     from sparkrunner.observe.observers import RunObserver, RunRecord
     from sparkrunner.observe.tracking import MlflowTracking
     from sparkrunner.ranks.anatomy import timed
     from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
+    from sparkrunner.recovery.attempts import AttemptRecord
     from sparkrunner.runner import HorovodRunner, Runner
 
 __version__ = "0.1.0"
@@ -42,6 +37,7 @@ __version__ = "0.1.0"
 # Imported on first use: every rank imports this package, and the driver side (Runner, MLflow tracking)
 # costs a rank's start ~0.5 s it does not need.
 _LAZY = {
+    "AttemptRecord": "sparkrunner.recovery.attempts",
     "RunObserver": "sparkrunner.observe.observers",
     "RunRecord": "sparkrunner.observe.observers",
     "TorchProgress": "sparkrunner.ranks.progress",

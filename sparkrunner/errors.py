@@ -3,10 +3,45 @@
 from __future__ import annotations
 
 import signal as _signal
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-if TYPE_CHECKING:  # errors.py stays import-light: the type is for readers and mypy only
-    from sparkrunner.driver.stacks import StackReport
+ERROR_TAIL_LINES = 20
+"""Lines of a rank's output an error message shows (the full tail is an attribute of the error)."""
+
+
+@dataclass(frozen=True)
+class RankStack:
+    """One rank's state: its threads' stacks (None when it did not answer) and the last lines it printed."""
+
+    rank: int
+    host: str
+    pid: int | None
+    where: str
+    threads: str | None
+    output_tail: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        head = f"--- rank {self.rank} (host {self.host or '?'}, pid {self.pid or '?'}): {self.where} ---"
+        body = self.threads if self.threads is not None else "(no stacks)\n"
+        tail = "\n".join(self.output_tail[-ERROR_TAIL_LINES:]) or "(nothing)"
+        return f"{head}\n{body}\nlast output of rank {self.rank}:\n{tail}\n"
+
+
+@dataclass(frozen=True)
+class StackReport:
+    """Every rank's stacks at one moment; `summary()` is one line per rank, `str()` the full dumps."""
+
+    ranks: dict[int, RankStack]
+
+    def summary(self) -> str:
+        return "\n".join(f"  rank {r}: {s.where}" for r, s in sorted(self.ranks.items()))
+
+    @property
+    def stacks(self) -> dict[int, str | None]:
+        return {r: s.threads for r, s in self.ranks.items()}
+
+    def __str__(self) -> str:
+        return "\n".join(str(s) for _, s in sorted(self.ranks.items()))
 
 
 class SparkRunnerError(Exception):
@@ -57,7 +92,7 @@ class StragglerWarning(SparkRunnerWarning):
 
 
 class HangError(SparkRunnerError, TimeoutError):
-    """Ranks did not get on in time. `stack_report` (a `sparkrunner.driver.stacks.StackReport`) holds every live
+    """Ranks did not get on in time. `stack_report` (a `StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
 
     stack_report: StackReport | None = None

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from sparkrunner import timeouts
-from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.launch.network import PortRange, configured_port_range
-from sparkrunner.recovery.checkpoint_dir import check_options
-from sparkrunner.recovery.size_range import SizeRange, check_range
+from sparkrunner.channel.environment import Env
+from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
 
 LauncherName = Literal["auto", "direct", "mpirun"]
 Verbosity = Literal["all", "log_callback_only"]
 OnStall = Literal["warn", "fail"]
 VERBOSITIES: tuple[str, ...] = get_args(Verbosity)
+PortRange = tuple[int, int]
+_MIN_RANGE_PORTS = 16
 
 
 def check_number(
@@ -49,13 +50,95 @@ def check_choice(name: str, value: Any, choices: Any) -> Any:
     return value
 
 
+def parse_port_range(value: object, source: str) -> PortRange:
+    """(low, high) from a tuple or a "LOW-HIGH" string, checked; a clear error naming `source` otherwise."""
+    try:
+        text = value if isinstance(value, str) else "-".join(str(int(v)) for v in value)  # type: ignore[attr-defined]
+        low, high = (int(part) for part in text.split("-"))
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(
+            f"{source}={value!r} is not a port range; give two port numbers, e.g. (40000, 40100) or '40000-40100'"
+        ) from None
+    if not 1024 <= low <= high <= 65535 or high - low + 1 < _MIN_RANGE_PORTS:
+        raise InvalidArgumentError(
+            f"{source}={value!r} must satisfy 1024 <= low <= high <= 65535 and hold at least {_MIN_RANGE_PORTS} "
+            f"ports (half for sparkrunner's own listeners, half for MPI's)"
+        )
+    return low, high
+
+
+def configured_port_range(value: object = None) -> PortRange | None:
+    """The port range from `Runner(port_range=...)`, else from SPARKRUNNER_PORT_RANGE, else None (any port)."""
+    if value is not None:
+        return parse_port_range(value, "port_range")
+    text = os.environ.get(Env.PORT_RANGE)
+    return parse_port_range(text, Env.PORT_RANGE) if text else None
+
+
+@dataclass(frozen=True)
+class SizeRange:
+    """The ranks an elastic run may have, ``least <= size <= most`` (both > 0); `local` for ``np < 0``."""
+
+    least: int
+    most: int
+    local: bool = False
+
+
+def parse_np(np: Any) -> tuple[int, SizeRange | None]:
+    """``np`` as `Runner` takes it: an int, or ``(min, max)``; returns the fixed np (``max`` for a range,
+    negative for a local range) and the range, or a clear error naming what is wrong."""
+    if not isinstance(np, tuple | list):
+        return np, None
+    if len(np) != 2 or any(isinstance(n, bool) or not isinstance(n, int) for n in np):
+        raise InvalidArgumentError(f"np=(min, max) takes two ints, not {np!r}")
+    least, most = np
+    if least == 0 or most == 0 or (least > 0) != (most > 0):
+        raise InvalidArgumentError(
+            f"np={tuple(np)!r}: min and max must both be > 0 (Spark) or both < 0 (local processes, which "
+            f"always run |max|)"
+        )
+    if abs(least) > abs(most):
+        raise InvalidArgumentError(f"np={tuple(np)!r}: min ({least}) is larger than max ({most})")
+    local = most < 0
+    return most, SizeRange(abs(least), abs(most), local)
+
+
+def check_range(size: SizeRange, per_task: int | None, checkpoint_dir: Any) -> None:
+    """An elastic Spark run restarts from checkpoints, and every size must fill whole tasks."""
+    if size.local:
+        return
+    if checkpoint_dir is None:
+        raise InvalidArgumentError(
+            f"np=({size.least}, {size.most}) resizes the run by restarting it from its checkpoints: pass "
+            f"checkpoint_dir='/a/folder/every/executor/and/the/driver/can/read'"
+        )
+    if per_task is not None and (size.least % per_task or size.most % per_task):
+        raise InvalidArgumentError(
+            f"np=({size.least}, {size.most}): min and max must be multiples of ranks_per_task={per_task}"
+        )
+
+
+def check_checkpoint_dir(np: int, max_failures: int, checkpoint_dir: str | None) -> None:
+    """Refuse, before anything starts, a Spark run that must resume but has nowhere to keep checkpoints."""
+    if np > 0 and max_failures > 0 and checkpoint_dir is None:
+        raise CheckpointDirError(
+            f"max_failures={max_failures} resumes failed attempts from checkpoints, which np > 0 runs keep in a "
+            f"folder that the driver and every executor can read: pass checkpoint_dir='/shared/path' (a mounted "
+            f"file system such as NFS, /dbfs/... on Databricks)"
+        )
+    if checkpoint_dir is not None and (
+        not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir)
+    ):
+        raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What `Runner(...)` was given (see `Runner` for each option's meaning), checked in `__post_init__`.
 
     `port_range` is resolved against ``SPARKRUNNER_PORT_RANGE`` and `env` made a plain str -> str dict.
     ``Runner(np=(min, max))`` arrives as ``np=max`` (negative for a local range) and `np_range`
-    (`recovery.elastic.parse_np`).
+    (`parse_np`).
     `tracking` and `observers` are checked where they are turned into observers (`observe.tracking`).
     """
 
@@ -95,7 +178,7 @@ class RunOptions:
         check_number("stop_grace_s", self.stop_grace_s, 0, integer=False)
         if self.retry_if is not None and not callable(self.retry_if):
             raise InvalidArgumentError(f"retry_if must be a function(error) -> bool, not {self.retry_if!r}")
-        check_options(self.np, self.max_failures, self.checkpoint_dir)
+        check_checkpoint_dir(self.np, self.max_failures, self.checkpoint_dir)
         for name in ("horovod", "use_gpu"):
             check_choice(name, getattr(self, name), (None, True, False))
         self._check_ranks_per_task()

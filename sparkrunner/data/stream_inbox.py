@@ -24,7 +24,8 @@ from sparkrunner.channel import messages as m
 from sparkrunner.data.shards import Slice
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import ChannelError, StreamFeedError
-from sparkrunner.launch.network import configured_port_range, server_port
+from sparkrunner.launch.network import server_port
+from sparkrunner.options import configured_port_range
 
 log = logging.getLogger(__name__)
 

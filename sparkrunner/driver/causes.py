@@ -11,10 +11,9 @@ from dataclasses import replace
 
 from sparkrunner.channel import messages as m
 from sparkrunner.driver import task_reports
-from sparkrunner.driver.output import ERROR_TAIL_LINES
 from sparkrunner.driver.registry import RankState
 from sparkrunner.driver.session import DriverSession
-from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
+from sparkrunner.errors import ERROR_TAIL_LINES, RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner
 from sparkrunner.placement import Placement

@@ -17,8 +17,6 @@ from sparkrunner.timeouts import LOGGED_UPDATE_INTERVAL_S
 
 TAIL_LINES = 1000
 """Lines the driver keeps per rank (for errors, stack dumps and the MLflow artifact)."""
-ERROR_TAIL_LINES = 20
-"""Lines of a rank's output an error message shows (the full tail is an attribute of the error)."""
 
 
 class RankOutput:

@@ -12,51 +12,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from sparkrunner.channel.messages import Stacks
-from sparkrunner.driver.output import ERROR_TAIL_LINES
-from sparkrunner.errors import HangError, StallError
+from sparkrunner.errors import HangError, RankStack, StackReport, StallError
 from sparkrunner.launch.processes import proc_stat
 from sparkrunner.timeouts import STACK_ANSWER_TIMEOUT_S
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RankStack:
-    """One rank's state: its threads' stacks (None when it did not answer) and the last lines it printed."""
-
-    rank: int
-    host: str
-    pid: int | None
-    where: str
-    threads: str | None
-    output_tail: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        head = f"--- rank {self.rank} (host {self.host or '?'}, pid {self.pid or '?'}): {self.where} ---"
-        body = self.threads if self.threads is not None else "(no stacks)\n"
-        tail = "\n".join(self.output_tail[-ERROR_TAIL_LINES:]) or "(nothing)"
-        return f"{head}\n{body}\nlast output of rank {self.rank}:\n{tail}\n"
-
-
-@dataclass(frozen=True)
-class StackReport:
-    """Every rank's stacks at one moment; `summary()` is one line per rank, `str()` the full dumps."""
-
-    ranks: dict[int, RankStack]
-
-    def summary(self) -> str:
-        return "\n".join(f"  rank {r}: {s.where}" for r, s in sorted(self.ranks.items()))
-
-    @property
-    def stacks(self) -> dict[int, str | None]:
-        return {r: s.threads for r, s in self.ranks.items()}
-
-    def __str__(self) -> str:
-        return "\n".join(str(s) for _, s in sorted(self.ranks.items()))
 
 
 @dataclass(frozen=True)

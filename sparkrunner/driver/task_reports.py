@@ -9,7 +9,7 @@ import contextlib
 import signal
 
 from sparkrunner.channel.messages import TaskReport
-from sparkrunner.driver.output import ERROR_TAIL_LINES
+from sparkrunner.errors import ERROR_TAIL_LINES
 
 
 def exit_text(code: int) -> str:

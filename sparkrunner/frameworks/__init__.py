@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env, torch_env
-from sparkrunner.launch.topology import Topology
+from sparkrunner.topology import Topology
 
 
 def rank_environment(topology: Topology, index: int) -> dict[str, str]:

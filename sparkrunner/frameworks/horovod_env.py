@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from sparkrunner.errors import LauncherUnavailableError
-from sparkrunner.launch.topology import PortSlot, Topology
+from sparkrunner.topology import PortSlot, Topology
 
 GLOO_VARIABLES = (
     "HOROVOD_GLOO_RENDEZVOUS_ADDR",

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.frameworks.after_import import after_import
-from sparkrunner.launch.topology import PortSlot, Topology
+from sparkrunner.topology import PortSlot, Topology
 
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 _BIND = "JAX_COORDINATOR_BIND_ADDRESS"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from sparkrunner.launch.topology import PortSlot, Topology
+from sparkrunner.topology import PortSlot, Topology
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:

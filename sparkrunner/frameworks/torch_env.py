@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrunner.launch.topology import PortSlot, Topology
+from sparkrunner.topology import PortSlot, Topology
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:

@@ -13,9 +13,9 @@ from typing import ClassVar
 from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.launch import gpus, network, processes
-from sparkrunner.launch.network import PortRange
 from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
+from sparkrunner.options import PortRange
+from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.topology import RankIndex, Topology
 from sparkrunner.timeouts import DIRECT_POLL_S
+from sparkrunner.topology import RankIndex, Topology
 
 
 class DirectLauncher(Launcher):

@@ -19,8 +19,8 @@ from collections.abc import MutableMapping, Sequence
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import GpuUnavailableError
-from sparkrunner.launch.topology import Topology
 from sparkrunner.timeouts import NVIDIA_SMI_TIMEOUT_S
+from sparkrunner.topology import Topology
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_PROC_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the NVIDIA driver knows

@@ -34,13 +34,14 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.gpus import CUDA_VISIBLE
-from sparkrunner.launch.network import PortRange, local_interface, mpi_port_split
+from sparkrunner.launch.network import local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
 from sparkrunner.launch.run_over import RunOverWatch
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
-from sparkrunner.launch.topology import RankIndex, Topology
+from sparkrunner.options import PortRange
+from sparkrunner.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)
 

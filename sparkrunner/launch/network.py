@@ -9,18 +9,15 @@ Gloo and NCCL.
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import InvalidArgumentError
-
-PortRange = tuple[int, int]
+from sparkrunner.options import PortRange
 
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-_MIN_RANGE_PORTS = 16
 OOB_PORTS = 2
 
 
@@ -80,23 +77,6 @@ def socket_environment(address: str) -> dict[str, str]:
     return {name: interface.name for name in SOCKET_INTERFACE_VARIABLES}
 
 
-def parse_port_range(value: object, source: str) -> PortRange:
-    """(low, high) from a tuple or a "LOW-HIGH" string, checked; a clear error naming `source` otherwise."""
-    try:
-        text = value if isinstance(value, str) else "-".join(str(int(v)) for v in value)  # type: ignore[attr-defined]
-        low, high = (int(part) for part in text.split("-"))
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(
-            f"{source}={value!r} is not a port range; give two port numbers, e.g. (40000, 40100) or '40000-40100'"
-        ) from None
-    if not 1024 <= low <= high <= 65535 or high - low + 1 < _MIN_RANGE_PORTS:
-        raise InvalidArgumentError(
-            f"{source}={value!r} must satisfy 1024 <= low <= high <= 65535 and hold at least {_MIN_RANGE_PORTS} "
-            f"ports (half for sparkrunner's own listeners, half for MPI's)"
-        )
-    return low, high
-
-
 def own_ports(port_range: PortRange | None) -> PortRange | None:
     """The lower half of the range: the ports sparkrunner reserves (driver channel, topology ports)."""
     if port_range is None:
@@ -125,14 +105,6 @@ def server_port(host: str, port_range: PortRange | None) -> int:
     a range."""
     own = own_ports(port_range)
     return free_ports(1, host, own, slot=-1)[0] if own else 0
-
-
-def configured_port_range(value: object = None) -> PortRange | None:
-    """The port range from `Runner(port_range=...)`, else from SPARKRUNNER_PORT_RANGE, else None (any port)."""
-    if value is not None:
-        return parse_port_range(value, "port_range")
-    text = os.environ.get(Env.PORT_RANGE)
-    return parse_port_range(text, Env.PORT_RANGE) if text else None
 
 
 def free_ports(

@@ -17,8 +17,8 @@ from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.launch.base import TaskOutcome
-from sparkrunner.launch.topology import PortSlot, Topology
 from sparkrunner.timeouts import RUN_END_CONNECT_WAIT_S, RUN_END_TELL_WAIT_S
+from sparkrunner.topology import PortSlot, Topology
 
 
 class RunEndServer:

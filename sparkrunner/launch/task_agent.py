@@ -21,7 +21,7 @@ from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch import gpus, processes
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.topology import PortSlot, Topology
+from sparkrunner.topology import PortSlot, Topology
 
 
 def agent_key(run_secret: bytes) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.launch.network import free_ports, own_ports
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.topology import Peer, TaskIndex, Topology
+from sparkrunner.topology import Peer, TaskIndex, Topology
 
 LOOPBACK = "127.0.0.1"
 

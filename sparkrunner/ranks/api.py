@@ -37,7 +37,7 @@ class RankContext:
     def stop_reason(self) -> str | None:
         """Once `sparkrunner.stopping()` is true: ``"rescale"`` when an elastic run restarts at a new size
         (save a checkpoint and return), else ``"stop"``; None while the rank is not stopping."""
-        from sparkrunner.recovery.graceful_stop import stop_reason
+        from sparkrunner.ranks.graceful_stop import stop_reason
 
         return stop_reason()
 

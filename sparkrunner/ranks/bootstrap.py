@@ -25,15 +25,14 @@ from sparkrunner.channel.payload import RemoteError, loads
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
-from sparkrunner.launch.topology import Topology
-from sparkrunner.ranks import anatomy, fast_exit, trainer_progress, warm
+from sparkrunner.ranks import anatomy, fast_exit, graceful_stop, trainer_progress, warm
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.ranks.warm_relay import WarmRelay
-from sparkrunner.recovery import graceful_stop
 from sparkrunner.recovery.checkpoint_dir import verify_on_rank
 from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
+from sparkrunner.topology import Topology
 
 OpenRelay = Callable[[tuple[str, int], bytes], OutputRelay | WarmRelay]
 """Start forwarding this rank's output to the run's channel; the relay's `stop()` waits until all was sent."""

@@ -14,8 +14,7 @@ from collections.abc import Callable
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.ranks import progress
-from sparkrunner.recovery import graceful_stop
+from sparkrunner.ranks import graceful_stop, progress
 
 RunOnce = Callable[[tuple[str, int], bytes], int]
 """One run against the driver channel at an address, with its secret; the rank's exit code for it."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.errors import (
     AttemptsFailedError,
     BarrierModeUnsupportedError,
@@ -26,6 +27,7 @@ from sparkrunner.errors import (
     RunCancelledError,
     RunTimeoutError,
 )
+from sparkrunner.options import RunOptions
 from sparkrunner.recovery.elastic import Rescaled
 
 log = logging.getLogger(__name__)
@@ -165,3 +167,22 @@ def _resume_text(step: int | None) -> str:
 def _first_line(error: Any) -> str:
     text = str(error).strip().splitlines()
     return text[0].rstrip(":; ") if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class RecoveryOptions:
+    """Runner's recovery options (max_failures, retry_if, checkpoint_dir, stop_grace_s), as the attempts use them."""
+
+    policy: RetryPolicy
+    checkpoint_dir: str | None
+    stop_grace_s: float
+
+    @classmethod
+    def of(cls, options: RunOptions) -> RecoveryOptions:
+        """The recovery part of Runner's options (already checked by `RunOptions`)."""
+        folder = None if options.checkpoint_dir is None else str(options.checkpoint_dir)
+        return cls(RetryPolicy(options.max_failures, options.retry_if), folder, float(options.stop_grace_s))
+
+    def rank_env(self, attempt: int) -> dict[str, str]:
+        """What every rank of attempt `attempt` needs to know about recovery."""
+        return {Env.ATTEMPT: str(attempt), Env.STOP_GRACE_S: repr(self.stop_grace_s)}

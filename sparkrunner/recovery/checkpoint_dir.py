@@ -41,20 +41,6 @@ def list_checkpoints(folder: str) -> list[CheckpointFile]:
     return sorted(found, key=lambda c: c.step, reverse=True)
 
 
-def check_options(np: int, max_failures: int, checkpoint_dir: str | None) -> None:
-    """Refuse, before anything starts, a Spark run that must resume but has nowhere to keep checkpoints."""
-    if np > 0 and max_failures > 0 and checkpoint_dir is None:
-        raise CheckpointDirError(
-            f"max_failures={max_failures} resumes failed attempts from checkpoints, which np > 0 runs keep in a "
-            f"folder that the driver and every executor can read: pass checkpoint_dir='/shared/path' (a mounted "
-            f"file system such as NFS, /dbfs/... on Databricks)"
-        )
-    if checkpoint_dir is not None and (
-        not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir)
-    ):
-        raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
-
-
 @dataclass
 class RunCheckpoints:
     """The checkpoint folder of one run, and the probe that proves ranks see the driver's folder."""

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sparkrunner.options import SizeRange
 from sparkrunner.placement.slots import session_slots, wait_for_slots
-from sparkrunner.recovery.size_range import SizeRange
 from sparkrunner.timeouts import ELASTIC_POLL_S, ELASTIC_WAIT_S, SLOTS_POLL_S
 
 log = logging.getLogger(__name__)

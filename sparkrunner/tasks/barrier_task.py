@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from sparkrunner.channel.messages import RankAddress, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import free_ports, own_ports, peer_address
-from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
 from sparkrunner.tasks import address_exchange, task_report
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
+from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
 
 
 def _task_gpus(ctx: object) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrunner.launch.topology import Peer, PortSlot, Topology
+from sparkrunner.topology import Peer, PortSlot, Topology
 
 
 def _topology(*hosts: str) -> Topology:

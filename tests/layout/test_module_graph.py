@@ -13,7 +13,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"
 
 # modules by the process they run in; a prefix ending in "." names a whole subpackage
-RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.recovery.graceful_stop", "sparkrunner.recovery.sharded",
+RANK = ("sparkrunner.ranks.", "sparkrunner.ranks.checkpoints", "sparkrunner.ranks.graceful_stop", "sparkrunner.ranks.sharded_checkpoint",
         "sparkrunner.data.loader", "sparkrunner.data.torch_adapter", "sparkrunner.data.tf_adapter",
         "sparkrunner.data.arrow_reader", "sparkrunner.data.petastorm_reader", "sparkrunner.data.batching",
         "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch",

@@ -21,8 +21,8 @@ from sparkrunner.errors import RankFailedError, RunTimeoutError, StallError, Sta
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.topology import Topology
 from sparkrunner.placement.local import LocalPlacement
+from sparkrunner.topology import Topology
 
 
 class _SleepingRank(DirectLauncher):

@@ -8,7 +8,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.recovery.size_range import SizeRange, parse_np
+from sparkrunner.options import SizeRange, parse_np
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from sparkrunner.frameworks.horovod_env import _cross_rank, hosts_rendezvous, rendezvous_failure
-from sparkrunner.launch.topology import Peer, Topology
+from sparkrunner.topology import Peer, Topology
 
 
 def topology(*hosts: str) -> Topology:

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from sparkrunner.launch.mpirun import hostfile_text, mpirun_command
-from sparkrunner.launch.network import PortRange
-from sparkrunner.launch.topology import Peer, Topology
+from sparkrunner.options import PortRange
+from sparkrunner.topology import Peer, Topology
 
 
 def topology(*hosts: str) -> Topology:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
+from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
 
 
 def _two_ranks_per_task(hosts: list[str]) -> Topology:

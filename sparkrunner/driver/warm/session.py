@@ -3,7 +3,7 @@
 The first run starts the ranks (local processes, or a barrier stage that stays up); later runs reuse those
 processes, so their imports (and CUDA contexts) are paid once. Each run goes through `Runner.run`'s own path
 (its own driver channel, typed errors, stacks, output, MLflow, retries); only where the ranks run differs
-(`sparkrunner.placement.warm`), and MLflow records the run from a thread of its own
+(`sparkrunner.driver.warm.live_ranks`), and MLflow records the run from a thread of its own
 (`MlflowTracking.in_background`): the run is created before the ranks start, the rest is written after the
 run returns. Policy for failures: after any failed run every rank of the session is stopped, and the next run
 starts fresh ones, so a dirty process (its function raised, it died, it was told to stop) never runs another
@@ -12,22 +12,21 @@ function.
 
 from __future__ import annotations
 
-import copy
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sparkrunner.driver.in_flight import InFlightWatch
+from sparkrunner.driver.run import CodeDir, PlacementFactory, RunPipeline
+from sparkrunner.driver.warm.live_ranks import WarmRanks
 from sparkrunner.errors import SparkRunnerError
 from sparkrunner.observe.tracking import MlflowTracking
-from sparkrunner.options import check_number
-from sparkrunner.placement.warm import WarmRanks
+from sparkrunner.options import RunOptions, check_number
 
 if TYPE_CHECKING:
-    from sparkrunner.observe.observers import RunRecord
-    from sparkrunner.runner import Runner
+    from sparkrunner.observe.observers import RunObserver, RunRecord
 
 
 class WarmSession:
@@ -38,37 +37,38 @@ class WarmSession:
     new ones; the ranks are also stopped when the session is garbage-collected or the interpreter exits.
     """
 
-    def __init__(self, runner: Runner, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        observers: Sequence[RunObserver],
+        cold: PlacementFactory,
+        idle_timeout: float,
+    ) -> None:
         check_number("idle_timeout", idle_timeout, 0, integer=False, above=True)
-        self._runner = copy.copy(runner)
-        self._runner._in_flight = InFlightWatch()
-        self._runner.last_run = None
         # a run returns without waiting for MLflow (each session writes through its own tracking observer)
-        self._runner._observers = [
-            o.in_background() if isinstance(o, MlflowTracking) else o for o in runner._observers
-        ]
-        self._tracking = [o for o in self._runner._observers if isinstance(o, MlflowTracking)]
-        in_flight = self._runner._in_flight
-        self._ranks = WarmRanks(runner.placement, lambda: in_flight.session, idle_timeout)
-        self._runner._warm_ranks = self._ranks
+        own = [o.in_background() if isinstance(o, MlflowTracking) else o for o in observers]
+        self._tracking = [o for o in own if isinstance(o, MlflowTracking)]
+        in_flight = InFlightWatch()
+        self._ranks = WarmRanks(cold, lambda: in_flight.session, idle_timeout)
+        self._pipeline = RunPipeline(options, own, self._ranks.placement, in_flight)
         self._lock = threading.Lock()
         self._close = weakref.finalize(self, self._ranks.close)  # also at interpreter exit
 
     def run(self, main: Callable[..., Any] | str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
         """`Runner.run` on the session's ranks: rank 0's value, or the first failure raised."""
-        return self._serialized(self._runner.run, main, *args, **kwargs)
+        return self._serialized(self._pipeline.run, main, args, kwargs)
 
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """`Runner.run_all` on the session's ranks: every rank's value, in rank order."""
-        return self._serialized(self._runner.run_all, main, *args, **kwargs)
+        return self._serialized(self._pipeline.run_all, main, args, kwargs)
 
-    def run_script(self, path: str | os.PathLike[str], *argv: Any, **options: Any) -> None:
+    def run_script(self, path: str | os.PathLike[str], *argv: Any, code_dir: CodeDir = None) -> None:
         """`Runner.run_script` on the session's ranks."""
-        self._serialized(self._runner.run_script, path, *argv, **options)
+        self._serialized(self._pipeline.run_script, path, argv, code_dir)
 
-    def run_module(self, module: str, *argv: Any, **options: Any) -> None:
+    def run_module(self, module: str, *argv: Any, code_dir: CodeDir = None) -> None:
         """`Runner.run_module` on the session's ranks."""
-        self._serialized(self._runner.run_module, module, *argv, **options)
+        self._serialized(self._pipeline.run_module, module, argv, code_dir)
 
     def _serialized(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         with self._lock:
@@ -80,12 +80,12 @@ class WarmSession:
 
     def ask_to_stop(self, reason: str = "stop") -> bool:
         """`Runner.ask_to_stop` for the session's run in flight (its ranks are replaced before the next run)."""
-        return self._runner.ask_to_stop(reason)
+        return self._pipeline.ask_to_stop(reason)
 
     @property
     def last_run(self) -> RunRecord | None:
         """The `RunRecord` of the session's latest run."""
-        return self._runner.last_run
+        return self._pipeline.last_run
 
     @property
     def launches(self) -> int:

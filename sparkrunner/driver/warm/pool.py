@@ -12,15 +12,16 @@ a lone session). Each session holds its Spark slots while its ranks are up: size
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sparkrunner.driver.warm_session import WarmSession
+from sparkrunner.driver.warm.session import WarmSession
 from sparkrunner.errors import SparkRunnerError
-from sparkrunner.options import check_number
+from sparkrunner.options import RunOptions, check_number
 
 if TYPE_CHECKING:
-    from sparkrunner.runner import Runner
+    from sparkrunner.driver.run import PlacementFactory
+    from sparkrunner.observe.observers import RunObserver
 
 T = TypeVar("T")
 
@@ -28,9 +29,16 @@ T = TypeVar("T")
 class SessionPool:
     """`size` warm sessions of one `Runner`, lent to one run at a time each; safe to call from many threads."""
 
-    def __init__(self, runner: Runner, size: int, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        observers: Sequence[RunObserver],
+        cold: PlacementFactory,
+        size: int,
+        idle_timeout: float,
+    ) -> None:
         check_number("size", size, 1, note=" (the number of warm sessions the trials share)")
-        self.sessions = [WarmSession(runner, idle_timeout) for _ in range(size)]
+        self.sessions = [WarmSession(options, observers, cold, idle_timeout) for _ in range(size)]
         """The pool's sessions (their `launches`, `last_run`, `warm`)."""
         self._free = list(self.sessions)
         self._changed = threading.Condition()

@@ -19,17 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.driver.run import PlacementFactory
 from sparkrunner.driver.session import DriverSession
-from sparkrunner.driver.warm_home import WarmHome
+from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher, RankJob, processes
 from sparkrunner.launch.network import server_port
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
-
-PlacementFactory = Callable[[Launcher, Any, int], Placement]
-"""The runner's own placement for (launcher, spark, tasks): where a cold run would start its ranks."""
 
 Shape = tuple[str, int, bool | None, int]
 """What the live ranks were launched for: launcher, tasks, hosting Horovod's rendezvous, ranks per task."""
