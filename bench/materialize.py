@@ -37,8 +37,8 @@ def session(master: str) -> Any:
 
 def sparkrunner_writer(df: Any, target: Path) -> None:
     from sparkrunner.data import storage
-    from sparkrunner.data.progress_report import WriteProgress
-    from sparkrunner.data.writer import WriteOptions, write
+    from sparkrunner.data.driver.progress_report import WriteProgress
+    from sparkrunner.data.driver.writer import WriteOptions, write
 
     progress = WriteProgress(df.sparkSession.sparkContext, str(target), enabled=False)
     write(df, storage.resolve(target), {}, WriteOptions(32 * 2**20, 1_000_000), progress)

@@ -25,11 +25,10 @@ from sparkrunner.ranks.graceful_stop import on_stop, stopping
 from sparkrunner.ranks.sharded_checkpoint import latest_sharded_checkpoint, sharded_checkpoint
 
 if TYPE_CHECKING:
-    from sparkrunner.observe.observers import RunObserver, RunRecord
+    from sparkrunner.observe.observers import AttemptRecord, RunObserver, RunRecord
     from sparkrunner.observe.tracking import MlflowTracking
     from sparkrunner.ranks.anatomy import timed
     from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
-    from sparkrunner.recovery.attempts import AttemptRecord
     from sparkrunner.runner import HorovodRunner, Runner
 
 __version__ = "0.1.0"
@@ -37,7 +36,7 @@ __version__ = "0.1.0"
 # Imported on first use: every rank imports this package, and the driver side (Runner, MLflow tracking)
 # costs a rank's start ~0.5 s it does not need.
 _LAZY = {
-    "AttemptRecord": "sparkrunner.recovery.attempts",
+    "AttemptRecord": "sparkrunner.observe.observers",
     "RunObserver": "sparkrunner.observe.observers",
     "RunRecord": "sparkrunner.observe.observers",
     "TorchProgress": "sparkrunner.ranks.progress",

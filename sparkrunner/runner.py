@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from sparkrunner.driver.attempts import RecoveryOptions, RetryPredicate
 from sparkrunner.driver.in_flight import InFlight
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.driver.warm.pool import SessionPool
@@ -23,7 +24,6 @@ from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
-from sparkrunner.recovery.attempts import RecoveryOptions, RetryPredicate
 from sparkrunner.timeouts import SESSION_IDLE_S, START_TIMEOUT_S, STOP_GRACE_S
 from sparkrunner.voice import install_default_handler
 

@@ -14,35 +14,35 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sparkrunner.data.cache_store import CacheEntry, cache_info, clear_cache
     from sparkrunner.data.dataset import ParquetData
-    from sparkrunner.data.global_batch import BatchSplit, global_batch
-    from sparkrunner.data.loader import NumpyLoader
-    from sparkrunner.data.materialize import materialize
+    from sparkrunner.data.driver.cache_store import CacheEntry, cache_info, clear_cache
+    from sparkrunner.data.driver.materialize import materialize
+    from sparkrunner.data.driver.streaming import close_stream, stream
+    from sparkrunner.data.ranks.global_batch import BatchSplit, global_batch
+    from sparkrunner.data.ranks.loader import NumpyLoader
+    from sparkrunner.data.ranks.tf_adapter import tf_dataset
+    from sparkrunner.data.ranks.torch_adapter import TorchLoader
     from sparkrunner.data.shards import DEFAULT_REMAINDER, REMAINDERS
     from sparkrunner.data.stream_handle import StreamData
-    from sparkrunner.data.streaming import close_stream, stream
-    from sparkrunner.data.tf_adapter import tf_dataset
-    from sparkrunner.data.torch_adapter import TorchLoader
 
 # Imported on first use: a rank reading its shard must not load the driver's materialize and stream code, and a
 # plain install (no `data` extra: no numpy, no pyarrow) imports sparkrunner without this package's dependencies.
 _LAZY = {
-    "CacheEntry": "sparkrunner.data.cache_store",
-    "cache_info": "sparkrunner.data.cache_store",
-    "clear_cache": "sparkrunner.data.cache_store",
+    "CacheEntry": "sparkrunner.data.driver.cache_store",
+    "cache_info": "sparkrunner.data.driver.cache_store",
+    "clear_cache": "sparkrunner.data.driver.cache_store",
     "ParquetData": "sparkrunner.data.dataset",
-    "BatchSplit": "sparkrunner.data.global_batch",
-    "global_batch": "sparkrunner.data.global_batch",
-    "NumpyLoader": "sparkrunner.data.loader",
-    "materialize": "sparkrunner.data.materialize",
+    "BatchSplit": "sparkrunner.data.ranks.global_batch",
+    "global_batch": "sparkrunner.data.ranks.global_batch",
+    "NumpyLoader": "sparkrunner.data.ranks.loader",
+    "materialize": "sparkrunner.data.driver.materialize",
     "DEFAULT_REMAINDER": "sparkrunner.data.shards",
     "REMAINDERS": "sparkrunner.data.shards",
     "StreamData": "sparkrunner.data.stream_handle",
-    "close_stream": "sparkrunner.data.streaming",
-    "stream": "sparkrunner.data.streaming",
-    "tf_dataset": "sparkrunner.data.tf_adapter",
-    "TorchLoader": "sparkrunner.data.torch_adapter",
+    "close_stream": "sparkrunner.data.driver.streaming",
+    "stream": "sparkrunner.data.driver.streaming",
+    "tf_dataset": "sparkrunner.data.ranks.tf_adapter",
+    "TorchLoader": "sparkrunner.data.ranks.torch_adapter",
 }
 
 

@@ -19,6 +19,8 @@ from typing import Any
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver import causes
+from sparkrunner.driver.attempts import RecoveryOptions, run_attempts
+from sparkrunner.driver.elastic import Sizing
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StallWatch
@@ -30,9 +32,7 @@ from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.sessions import find_spark_session
-from sparkrunner.recovery.attempts import RecoveryOptions, run_attempts
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
-from sparkrunner.recovery.elastic import Sizing
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import EXIT_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
@@ -232,7 +232,7 @@ def _check_stream_feeders(arguments: tuple[Any, ...], barrier_tasks: int) -> Non
     """A run that reads a `stream()` needs task slots for its feeders. A `StreamData` exists only once its module
     is loaded, so a run without one never imports the data path (numpy and pyarrow: the `data` extra)."""
     if "sparkrunner.data.stream_handle" in sys.modules:
-        from sparkrunner.data.streaming import check_feeder_slots
+        from sparkrunner.data.driver.streaming import check_feeder_slots
 
         check_feeder_slots(arguments, barrier_tasks)
 

@@ -19,9 +19,35 @@ if TYPE_CHECKING:
 
     from sparkrunner.channel.messages import Progress, StepAnatomy
     from sparkrunner.errors import RankFailedError
-    from sparkrunner.recovery.attempts import AttemptRecord
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt of a run (`Runner.last_run.attempts`).
+
+    Attributes:
+        number: 0 for the first attempt, as `rank_context().attempt` says on its ranks.
+        started_at: wall-clock start (seconds since the epoch).
+        ended_at: wall-clock end, or None while it runs.
+        error: what ended it, or None when it succeeded.
+        resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
+        world_size: its ranks (with ``np=(min, max)`` each attempt's own).
+        rescaled: True when it ended because the run changed its size (not a failure).
+    """
+
+    number: int
+    started_at: float
+    ended_at: float | None = None
+    error: BaseException | None = None
+    resumed_from_step: int | None = None
+    world_size: int | None = None
+    rescaled: bool = False
+
+    @property
+    def duration_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.started_at
 
 
 @dataclass

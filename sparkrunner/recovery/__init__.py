@@ -1,6 +1,4 @@
-"""Recovery on the driver: the attempt loop (`attempts.run_attempts`: retry a failed attempt from the latest
-checkpoint, `max_failures`), elastic size (`elastic`), and the run's checkpoint folder (`checkpoint_dir`, which
-ranks read too). The rank side (`save_checkpoint`, `stopping`, ...) is in `sparkrunner.ranks`.
-
-Nothing is imported here: a rank that reads `checkpoint_dir` must not load the driver's attempt loop.
-"""
+"""The checkpoint folder of a run, as both sides see it: the driver opens it (and proves every rank sees the
+same folder), ranks write and list their checkpoints in it. The attempt loop and elastic size are the driver's
+(`sparkrunner.driver.attempts`, `sparkrunner.driver.elastic`); saving and loading are the ranks'
+(`sparkrunner.ranks.checkpoints`)."""

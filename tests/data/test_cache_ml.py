@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkrunner.data import materialize
-from sparkrunner.data.cache_key import cache_description
 from sparkrunner.data.dataset import MANIFEST
+from sparkrunner.data.driver.cache_key import cache_description
 
 pytestmark = pytest.mark.spark
 

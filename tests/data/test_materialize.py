@@ -155,7 +155,7 @@ def test_only_identifiable_plans_are_shared_across_sessions(spark_local: Any, tm
     """Files and ranges can be named in a new session; UDFs, local data and random numbers cannot."""
     from pyspark.sql import functions as F
 
-    from sparkrunner.data.cache_key import cache_description
+    from sparkrunner.data.driver.cache_key import cache_description
 
     frame(spark_local).write.parquet(str(tmp_path / "given"))
     shared = [frame(spark_local), spark_local.read.parquet(str(tmp_path / "given")).select("id")]
@@ -194,7 +194,7 @@ def test_a_rewritten_input_on_s3_is_another_cache_entry(
 
     Stand-in: this Spark has no S3 connector to read s3a:// inputs, so a DataFrame-like object names the file.
     """
-    from sparkrunner.data.cache_key import cache_description
+    from sparkrunner.data.driver.cache_key import cache_description
 
     monkeypatch.setenv(
         "AWS_ENDPOINT_URL", s3.endpoint

@@ -203,7 +203,7 @@ def test_a_feeder_killed_mid_epoch_gives_every_row_once(spark: Any, caplog: pyte
             killed.wait()
         read[number] = ids
 
-    with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.stream_inbox"):
+    with caplog.at_level(logging.DEBUG, logger="sparkrunner.data.ranks.stream_inbox"):
         threads = [threading.Thread(target=rank, args=(number,)) for number in range(2)]
         for thread in threads:
             thread.start()

@@ -3,7 +3,8 @@ takes the lease, prints ``leased``, and exits (leaving its lease file behind) wh
 
 import sys
 
-from sparkrunner.data import cache_leases, storage
+from sparkrunner.data import storage
+from sparkrunner.data.driver import cache_leases
 
 cache, key = sys.argv[1], sys.argv[2]
 cache_leases.take(storage.resolve(cache), key)

@@ -14,8 +14,8 @@ from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from sparkrunner import Runner
 from sparkrunner.data import materialize, stream
-from sparkrunner.data.cache_key import cache_description
 from sparkrunner.data.dataset import MANIFEST
+from sparkrunner.data.driver.cache_key import cache_description
 from sparkrunner.errors import NotEnoughSlotsError
 from tests.connect.server import start_connect_session
 

@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
+from sparkrunner.driver.attempts import RetryPolicy, run_attempts
+from sparkrunner.driver.elastic import Rescaled
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,
@@ -15,8 +17,7 @@ from sparkrunner.errors import (
     RunCancelledError,
     RunTimeoutError,
 )
-from sparkrunner.recovery.attempts import AttemptRecord, RetryPolicy, run_attempts
-from sparkrunner.recovery.elastic import Rescaled
+from sparkrunner.observe.observers import AttemptRecord
 
 
 def rank_error(exc_type: str, original: BaseException | None = None) -> RankFailedError:

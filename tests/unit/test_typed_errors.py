@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from sparkrunner.channel.payload import RemoteError
+from sparkrunner.driver.attempts import RetryPolicy
 from sparkrunner.driver.task_reports import exit_text
 from sparkrunner.errors import (
     DoNotRetry,
@@ -20,7 +21,6 @@ from sparkrunner.errors import (
     ResultNotPicklableError,
 )
 from sparkrunner.launch.mpirun import rank_exit_from_banner
-from sparkrunner.recovery.attempts import RetryPolicy
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
-from sparkrunner.data.loader import NumpyLoader
+from sparkrunner.data.ranks.loader import NumpyLoader
 from sparkrunner.data.stream_handle import StreamData
 
 

@@ -7,12 +7,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from sparkrunner.data import cache_leases, cache_store, columns, host_check, storage
-from sparkrunner.data.cache_key import cache_key
-from sparkrunner.data.cache_store import CACHE_ENV, default_cache_dir
+from sparkrunner.data import columns, storage
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
-from sparkrunner.data.progress_report import WriteProgress
-from sparkrunner.data.writer import WriteOptions, write
+from sparkrunner.data.driver import cache_leases, cache_store, host_check
+from sparkrunner.data.driver.cache_key import cache_key
+from sparkrunner.data.driver.cache_store import CACHE_ENV, default_cache_dir
+from sparkrunner.data.driver.progress_report import WriteProgress
+from sparkrunner.data.driver.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number
 from sparkrunner.placement.sessions import is_connect_session

@@ -21,8 +21,8 @@ from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.data.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.data.stream_handle import StreamData, rank_share
+from sparkrunner.data.tasks.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch.network import server_port
 from sparkrunner.options import configured_port_range

@@ -19,8 +19,9 @@ import re
 import uuid
 from typing import Any
 
-from sparkrunner.data import plan_code, storage
-from sparkrunner.data.connect_plan import connect_plan
+from sparkrunner.data import storage
+from sparkrunner.data.driver import plan_code
+from sparkrunner.data.driver.connect_plan import connect_plan
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.placement.sessions import is_connect_session
 

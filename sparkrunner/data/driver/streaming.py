@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkrunner.data import columns
-from sparkrunner.data.materialize import converted
-from sparkrunner.data.stream_broker import StreamBroker
-from sparkrunner.data.stream_feeder import COUNT_SCHEMA, partition_counter
+from sparkrunner.data.driver.materialize import converted
+from sparkrunner.data.driver.stream_broker import StreamBroker
 from sparkrunner.data.stream_handle import StreamData
+from sparkrunner.data.tasks.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.options import check_number
 from sparkrunner.placement.connect import session_client_address

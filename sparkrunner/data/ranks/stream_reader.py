@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.messages import StreamEnd, StreamFailed, StreamOpen, StreamPassOver
-from sparkrunner.data import stream_inbox
 from sparkrunner.data.columns import Chunk, to_numpy
+from sparkrunner.data.ranks import stream_inbox
 from sparkrunner.data.stream_handle import StreamData, rank_share
 from sparkrunner.errors import ChannelError
 

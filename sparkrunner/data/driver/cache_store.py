@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.data import cache_leases, storage
+from sparkrunner.data import storage
 from sparkrunner.data.dataset import MANIFEST, human_bytes
+from sparkrunner.data.driver import cache_leases
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.options import check_number
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from sparkrunner.data import batching, shards
+from sparkrunner.data import shards
+from sparkrunner.data.ranks import batching
 from sparkrunner.data.shards import Slice
 
 

@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 
 from sparkrunner.channel.messages import StreamOpen
-from sparkrunner.data import arrow_reader, batching, petastorm_reader, resume, shards, shared, stream_reader
+from sparkrunner.data import shards, shared
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
-from sparkrunner.data.prefetch import prefetched
+from sparkrunner.data.ranks import arrow_reader, batching, petastorm_reader, resume, stream_reader
+from sparkrunner.data.ranks.prefetch import prefetched
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_choice, check_number
