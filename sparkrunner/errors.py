@@ -61,6 +61,35 @@ class InvalidArgumentError(SparkRunnerError, ValueError):
     """An argument to sparkrunner was wrong; nothing was started."""
 
 
+class MissingExtraError(SparkRunnerError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the extra to install."""
+
+
+EXTRAS = {
+    "numpy": "data",
+    "pyarrow": "data",
+    "pandas": "data",
+    "torch": "torch",
+    "tensorflow": "tensorflow",
+    "mlflow": "mlflow",
+    "tqdm": "progress",
+    "horovod": "horovod",
+    "petastorm": "petastorm",
+}
+"""Each optional dependency and the extra of `pip install 'sparkrunner[EXTRA]'` that brings it."""
+
+
+def missing_extra(feature: str, exc: ModuleNotFoundError) -> ImportError:
+    """The error to raise when `feature` failed to import an optional dependency: `MissingExtraError` naming the
+    extra, or `exc` itself when what is missing is no dependency of an extra."""
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        return exc
+    return MissingExtraError(
+        f"{feature} needs {top}, which is not installed here: pip install 'sparkrunner[{EXTRAS[top]}]'"
+    )
+
+
 class NotPicklableError(SparkRunnerError, TypeError):
     """The training function, or something it captures or receives, cannot be sent to the ranks."""
 

@@ -13,6 +13,8 @@ def train(data):
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sparkrunner.errors import missing_extra
+
 if TYPE_CHECKING:
     from sparkrunner.data.dataset import ParquetData
     from sparkrunner.data.driver.cache_store import CacheEntry, cache_info, clear_cache
@@ -49,7 +51,11 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'sparkrunner.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
+    try:
+        module = importlib.import_module(_LAZY[name])
+    except ModuleNotFoundError as exc:
+        raise missing_extra(f"sparkrunner.data.{name}", exc) from exc
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sparkrunner.channel.messages import Progress
-from sparkrunner.errors import InvalidArgumentError, RunCancelledError
+from sparkrunner.errors import InvalidArgumentError, MissingExtraError, RunCancelledError
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
 log = logging.getLogger(__name__)
@@ -270,9 +270,9 @@ def tracking_observer(tracking: Any) -> list[RunObserver]:
     if tracking is False:
         return []
     if not _mlflow_installed():
-        raise InvalidArgumentError(
-            f"tracking={tracking!r} needs MLflow, which is not installed here: pip install mlflow, or pass "
-            f"tracking=False"
+        raise MissingExtraError(
+            f"tracking={tracking!r} needs MLflow, which is not installed here: pip install 'sparkrunner[mlflow]', "
+            f"or pass tracking=False"
         )
     if tracking is True:
         return [MlflowTracking()]
