@@ -91,7 +91,9 @@ def _runtime_graph(with_packages: bool = False) -> dict[str, set[str]]:
     for module, imports in _graph().items():
         targets = {i.target for i in imports if not i.type_only}
         if with_packages:
-            targets |= {".".join(t.split(".")[:n]) for t in targets for n in range(2, t.count(".") + 1)} & _packages()
+            targets |= {
+                ".".join(t.split(".")[:n]) for t in targets for n in range(2, t.count(".") + 1)
+            } & _packages()
         result[module] = targets - {module}
     return result
 

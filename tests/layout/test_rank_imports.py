@@ -31,7 +31,9 @@ def loaded_sparkrunner_modules() -> list[str]:
     from sparkrunner.data import NumpyLoader, TorchLoader  # noqa: F401  (the rank half of the data path)
 
     sparkrunner.report_progress(step=1, total=1)
-    sparkrunner.log_to_driver(f"rank {sparkrunner.rank_context().rank} of {sparkrunner.rank_context().world_size}")
+    sparkrunner.log_to_driver(
+        f"rank {sparkrunner.rank_context().rank} of {sparkrunner.rank_context().world_size}"
+    )
     return sorted(name for name in sys.modules if name.startswith("sparkrunner"))
 
 
@@ -41,6 +43,8 @@ def test_a_rank_loads_no_driver_or_task_module(launcher: str) -> None:
     """np < 0, both launchers: every rank's modules, after the rank-side API and the data loaders were used."""
     per_rank = Runner(np=-2, launcher=launcher, tracking=False).run_all(loaded_sparkrunner_modules)
     assert len(per_rank) == 2 and all("sparkrunner.ranks.output_relay" in mods for mods in per_rank), per_rank
-    assert all("sparkrunner.data.ranks.torch_adapter" in mods for mods in per_rank), "the loaders were not loaded"
+    assert all("sparkrunner.data.ranks.torch_adapter" in mods for mods in per_rank), (
+        "the loaders were not loaded"
+    )
     wrong = {m for mods in per_rank for m in mods if m.startswith(NOT_IN_A_RANK)}
     assert not wrong, f"a rank loaded driver or task code: {sorted(wrong)}"
