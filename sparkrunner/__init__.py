@@ -37,6 +37,8 @@ __version__ = "0.1.0"
 # costs a rank's start ~0.5 s it does not need.
 _LAZY = {
     "AttemptRecord": "sparkrunner.observe.observers",
+    "AnatomyEvent": "sparkrunner.observe.events",
+    "ProgressEvent": "sparkrunner.observe.events",
     "RunObserver": "sparkrunner.observe.observers",
     "RunRecord": "sparkrunner.observe.observers",
     "TorchProgress": "sparkrunner.ranks.progress",
@@ -58,6 +60,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AnatomyEvent",
     "AttemptRecord",
     "AttemptsFailedError",
     "DoNotRetry",
@@ -67,6 +70,7 @@ __all__ = [
     "MlflowTracking",
     "NotEnoughSlotsError",
     "NotPicklableError",
+    "ProgressEvent",
     "RankContext",
     "RankFailedError",
     "RankProcessDiedError",

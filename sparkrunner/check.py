@@ -37,7 +37,7 @@ def _version(distribution: str) -> str | None:
 
 
 def _spark_lines(spark: Any | None) -> Iterator[str]:
-    from sparkrunner.placement.sessions import is_connect_session
+    from sparkrunner.placement.sessions import is_connect_session, task_resource_amount
     from sparkrunner.placement.slots import session_slots
 
     if spark is None:
@@ -52,9 +52,8 @@ def _spark_lines(spark: Any | None) -> Iterator[str]:
     yield f"  task slots: {slots if slots is not None else 'not visible over Spark Connect (start_timeout applies)'}"
     dynamic = conf.get("spark.dynamicAllocation.enabled", "false")
     yield f"  dynamic allocation: {dynamic}" + (" (barrier stages refuse it)" if dynamic == "true" else "")
-    task_gpus = conf.get("spark.task.resource.gpu.amount", None)
     executor_gpus = conf.get("spark.executor.resource.gpu.amount", None)
-    yield f"  GPUs per task: {task_gpus or 0}, per executor: {executor_gpus or 0}"
+    yield f"  GPUs per task: {task_resource_amount(spark):g}, per executor: {executor_gpus or 0}"
 
 
 def _launcher_lines() -> Iterator[str]:

@@ -4,6 +4,15 @@ Every module logs to ``logging.getLogger(__name__)`` (``sparkrunner.<area>.<modu
 `SparkRunnerWarning`. On the driver, `install_default_handler` shows INFO and above as ``[sparkrunner] message``
 on stderr, in a terminal and a notebook alike, but only while the user has configured no handler of their
 own (on the ``sparkrunner`` loggers or the root logger): a handler of yours replaces it, with no doubled lines.
+
+Which voice to use:
+- ``warnings.warn(text, SparkRunnerWarning)`` (or a subclass such as `StragglerWarning`) for something about the
+  user's code, data or setup that they may act on, silence or turn into an error with ``warnings.filterwarnings``:
+  a setting that is ignored, GPUs that no task got, a straggling rank, a cache over its limit, an unreadable
+  checkpoint that was skipped.
+- ``log.warning`` for what happened during a run that sparkrunner handled itself: an attempt failed and is
+  retried, leftover processes were killed, a background write or a shutdown step failed, a check was turned off.
+  It is a record for the log, not a request to the user.
 """
 
 from __future__ import annotations

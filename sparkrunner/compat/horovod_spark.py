@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import IO, Any
 
 from sparkrunner.compat.spark_facts import positive_int
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
+from sparkrunner.launch import auto_launcher_name
 from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S
@@ -95,9 +95,7 @@ def _launcher(use_mpi: bool | None, use_gloo: bool | None) -> LauncherName:
         return "direct"
     if use_mpi:
         return "mpirun"
-    from sparkrunner.launch.mpirun import horovod_has_mpi
-
-    return "mpirun" if shutil.which("mpirun") and horovod_has_mpi() else "direct"
+    return "mpirun" if auto_launcher_name() == "mpirun" else "direct"
 
 
 def _start_timeout(start_timeout: float | None) -> float:

@@ -7,7 +7,7 @@ from typing import Any
 
 from sparkrunner.errors import GpuUnavailableError, InvalidArgumentError, SparkRunnerError
 from sparkrunner.launch.gpus import device_ids, host_gpu_count
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.sessions import conf_value, is_connect_session, task_resource_amount
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +30,6 @@ def optional_session() -> Any:
         return None
 
 
-def conf_value(spark: Any, key: str, default: str) -> str:
-    """A Spark setting: the SparkContext's configuration on classic Spark, the session's on Spark Connect."""
-    if spark is None:
-        return default
-    if is_connect_session(spark):
-        return str(spark.conf.get(key, default))
-    return str(spark.sparkContext.getConf().get(key, default))
-
-
 def conf_flag(spark: Any, key: str) -> bool:
     value = conf_value(spark, key, "false").strip().lower()
     if value not in ("true", "false"):
@@ -55,7 +46,7 @@ def positive_int(name: str, value: Any) -> int:
 def task_gpu_amount(spark: Any, resource: str = "gpu") -> int:
     """`spark.task.resource.<resource>.amount`, which must be set (and >= 1) for GPU training on executors."""
     key = f"spark.task.resource.{resource}.amount"
-    amount = int(float(conf_value(spark, key, "0") or 0))
+    amount = int(task_resource_amount(spark, resource))
     if amount < 1:
         raise DriverGpuError(
             f"'{key}' was unset (or < 1), so Spark assigns no GPU to tasks and GPU training is unavailable. "

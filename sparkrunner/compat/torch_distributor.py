@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,7 +24,7 @@ from sparkrunner.compat.spark_facts import (
     positive_int,
     task_gpu_amount,
 )
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,11 @@ class TorchDistributor:
         if self.local_mode:
             owned = driver_gpus(self.spark, os.environ.get(CUDA_VISIBLE))
             if self.num_processes > len(owned):
-                log.warning(
-                    "num_processes=%d is more than the %d GPU(s) on the driver: running %d processes",
-                    self.num_processes,
-                    len(owned),
-                    len(owned),
+                warnings.warn(
+                    f"num_processes={self.num_processes} is more than the {len(owned)} GPU(s) on the driver: "
+                    f"running {len(owned)} processes",
+                    SparkRunnerWarning,
+                    stacklevel=2,
                 )
                 self.num_processes = len(owned)
             return self.num_processes

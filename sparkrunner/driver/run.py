@@ -31,7 +31,7 @@ from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
-from sparkrunner.placement.sessions import find_spark_session
+from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.script import module_call, script_call
 from sparkrunner.timeouts import EXIT_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
@@ -261,7 +261,7 @@ def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
         return 1
     if requested is not None:
         return requested
-    amount = float(spark.conf.get("spark.task.resource.gpu.amount", "0") or 0)
+    amount = task_resource_amount(spark)
     if amount <= 1 or not amount.is_integer():
         return 1
     if np % int(amount):

@@ -20,6 +20,7 @@ from sparkrunner.driver.registry import RankRegistry
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
 from sparkrunner.launch import processes
+from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,9 @@ class DriverSession:
             case m.RankWarning(text=text):
                 self._warn_once(text)
             case m.Progress():
-                self._observer.on_progress(rank, message)
+                self._observer.on_progress(rank, ProgressEvent.of(message))
             case m.StepAnatomy():
-                self._observer.on_anatomy(rank, message)
+                self._observer.on_anatomy(rank, AnatomyEvent.of(message))
             case m.Result() | m.Error():
                 self._on_outcome(conn, rank, message)
             case m.File(name=name, data=data):

@@ -17,12 +17,14 @@ LAUNCHERS: dict[str, type[Launcher]] = {
 }
 
 
+def auto_launcher_name() -> str:
+    """What ``launcher="auto"`` starts: mpirun when mpirun and Horovod-with-MPI are here, else direct."""
+    return MpirunLauncher.name if shutil.which("mpirun") and horovod_has_mpi() else DirectLauncher.name
+
+
 def resolve_launcher(name: LauncherName) -> Launcher:
-    """The launcher called `name` (checked by `RunOptions`); "auto" is mpirun when mpirun and Horovod-with-MPI are
-    here, else direct."""
-    if name == "auto":
-        return MpirunLauncher() if shutil.which("mpirun") and horovod_has_mpi() else DirectLauncher()
-    return LAUNCHERS[name]()
+    """The launcher called `name` (checked by `RunOptions`), "auto" resolved by `auto_launcher_name`."""
+    return LAUNCHERS[auto_launcher_name() if name == "auto" else name]()
 
 
-__all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "resolve_launcher"]
+__all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "auto_launcher_name", "resolve_launcher"]

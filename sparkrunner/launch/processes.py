@@ -61,6 +61,16 @@ def proc_stat(pid: int | str) -> ProcStat | None:
         return None
 
 
+def proc_strings(pid: int | str, name: str) -> list[bytes]:
+    """``/proc/<pid>/<name>`` split at its NULs (``cmdline``: the argv; ``environ``: VAR=value entries); empty
+    when the process is gone or not ours to read."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
 def _children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -114,11 +124,7 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
+        env = proc_strings(entry, "environ")
         ours = any(e.startswith(prefix) for e in env) and all(w in env for w in wanted)
         if ours and (stat := proc_stat(entry)) is not None and stat.state != "Z":
             found.append(int(entry))

@@ -12,7 +12,7 @@ import functools
 import os
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch.processes import proc_stat
+from sparkrunner.launch.processes import proc_stat, proc_strings
 
 _EXECUTOR_FLAG = b"--executor-id"
 _DRIVER_JVM = b"org.apache.spark.deploy.SparkSubmit"
@@ -26,7 +26,7 @@ def executor_id() -> str | None:
     seen: set[int] = set()
     while pid > 1 and pid not in seen:
         seen.add(pid)
-        argv = _cmdline(pid)
+        argv = proc_strings(pid, "cmdline")
         if _EXECUTOR_FLAG in argv[:-1]:
             return argv[argv.index(_EXECUTOR_FLAG) + 1].decode(errors="replace")
         if _DRIVER_JVM in argv:
@@ -43,11 +43,3 @@ def task_environment(task: int) -> dict[str, str]:
     if executor is not None:
         env[Env.EXECUTOR] = executor
     return env
-
-
-def _cmdline(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []

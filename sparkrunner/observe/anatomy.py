@@ -12,8 +12,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from sparkrunner.channel.messages import StepAnatomy
 from sparkrunner.errors import StragglerWarning
+from sparkrunner.observe.events import AnatomyEvent
 from sparkrunner.observe.live_view import NotebookView
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.report import save_report
@@ -34,9 +34,9 @@ class AnatomyObserver(RunObserver):
     def __init__(self, show: bool = True) -> None:
         self._show = show
         self._lock = threading.Lock()
-        self.history: list[tuple[int, float, StepAnatomy]] = []
+        self.history: list[tuple[int, float, AnatomyEvent]] = []
         """(rank, seconds since the start, window) of every window so far: the live views and the report."""
-        self._finals: dict[int, StepAnatomy] = {}
+        self._finals: dict[int, AnatomyEvent] = {}
         self.stragglers: list[str] = []
         """The straggler warnings of the run so far."""
         self._detector = StragglerDetector(0)
@@ -50,7 +50,7 @@ class AnatomyObserver(RunObserver):
             self._started = self._shown = time.monotonic()
             self._view = NotebookView(self._snapshot) if self._show and NotebookView.available() else None
 
-    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+    def on_anatomy(self, rank: int, anatomy: AnatomyEvent) -> None:
         with self._lock:
             if anatomy.final:
                 self._finals[rank] = anatomy
@@ -67,11 +67,11 @@ class AnatomyObserver(RunObserver):
         if show and self._view is None:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
 
-    def _snapshot(self) -> list[tuple[int, float, StepAnatomy]]:
+    def _snapshot(self) -> list[tuple[int, float, AnatomyEvent]]:
         with self._lock:
             return list(self.history)
 
-    def latest(self) -> dict[int, StepAnatomy]:
+    def latest(self) -> dict[int, AnatomyEvent]:
         """Each rank's latest window."""
         with self._lock:
             return {rank: window for rank, _, window in self.history}
@@ -88,7 +88,7 @@ class AnatomyObserver(RunObserver):
             log.info("run report (throughput and step anatomy per rank): %s", record.report_path)
 
 
-def anatomy_table(summaries: dict[int, StepAnatomy]) -> pd.DataFrame:
+def anatomy_table(summaries: dict[int, AnatomyEvent]) -> pd.DataFrame:
     """Per rank (the index): host, Spark executor (None on the driver), steps, then the median and p95 seconds
     of every part."""
     import pandas as pd
@@ -105,7 +105,7 @@ def anatomy_table(summaries: dict[int, StepAnatomy]) -> pd.DataFrame:
     return table
 
 
-def live_table(latest: dict[int, StepAnatomy]) -> str:
+def live_table(latest: dict[int, AnatomyEvent]) -> str:
     """A compact text table of each rank's latest window: steps/s and the median ms of every part."""
     lines = [f"{'rank':>4} {'steps/s':>8} " + " ".join(f"{part:>8}" for part in PARTS)]
     for rank, window in sorted(latest.items()):

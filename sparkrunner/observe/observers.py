@@ -17,8 +17,8 @@ from sparkrunner.observe.timings import rank_throughput
 if TYPE_CHECKING:
     import pandas as pd
 
-    from sparkrunner.channel.messages import Progress, StepAnatomy
     from sparkrunner.errors import RankFailedError
+    from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
 
 log = logging.getLogger(__name__)
 
@@ -108,10 +108,10 @@ class RunObserver:
         """Extra environment variables for every rank (read after `on_start`)."""
         return {}
 
-    def on_progress(self, rank: int, progress: Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         """A rank reported a finished training step (`sparkrunner.report_progress`)."""
 
-    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+    def on_anatomy(self, rank: int, anatomy: AnatomyEvent) -> None:
         """A rank summed up where a window of its steps went (`sparkrunner.ranks.anatomy`)."""
 
     def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
@@ -147,10 +147,10 @@ class Observers(RunObserver):
                 env.update(extra if isinstance(extra, dict) else {})
         return env
 
-    def on_progress(self, rank: int, progress: Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         self._each("on_progress", rank, progress)
 
-    def on_anatomy(self, rank: int, anatomy: StepAnatomy) -> None:
+    def on_anatomy(self, rank: int, anatomy: AnatomyEvent) -> None:
         self._each("on_anatomy", rank, anatomy)
 
     def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from sparkrunner.channel.messages import Progress
+from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
 
@@ -20,14 +20,14 @@ class ProgressObserver(RunObserver):
         self._show = show
         self._lock = threading.Lock()
         self._rows: list[dict[str, Any]] = []
-        self._last: dict[int, Progress] = {}
+        self._last: dict[int, ProgressEvent] = {}
         self._bar: Any = None
 
     def on_start(self, record: RunRecord) -> None:
         self._rows, self._last, self._bar = [], {}, None
         self._started = time.monotonic()
 
-    def on_progress(self, rank: int, progress: Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         with self._lock:
             previous = self._last.get(rank)
             step_s = progress.t - previous.t if previous else float("nan")
@@ -45,7 +45,7 @@ class ProgressObserver(RunObserver):
             if self._show:
                 self._update_bar(rank, progress)
 
-    def _update_bar(self, rank: int, progress: Progress) -> None:
+    def _update_bar(self, rank: int, progress: ProgressEvent) -> None:
         if self._bar is None:
             self._bar = _new_bar(progress.total)
             if self._bar is None:

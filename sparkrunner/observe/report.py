@@ -11,10 +11,10 @@ import os
 import tempfile
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.messages import StepAnatomy
+from sparkrunner.observe.events import AnatomyEvent
 from sparkrunner.observe.observers import RunRecord
 
-Window = tuple[int, float, StepAnatomy]
+Window = tuple[int, float, AnatomyEvent]
 COLORS = {"data": "#e4572e", "compute": "#4c72b0", "comm": "#a0a0a0"}
 _RANK_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 _WIDTH, _ROW = 640, 22

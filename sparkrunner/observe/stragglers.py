@@ -2,7 +2,7 @@
 
 In synchronous training every rank's step lasts equally long (the fast ones wait in the collective), so
 what tells a slow rank apart is its *own* time: its step less its wait in collectives. Each rank sends one
-`StepAnatomy` per window of at most `WINDOW_STEPS` steps or `ANATOMY_WINDOW_S` seconds; once every rank
+`AnatomyEvent` per window of at most `WINDOW_STEPS` steps or `ANATOMY_WINDOW_S` seconds; once every rank
 has sent window k, a rank whose median own time in it is at least `THRESHOLD` (20%) above the median of
 the ranks' is slow in that window. Slow in `SUSTAINED` (2) windows in a row, so over at most 50 steps or
 10 s, it is named once per run. The part explaining the gap is the one (data wait or compute) by which the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from sparkrunner.channel.messages import StepAnatomy
+from sparkrunner.observe.events import AnatomyEvent
 
 THRESHOLD = 0.2
 SUSTAINED = 2
@@ -53,11 +53,11 @@ class StragglerDetector:
 
     def __init__(self, num_ranks: int) -> None:
         self._num_ranks = num_ranks
-        self._windows: dict[int, dict[int, StepAnatomy]] = {}
+        self._windows: dict[int, dict[int, AnatomyEvent]] = {}
         self._streak: dict[int, int] = {}
         self._named: set[int] = set()
 
-    def add(self, rank: int, summary: StepAnatomy) -> list[Straggler]:
+    def add(self, rank: int, summary: AnatomyEvent) -> list[Straggler]:
         """Take one rank's window; the ranks newly found slow once every rank has sent that window."""
         if summary.final or self._num_ranks < MIN_RANKS:
             return []
@@ -70,7 +70,7 @@ class StragglerDetector:
         del self._windows[summary.window]
         return self._judge(window)
 
-    def _judge(self, window: dict[int, StepAnatomy]) -> list[Straggler]:
+    def _judge(self, window: dict[int, AnatomyEvent]) -> list[Straggler]:
         typical = {part: _median(window, part) for part in ("own", "data", "compute")}
         found = []
         for rank, summary in sorted(window.items()):
@@ -84,5 +84,5 @@ class StragglerDetector:
         return found
 
 
-def _median(window: dict[int, StepAnatomy], part: str) -> float:
+def _median(window: dict[int, AnatomyEvent], part: str) -> float:
     return statistics.median(summary.median[part] for summary in window.values())

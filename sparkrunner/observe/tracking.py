@@ -20,8 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sparkrunner.channel.messages import Progress
 from sparkrunner.errors import InvalidArgumentError, MissingExtraError, RunCancelledError
+from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class MlflowTracking(RunObserver):
     def rank_env(self) -> dict[str, str]:
         return {"MLFLOW_TRACKING_URI": self._uri, "MLFLOW_RUN_ID": self._run_id}
 
-    def on_progress(self, rank: int, progress: Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         if rank != 0 or not self.log_progress:
             return
         from mlflow.entities import Metric

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.errors import NotEnoughSlotsError
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
-from sparkrunner.placement.slots import session_slots
+from sparkrunner.placement.sessions import task_resource_amount
+from sparkrunner.placement.slots import session_slots, too_few_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
 from sparkrunner.tasks.barrier_task import run_barrier_task
 
@@ -75,14 +75,10 @@ class ConnectPlacement(StageHolder):
         refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
         if self._use_gpu:
-            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0") or 0))
+            gpus.require_spark_gpus(task_resource_amount(self._spark))
         slots = session_slots(self._spark)
         if slots is not None and slots < self._num_tasks:
-            raise NotEnoughSlotsError(
-                f"np={self._num_tasks} needs {self._num_tasks} task slots at once, but this Spark cluster "
-                f"has {slots}. A barrier stage would wait forever; ask for np <= {slots}, or add executors "
-                f"or cores (spark.task.cpus also counts)."
-            )
+            raise too_few_slots(self._num_tasks, slots, "")
 
     def start(self, job: RankJob, description: str = "") -> None:
         self._job = BackgroundJob(

@@ -80,3 +80,18 @@ def cancel_tagged(spark: Any, tag: str) -> None:
         spark.interruptTag(tag)
     else:
         spark.sparkContext.cancelJobsWithTag(tag)
+
+
+def conf_value(spark: Any, key: str, default: str) -> str:
+    """A Spark setting: the SparkContext's configuration on classic Spark, the session's on Spark Connect."""
+    if spark is None:
+        return default
+    if is_connect_session(spark):
+        return str(spark.conf.get(key, default))
+    return str(spark.sparkContext.getConf().get(key, default))
+
+
+def task_resource_amount(spark: Any, resource: str = "gpu") -> float:
+    """How much of `resource` Spark gives each task (``spark.task.resource.<resource>.amount``; 0 when unset),
+    on classic Spark and Spark Connect alike: the one place sparkrunner reads a task's GPU share."""
+    return float(conf_value(spark, f"spark.task.resource.{resource}.amount", "0") or 0)

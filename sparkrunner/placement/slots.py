@@ -69,9 +69,10 @@ def slot_ceiling(conf: Any, master: str) -> tuple[int, str] | None:
     return None
 
 
-def _too_few(num_ranks: int, slots: int, why: str) -> NotEnoughSlotsError:
+def too_few_slots(num_ranks: int, slots: int, why: str) -> NotEnoughSlotsError:
+    """The one "not enough slots" error: what np needs, what the cluster has and why, and what to do."""
     return NotEnoughSlotsError(
-        f"np={num_ranks} needs {num_ranks} task slots at once, but this Spark cluster has {slots} ({why}). "
+        f"np={num_ranks} needs {num_ranks} task slots at once, but this Spark cluster has {slots}{why and f' ({why})'}. "
         f"A barrier stage would wait forever; ask for np <= {slots}, or add executors or cores "
         f"(spark.task.cpus also counts)."
     )
@@ -82,12 +83,12 @@ def wait_for_slots(sc: Any, num_ranks: int, timeout_s: float) -> None:
     after `timeout_s` of waiting for executors that do not come."""
     ceiling = slot_ceiling(sc.getConf(), sc.master)
     if ceiling is not None and ceiling[0] < num_ranks:
-        raise _too_few(num_ranks, ceiling[0], f"at most: {ceiling[1]}")
+        raise too_few_slots(num_ranks, ceiling[0], f"at most: {ceiling[1]}")
     deadline = time.monotonic() + timeout_s
     slots, shown = task_slots(sc), None
     while slots < num_ranks:
         if time.monotonic() > deadline:
-            raise _too_few(
+            raise too_few_slots(
                 num_ranks, slots, f"after waiting start_timeout={timeout_s:g} s for more executors"
             )
         if slots != shown:

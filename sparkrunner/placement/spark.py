@@ -10,6 +10,7 @@ from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
+from sparkrunner.placement.sessions import task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
 
@@ -27,6 +28,7 @@ class SparkPlacement(StageHolder):
     def __init__(
         self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
     ) -> None:
+        self._spark = spark
         self._sc = spark_context(spark)
         self._use_gpu = use_gpu
         self._num_tasks = num_tasks
@@ -46,7 +48,7 @@ class SparkPlacement(StageHolder):
         refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
         if self._use_gpu:
-            gpus.require_spark_gpus(float(conf.get("spark.task.resource.gpu.amount", "0")))
+            gpus.require_spark_gpus(task_resource_amount(self._spark))
         wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
 
     def start(self, job: RankJob, description: str = "") -> None:

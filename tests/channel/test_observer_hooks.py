@@ -11,6 +11,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RankFailedError
+from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import Observers, RunObserver
 
 
@@ -20,7 +21,7 @@ class Calls(RunObserver):
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    def on_progress(self, rank: int, progress: m.Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         self.calls.append(("progress", rank, progress))
 
     def on_rank_output(self, rank: int, stream: str, lines: list[str]) -> None:
@@ -39,7 +40,7 @@ class Calls(RunObserver):
 
 
 class Broken(RunObserver):
-    def on_progress(self, rank: int, progress: m.Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         raise RuntimeError("observer bug")
 
 
@@ -67,8 +68,10 @@ def test_each_rank_message_reaches_its_typed_hook_in_order() -> None:
         session.close()
     assert calls.calls == [
         ("output", 1, "stdout", ["a", "b"]),
-        ("progress", 1, progress),
+        ("progress", 1, ProgressEvent(step=1, epoch=0, total=10, samples=8, t=1.5, metrics={"loss": 2.0})),
         ("log", 1, "note"),
         ("file", 1, "t.json", b"{}"),
         ("exit", 1, (1, "KeyError")),
     ]
+    # observers get the public event type, not the wire message (a protocol change is not an API change)
+    assert type(calls.calls[1][2]) is ProgressEvent
