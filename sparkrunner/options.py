@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from sparkrunner import timeouts
@@ -132,37 +133,137 @@ def check_checkpoint_dir(np: int, max_failures: int, checkpoint_dir: str | None)
         raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
 
 
+def option(default: Any = None, doc: str = "", *, factory: Any = None) -> Any:
+    """A `RunOptions` field and its documentation (what users read in `help(Runner)` and docs/options.md)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"doc": doc})
+    return field(default=default, metadata={"doc": doc})
+
+
+def check_tracking(tracking: Any) -> None:
+    """`tracking` is one of the kinds `Runner` takes (whether MLflow is installed is checked where it is used)."""
+    if tracking is None or isinstance(tracking, bool) or (isinstance(tracking, str) and tracking):
+        return
+    if not callable(getattr(tracking, "on_start", None)):  # a `sparkrunner.MlflowTracking`
+        raise InvalidArgumentError(
+            f"tracking must be None, True, False, an MLflow tracking URI or a sparkrunner.MlflowTracking, not "
+            f"{tracking!r}"
+        )
+
+
+def check_observers(observers: Any) -> None:
+    """`observers` is a list (or tuple) of observer instances: a lone observer, or a class, is refused."""
+    if not isinstance(observers, list | tuple):
+        raise InvalidArgumentError(
+            f"observers must be a list of RunObserver instances, not {type(observers).__name__}: "
+            f"observers=[MyObserver()]"
+        )
+    for observer in observers:
+        if isinstance(observer, type) or not callable(getattr(observer, "on_start", None)):
+            what = f"the class {observer.__name__}" if isinstance(observer, type) else repr(observer)
+            raise InvalidArgumentError(
+                f"observers takes RunObserver instances (subclass sparkrunner.RunObserver), not {what}"
+            )
+
+
 @dataclass(frozen=True)
 class RunOptions:
-    """What `Runner(...)` was given (see `Runner` for each option's meaning), checked in `__post_init__`.
+    """Every `Runner` option: declared, documented and checked here, once (`__post_init__`, before anything
+    starts). `Runner`'s docstring and docs/options.md are made from these fields' docs.
 
+    ``Runner(np=(min, max))`` arrives as ``np=max`` (negative for a local range) and `np_range` (`parse_np`);
     `port_range` is resolved against ``SPARKRUNNER_PORT_RANGE`` and `env` made a plain str -> str dict.
-    ``Runner(np=(min, max))`` arrives as ``np=max`` (negative for a local range) and `np_range`
-    (`parse_np`).
-    `tracking` and `observers` are checked where they are turned into observers (`observe.tracking`).
     """
 
-    np: int
-    spark: Any = None
-    launcher: LauncherName = "auto"
-    driver_log_verbosity: Verbosity = "all"
-    start_timeout: float = timeouts.START_TIMEOUT_S
-    timeout: float | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    tracking: Any = None
-    progress: bool = True
-    observers: Sequence[Any] = ()
-    max_failures: int = 0
-    checkpoint_dir: str | None = None
-    stop_grace_s: float = timeouts.STOP_GRACE_S
-    retry_if: Any = None
-    stall_timeout: float | None = None
-    on_stall: OnStall = "warn"
-    horovod: bool | None = None
-    use_gpu: bool | None = None
-    ranks_per_task: int | None = None
-    port_range: PortRange | None = None
-    np_range: SizeRange | None = None
+    np: int = option(
+        doc="``> 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession (classic or Spark Connect). "
+        "``< 0``: ``abs(np)`` processes on the driver machine, no Spark at all. ``(min, max)``: an elastic run, sized "
+        "by the slots there are (docs/elastic.md)."
+    )
+    spark: Any = option(
+        None,
+        "the SparkSession for ``np > 0``; defaults to this thread's active one, else the process's default one, so "
+        "runs started from worker threads (Optuna, Hyperopt, thread pools) find it too.",
+    )
+    launcher: LauncherName = option(
+        "auto",
+        '``"direct"``: every task spawns its ranks (torch.distributed, TensorFlow, Horovod over Gloo). '
+        '``"mpirun"``: task 0 runs ``mpirun`` across the barrier tasks, no ssh (Horovod over MPI, mpi4py). '
+        '``"auto"``: ``mpirun`` when Horovod with MPI and ``mpirun`` are installed, else ``direct``.',
+    )
+    driver_log_verbosity: Verbosity = option(
+        "all",
+        '``"all"``: every rank\'s stdout and stderr appear on the driver, line by line, prefixed ``[rank N]``. '
+        '``"log_callback_only"``: only ``log_to_driver(...)`` messages.',
+    )
+    start_timeout: float = option(
+        timeouts.START_TIMEOUT_S,
+        "seconds to wait for enough task slots, then again for every rank to start and connect; then a "
+        "`StartTimeoutError` says how many did.",
+    )
+    timeout: float | None = option(
+        None, "seconds for the whole run (`RunTimeoutError`), or None for no limit."
+    )
+    env: Mapping[str, str] = option(doc="extra environment variables for every rank.", factory=dict)
+    tracking: Any = option(
+        None,
+        "record every run in MLflow: None (on when mlflow is installed), False, True, a tracking URI, or a "
+        "`sparkrunner.MlflowTracking`.",
+    )
+    progress: bool = option(
+        True, "show a live progress bar (tqdm, terminal or notebook) while ranks call `report_progress`."
+    )
+    observers: Sequence[Any] = option((), "your own `RunObserver` instances, which follow every run.")
+    max_failures: int = option(
+        0,
+        "failed attempts to retry: each retry starts every rank again (a new barrier stage) and ``main`` resumes "
+        "from `sparkrunner.load_checkpoint()`. 0: the first failure ends the run (docs/recovery.md).",
+    )
+    checkpoint_dir: str | None = option(
+        None,
+        "where `sparkrunner.save_checkpoint` writes. ``np < 0``: by default a folder made for the run (removed at "
+        "its end). ``np > 0``: a path the driver and every executor can read; required when ``max_failures > 0``.",
+    )
+    stop_grace_s: float = option(
+        timeouts.STOP_GRACE_S,
+        "seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.",
+    )
+    retry_if: Any = option(
+        None,
+        "``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes, except argument "
+        "errors and `sparkrunner.errors.DoNotRetry`).",
+    )
+    stall_timeout: float | None = option(
+        None,
+        "seconds without any rank printing or reporting progress after which every rank's Python stack is shown "
+        "(None: off). Set it well above the longest quiet stretch of a healthy run (docs/diagnostics.md).",
+    )
+    on_stall: OnStall = option(
+        "warn", '``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.'
+    )
+    horovod: bool | None = option(
+        None,
+        "whether the direct launcher hosts Horovod's Gloo rendezvous beside rank 0: None whenever Horovod is "
+        "installed, False never (no listening port), True always (a port it cannot listen on fails the run).",
+    )
+    use_gpu: bool | None = option(
+        None,
+        "None: each rank gets its task's GPUs, with a `SparkRunnerWarning` naming a host whose GPUs Spark gave "
+        "none of its tasks. True: refuse to start (`GpuUnavailableError`) unless Spark assigns GPUs to tasks "
+        "(``np < 0``: unless this machine has one). False: hide every GPU from the ranks (CPU training).",
+    )
+    ranks_per_task: int | None = option(
+        None,
+        "ranks each Spark task starts (``np / ranks_per_task`` barrier tasks, the task's GPUs split among them). "
+        "None: the task's GPU count when Spark gives tasks more than one GPU, else 1.",
+    )
+    port_range: PortRange | None = option(
+        None,
+        "``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents, torch/TF/MPI "
+        "listening ports) comes from it, for firewalls and network policies. Default: ``SPARKRUNNER_PORT_RANGE`` "
+        '(``"low-high"``) when set, else any free port (docs/networking.md).',
+    )
+    np_range: SizeRange | None = option(None, "(set from ``np=(min, max)``, not given by the user)")
 
     def __post_init__(self) -> None:
         self._check_np()
@@ -182,6 +283,8 @@ class RunOptions:
         for name in ("horovod", "use_gpu"):
             check_choice(name, getattr(self, name), (None, True, False))
         self._check_ranks_per_task()
+        check_tracking(self.tracking)
+        check_observers(self.observers)
         object.__setattr__(self, "port_range", configured_port_range(self.port_range))
         object.__setattr__(self, "env", {str(k): str(v) for k, v in (self.env or {}).items()})
 
@@ -207,3 +310,22 @@ class RunOptions:
                 f"np={self.np} is not a multiple of ranks_per_task={per_task}: every task starts the same number "
                 f"of ranks"
             )
+
+
+def option_docs() -> dict[str, str]:
+    """Each user-facing option and its documentation, in `Runner`'s order."""
+    return {f.name: f.metadata["doc"] for f in fields(RunOptions) if f.name != "np_range"}
+
+
+def options_docstring() -> str:
+    """The options as a docstring's ``Args:`` section (appended to `Runner`'s)."""
+    lines = ["", "    Args:"]
+    for name, doc in option_docs().items():
+        lines += textwrap.wrap(f"{name}: {doc}", 108, initial_indent=" " * 8, subsequent_indent=" " * 12)
+    return "\n".join(lines) + "\n"
+
+
+def options_markdown() -> str:
+    """The options as the table of docs/options.md (a test keeps that file equal to this)."""
+    rows = [f"| `{name}` | {doc.replace('``', '`')} |" for name, doc in option_docs().items()]
+    return "\n".join(["| option | meaning |", "|---|---|", *rows]) + "\n"

@@ -18,7 +18,7 @@ from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
 from sparkrunner.observe.tracking import tracking_observer
-from sparkrunner.options import LauncherName, OnStall, RunOptions, Verbosity, parse_np
+from sparkrunner.options import LauncherName, OnStall, RunOptions, Verbosity, options_docstring, parse_np
 from sparkrunner.placement import Placement
 from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
@@ -33,48 +33,9 @@ log = logging.getLogger(__name__)
 class Runner:
     """Runs a Python function (or a script, or a module) on `np` ranks and returns rank 0's return value.
 
-    Args:
-        np: ranks to start. ``(min, max)``: an elastic run, sized by the slots there are (docs/elastic.md).
-            ``np > 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession,
-            else this thread's active one, else the process's default one (classic or Spark Connect). ``np < 0``: ``|np|`` processes on the driver machine, no Spark job at all.
-        spark: the SparkSession to use when ``np > 0``; defaults to the active one.
-        launcher: ``"auto"``, or the name of a launcher (``"direct"``: one process per task).
-        driver_log_verbosity: ``"all"`` shows every rank's stdout/stderr on the driver;
-            ``"log_callback_only"`` shows only what ranks send with `log_to_driver`.
-        start_timeout: seconds for every rank to start and connect before the run fails.
-        timeout: seconds for the whole run, or None for no limit.
-        env: extra environment variables for every rank.
-        tracking: record every run in MLflow. ``None`` (default): on when mlflow is installed; ``False``:
-            off; ``True``: on; a string: the MLflow tracking URI to use; or a `sparkrunner.MlflowTracking`.
-        progress: show a live progress bar while ranks call `sparkrunner.report_progress`.
-        observers: extra `RunObserver` objects that follow every run.
-        max_failures: failed attempts to retry: each retry starts every rank again (a new barrier stage) and
-            `main` resumes from `sparkrunner.load_checkpoint()`. 0 (default): the first failure ends the run.
-        checkpoint_dir: where `sparkrunner.save_checkpoint` writes. ``np < 0``: default, a folder made for the
-            run (removed at its end). ``np > 0``: a path the driver and every executor can read; required when
-            ``max_failures > 0``.
-        stop_grace_s: seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.
-        retry_if: ``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes,
-            except argument errors and `sparkrunner.errors.DoNotRetry`).
-        stall_timeout: seconds without any rank printing or reporting progress after which every rank's
-            Python stack is shown (default None: off). Use it for long runs that may hang in a collective
-            (uneven data, a lost peer), set well above the longest quiet stretch of a healthy run.
-        on_stall: ``"warn"`` shows the stacks and keeps running; ``"fail"`` stops the run with `StallError`.
-        horovod: whether the direct launcher hosts Horovod's Gloo rendezvous server beside rank 0. ``None``
-            (default): whenever Horovod is installed there, however the function reaches ``hvd.init()``;
-            ``False``: never (no listening port); ``True``: always, and a port it cannot listen on fails the run.
-        use_gpu: ``None`` (default): each rank gets its Spark task's GPUs, with a warning when a host has GPUs
-            that Spark gave its tasks none of; ``True``: refuse to start unless Spark assigns GPUs to tasks
-            (``np < 0``: unless this machine has one); ``False``: hide every GPU from the ranks (CPU training).
-        ranks_per_task: ranks each Spark task starts (``np > 0``): ``np / ranks_per_task`` barrier tasks, the
-            task's GPUs split among its ranks. ``None`` (default): the task's GPU count when Spark gives tasks
-            more than one GPU, else 1.
-        port_range: ``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents,
-            torch/TF/MPI listening ports) comes from this range, for firewalls and network policies. Defaults
-            to ``SPARKRUNNER_PORT_RANGE`` ("low-high") when set, else any free port.
-
     After each call, `last_run` is the `RunRecord` of that run (duration, error, attempts, per-rank timings,
-    MLflow id).
+    MLflow id). Every option is declared, documented and checked once, in `sparkrunner.options.RunOptions`;
+    the list below is made from it.
     """
 
     def __init__(
@@ -198,6 +159,9 @@ class Runner:
         if is_connect_session(spark):
             return ConnectPlacement(spark, tasks, launcher, self.options.use_gpu)
         return SparkPlacement(spark, tasks, launcher, self.options.start_timeout, self.options.use_gpu)
+
+
+Runner.__doc__ = (Runner.__doc__ or "") + options_docstring()
 
 
 class HorovodRunner(Runner):

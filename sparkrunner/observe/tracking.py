@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sparkrunner.errors import InvalidArgumentError, MissingExtraError, RunCancelledError
+from sparkrunner.errors import MissingExtraError, RunCancelledError
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver, RunRecord
 
@@ -276,12 +276,7 @@ def tracking_observer(tracking: Any) -> list[RunObserver]:
         )
     if tracking is True:
         return [MlflowTracking()]
-    if isinstance(tracking, str) and tracking:
-        return [MlflowTracking(tracking_uri=tracking)]
-    raise InvalidArgumentError(
-        f"tracking must be None, True, False, an MLflow tracking URI or a sparkrunner.MlflowTracking, not "
-        f"{tracking!r}"
-    )
+    return [MlflowTracking(tracking_uri=tracking)]  # a tracking URI (`RunOptions` checked the kinds)
 
 
 def _mlflow_installed() -> bool:

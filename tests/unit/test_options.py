@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any, get_args
 
 import pytest
 
+from sparkrunner import Runner, RunObserver
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
 from sparkrunner.launch import LAUNCHERS
-from sparkrunner.options import LauncherName, RunOptions, check_choice, check_number
+from sparkrunner.options import (
+    LauncherName,
+    RunOptions,
+    check_choice,
+    check_number,
+    option_docs,
+    options_markdown,
+)
+from tests.helpers import ROOT
 
 
 @pytest.mark.parametrize(
@@ -76,3 +87,37 @@ def test_good_options_are_normalised_and_frozen() -> None:
     assert options.env == {"A": "1"} and options.port_range == (40000, 40100)
     with pytest.raises(AttributeError):
         options.np = 3  # type: ignore[misc]
+
+
+def test_runner_takes_exactly_the_declared_options_with_their_defaults() -> None:
+    """`RunOptions` is the one source: `Runner`'s keyword arguments are its fields, with the same defaults."""
+    parameters = inspect.signature(Runner.__init__).parameters
+    declared = {f.name: f for f in dataclasses.fields(RunOptions) if f.name != "np_range"}
+    assert [p for p in parameters if p != "self"] == list(declared)
+    for name, f in declared.items():
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        given = parameters[name].default
+        assert name == "np" or given == default or (given is None and default == {}), (name, given, default)
+    assert all(len(doc) > 20 for doc in option_docs().values()), option_docs()
+    assert all(f"{name}:" in (Runner.__doc__ or "") for name in declared)
+
+
+def test_the_options_page_is_made_from_the_declarations() -> None:
+    assert options_markdown() in (ROOT / "docs" / "options.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"observers": "not a list"}, "observers must be a list"),
+        ({"observers": [object()]}, "RunObserver instances"),
+        ({"observers": [RunObserver]}, "the class RunObserver"),
+        ({"tracking": 3}, "tracking must be None, True, False"),
+        ({"tracking": ""}, "tracking must be None, True, False"),
+    ],
+)
+def test_observers_and_tracking_are_checked_before_anything_starts(
+    options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=named):
+        Runner(np=-2, **options)
