@@ -17,7 +17,7 @@ from sparkrunner.ranks.anatomy import RUN_SAMPLE_STEPS, WINDOW_STEPS, StepClock,
 
 def window(index: int, data: float, compute: float) -> StepAnatomy:
     median = {"data": data, "compute": compute, "own": data + compute, "comm": 0.0, "step": 0.1}
-    return StepAnatomy(index, 25, median, median, "host-b", 3, "2", False)
+    return StepAnatomy(index, 25, median, median, "host-b", 3, "2", False, 2.5)
 
 
 def feed(detector: StragglerDetector, windows: list[dict[int, tuple[float, float]]]) -> list:
