@@ -27,6 +27,8 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 100, 24, 34, 60
 _ROW = 26
 _FEW_POINTS = 2  # a rank with this many windows or fewer has no curve to speak of
 Scale = Callable[[float], float]
+MAX_DOTS = 400
+"""The most dots a rank's throughput line gets; a longer run's consecutive windows are merged."""
 
 
 @dataclass(frozen=True)
@@ -136,13 +138,28 @@ def anatomy_svg(medians: dict[int, dict[str, float]]) -> str:
 
 
 def _throughput_points(windows: list[Window]) -> dict[int, list[tuple[float, float, int]]]:
-    """Per rank: (the window's middle in s, steps/s, steps) of each window with timed steps."""
+    """Per rank: (the window's middle in s, steps/s, steps) of each window with timed steps; past `MAX_DOTS`
+    windows, runs of consecutive ones are merged (a long run's page stays small)."""
     points: dict[int, list[tuple[float, float, int]]] = {}
     for rank, elapsed, window in windows:
         if window.median["step"] > 0:
             middle = max(elapsed - window.span_s / 2, 0.0)
             points.setdefault(rank, []).append((middle, 1 / window.median["step"], window.steps))
-    return points
+    return {rank: _merged(line) for rank, line in points.items()}
+
+
+def _merged(line: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+    """At most `MAX_DOTS` points: each the mean time and the overall steps/s of consecutive windows."""
+    size = math.ceil(len(line) / MAX_DOTS)
+    if size == 1:
+        return line
+    merged = []
+    for at in range(0, len(line), size):
+        group = line[at : at + size]
+        steps = sum(n for _, _, n in group)
+        seconds = sum(n / rate for _, rate, n in group)
+        merged.append((sum(t for t, _, _ in group) / len(group), steps / seconds, steps))
+    return merged
 
 
 def _axis(largest: float) -> tuple[float, float]:

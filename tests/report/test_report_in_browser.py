@@ -118,6 +118,8 @@ def test_every_chart_shows_marks_and_the_page_fits_desktop_and_phone(
                 "const d = document.querySelector('.scroll'); return d ? [d.scrollWidth, d.clientWidth] : null"
             )
             assert table is not None and table[1] <= window  # wider tables scroll inside their own box
+            if width == DESKTOP:
+                assert table[0] <= table[1], f"the table needs {table[0]} px, its box has {table[1]}"
             screenshot(browser, artifacts / f"report-{name}-{width}.png")
         top = visible_text(browser, "dl.facts")
         assert record.run_id in top and "status" in top
