@@ -57,7 +57,10 @@ def phases(timeline: Timeline) -> list[Phase]:
         return []
     up = max(timeline.started.values())
     first = max(min(t - w.span_s for _, t, w in timeline.windows), 0.0)
-    found = [Phase("start-up", 0.0, up, "the ranks' processes start and connect to the driver")]
+    started = (
+        "the driver starts the run (tracking, the payload), the ranks' processes start and connect to it"
+    )
+    found = [Phase("start-up", 0.0, up, started)]
     if first > up:
         meaning = (
             "the ranks load the function, set up (imports, model, process group) and ask for a first batch"

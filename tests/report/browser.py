@@ -15,11 +15,19 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PAGE_LOAD_S = 30
 DESKTOP, PHONE = 1200, 390
+_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",  # root in CI
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--host-resolver-rules=MAP * ~NOTFOUND",  # no name resolves: offline, as on a locked-down cluster
+)
 
 # For every <svg>: its marks (dots, lines, bars and bands) with a box a person can see, and, per kind, at how many
 # of their centres the browser paints a mark of that kind (so none is hidden under something else or clipped).
 _MARKS_JS = """
-return [...document.querySelectorAll('svg')].map(svg => {
+return [...document.querySelectorAll(arguments[0])].map(svg => {
   const seen = {circle: 0, polyline: 0, rect: 0, onTop: {circle: 0, rect: 0}, titles: []};
   for (const el of svg.querySelectorAll('circle, polyline, rect')) {
     const box = el.getBoundingClientRect(), style = getComputedStyle(el);
@@ -60,8 +68,7 @@ def chromium(width: int = DESKTOP, height: int = 900) -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--hide-scrollbars", f"--window-size={width},{height}"):  # fmt: skip
+    for arg in (*_FLAGS, f"--window-size={width},{height}"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_page_load_timeout(PAGE_LOAD_S)
@@ -82,10 +89,11 @@ def overflow(driver: Any) -> tuple[int, int]:
     return tuple(driver.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]"))
 
 
-def chart_marks(driver: Any) -> list[dict[str, Any]]:
-    """Per chart (<svg>) on the page: its visible circles, polylines and rects, how many of the circles and
-    rects have a mark of their kind painted at their centre, their tooltips and the chart's width."""
-    return driver.execute_script(_MARKS_JS)
+def chart_marks(driver: Any, charts: str = "svg") -> list[dict[str, Any]]:
+    """Per chart (each <svg> matching the CSS selector `charts`): its visible circles, polylines and rects, how
+    many of the circles and rects have a mark of their kind painted at their centre, their tooltips and the
+    chart's width."""
+    return driver.execute_script(_MARKS_JS, charts)
 
 
 def visible_text(driver: Any, css: str) -> str:
@@ -94,6 +102,14 @@ def visible_text(driver: Any, css: str) -> str:
 
     found = driver.find_elements(By.CSS_SELECTOR, css)
     return found[0].text if found and found[0].is_displayed() else ""
+
+
+def artifacts_folder(fallback: Path) -> Path:
+    """Where screenshots go: $SPARKRUNNER_TEST_ARTIFACTS (CI keeps it), else `fallback` (a tmp folder)."""
+    kept = os.environ.get("SPARKRUNNER_TEST_ARTIFACTS")
+    folder = Path(kept) if kept else fallback
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def screenshot(driver: Any, path: Path) -> Path:

@@ -16,6 +16,7 @@ from sparkrunner import RankFailedError, Runner
 from tests.report.browser import (
     DESKTOP,
     PHONE,
+    artifacts_folder,
     chart_marks,
     chromium,
     have_chromium,
@@ -76,11 +77,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: $SPARKRUNNER_TEST_ARTIFACTS (CI keeps it) or a tmp folder."""
-    kept = os.environ.get("SPARKRUNNER_TEST_ARTIFACTS")
-    folder = Path(kept) if kept else tmp_path_factory.mktemp("screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    return artifacts_folder(tmp_path_factory.mktemp("screenshots"))
 
 
 def throughput_and_anatomy(marks: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
