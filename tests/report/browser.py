@@ -4,9 +4,10 @@ top at a point, the page's scroll width), not from the HTML as text."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PAGE_LOAD_S = 30
+START_TRIES = 3
 DESKTOP, PHONE = 1200, 390
 _FLAGS = (
     "--headless=new",
@@ -70,12 +72,23 @@ def chromium(width: int = DESKTOP, height: int = 900) -> Iterator[Any]:
     options.binary_location = CHROMIUM
     for arg in (*_FLAGS, f"--window-size={width},{height}"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = _started(lambda: webdriver.Chrome(service=Service(CHROMEDRIVER), options=options))
     driver.set_page_load_timeout(PAGE_LOAD_S)
     try:
         yield driver
     finally:
         driver.quit()
+
+
+def _started(start: Callable[[], Any]) -> Any:
+    """`start()`, tried up to START_TRIES times: selenium hands chromedriver a port it probed free, which
+    another process on a busy machine can take first (chromedriver then exits with status 1)."""
+    from selenium.common.exceptions import WebDriverException
+
+    for _ in range(START_TRIES - 1):
+        with contextlib.suppress(WebDriverException):
+            return start()
+    return start()
 
 
 def open_page(driver: Any, path: str | os.PathLike[str], width: int) -> None:

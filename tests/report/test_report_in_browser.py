@@ -60,7 +60,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     os.environ["SPARKRUNNER_REPORT_DIR"] = str(folder)
     try:
         for name, args in {"short": (3,), "long": (LONG_STEPS,), "failed": (LONG_STEPS, FAIL_AT)}.items():
-            runner = Runner(np=-2, launcher="direct", progress=False, tracking=False, env=env)
+            tracked = name == "failed"  # into the suite's throwaway MLflow store (tests/conftest.py)
+            runner = Runner(np=-2, launcher="direct", progress=False, tracking=tracked, env=env)
             if name == "failed":
                 with pytest.raises(RankFailedError):
                     runner.run(steps, *args)
@@ -163,5 +164,6 @@ def test_a_failed_run_shows_its_status_and_the_ranks_error_at_the_top(reports: d
             "return document.querySelector('.error').getBoundingClientRect().top"
         )
     assert "failed: RankFailedError" in top
+    assert reports["failed"].mlflow_run_id is not None and reports["failed"].mlflow_run_id in top
     assert "rank 1" in error and f"ValueError: the loss became NaN at step {FAIL_AT}" in error
     assert heading < error_at < 900  # on the first screen, under the title
