@@ -52,8 +52,7 @@ class Phase:
 
 def phases(timeline: Timeline) -> list[Phase]:
     """Start-up (until the last rank connected) and setup (until the first rank's first step began)."""
-    windows = [w for _, _, w in timeline.windows]
-    if not timeline.started or not windows:
+    if not timeline.started or not timeline.windows:
         return []
     up = max(timeline.started.values())
     first = max(min(t - w.span_s for _, t, w in timeline.windows), 0.0)
