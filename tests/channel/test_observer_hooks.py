@@ -20,6 +20,9 @@ class Calls(RunObserver):
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
+    def on_rank_start(self, rank: int) -> None:
+        self.calls.append(("start", rank))
+
     def on_progress(self, rank: int, progress: m.Progress) -> None:
         self.calls.append(("progress", rank, progress))
 
@@ -66,6 +69,7 @@ def test_each_rank_message_reaches_its_typed_hook_in_order() -> None:
         rank.close()
         session.close()
     assert calls.calls == [
+        ("start", 1),  # its Hello
         ("output", 1, "stdout", ["a", "b"]),
         ("progress", 1, progress),
         ("log", 1, "note"),
