@@ -260,7 +260,7 @@ class RunOptions:
     port_range: PortRange | None = option(
         None,
         "``(low, high)``: every port sparkrunner opens (driver channel, rendezvous, task agents, torch/TF/MPI "
-        "listening ports) comes from it, for firewalls and network policies. Default: ``SPARKRUNNER_PORT_RANGE`` "
+        f"listening ports) comes from it, for firewalls and network policies. Default: ``{Env.PORT_RANGE}`` "
         '(``"low-high"``) when set, else any free port (docs/networking.md).',
     )
     np_range: SizeRange | None = option(None, "(set from ``np=(min, max)``, not given by the user)")

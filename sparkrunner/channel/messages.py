@@ -128,7 +128,8 @@ class StepAnatomy(Message, kind="step_anatomy"):
 
     `median` and `p95` map each part ("step", "data", "comm", "compute", "own") to seconds; `host`, `task`
     and `executor` name where the rank runs (None for the last two: on the driver, np < 0), for the driver's
-    straggler warning.
+    straggler warning. `span_s`: seconds from the start of the first step it covers to its sending, so the
+    driver places the window (and the run's first step) on its own clock.
     """
 
     window: int
@@ -139,6 +140,7 @@ class StepAnatomy(Message, kind="step_anatomy"):
     task: int | None
     executor: str | None
     final: bool
+    span_s: float
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,7 @@ class DriverSession:
             self.report.connected(hello)
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", hello.rank, hello.host, hello.pid)
+        self._observer.on_rank_start(hello.rank)
         m.send(conn, m.Payload(self._payload))
 
     def _ask_ranks_for_stacks(self, request: int) -> None:

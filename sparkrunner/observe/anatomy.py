@@ -13,6 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from sparkrunner.errors import StragglerWarning
+from sparkrunner.observe.charts import PARTS, Timeline
 from sparkrunner.observe.events import AnatomyEvent
 from sparkrunner.observe.live_view import NotebookView
 from sparkrunner.observe.observers import RunObserver, RunRecord
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PARTS = ("data", "compute", "comm", "own", "step")
-
 
 class AnatomyObserver(RunObserver):
     """Follows the ranks' step anatomy: warns about stragglers, shows a live table, fills the run's record."""
@@ -37,6 +36,7 @@ class AnatomyObserver(RunObserver):
         self.history: list[tuple[int, float, AnatomyEvent]] = []
         """(rank, seconds since the start, window) of every window so far: the live views and the report."""
         self._finals: dict[int, AnatomyEvent] = {}
+        self._started_at: dict[int, float] = {}  # rank -> seconds since the start when its process connected
         self.stragglers: list[str] = []
         """The straggler warnings of the run so far."""
         self._detector = StragglerDetector(0)
@@ -45,10 +45,14 @@ class AnatomyObserver(RunObserver):
 
     def on_start(self, record: RunRecord) -> None:
         with self._lock:
-            self.history, self._finals, self.stragglers = [], {}, []
+            self.history, self._finals, self.stragglers, self._started_at = [], {}, [], {}
             self._detector = StragglerDetector(abs(record.np))
             self._started = self._shown = time.monotonic()
-            self._view = NotebookView(self._snapshot) if self._show and NotebookView.available() else None
+            self._view = NotebookView(self.timeline) if self._show and NotebookView.available() else None
+
+    def on_rank_start(self, rank: int) -> None:
+        with self._lock:
+            self._started_at.setdefault(rank, time.monotonic() - self._started)
 
     def on_anatomy(self, rank: int, anatomy: AnatomyEvent) -> None:
         with self._lock:
@@ -67,9 +71,10 @@ class AnatomyObserver(RunObserver):
         if show and self._view is None:
             log.info("step anatomy, median ms per step:\n%s", live_table(self.latest()))
 
-    def _snapshot(self) -> list[tuple[int, float, AnatomyEvent]]:
+    def timeline(self) -> Timeline:
+        """The run so far on the driver's clock: every window and when each rank connected."""
         with self._lock:
-            return list(self.history)
+            return Timeline(list(self.history), dict(self._started_at))
 
     def latest(self) -> dict[int, AnatomyEvent]:
         """Each rank's latest window."""
@@ -84,7 +89,7 @@ class AnatomyObserver(RunObserver):
         if self._view is not None:
             self._view.close()
         if finals or self.history:
-            record.report_path = save_report(record, self.history, self.stragglers)
+            record.report_path = save_report(record, self.timeline(), self.stragglers)
             log.info("run report (throughput and step anatomy per rank): %s", record.report_path)
 
 

@@ -53,6 +53,8 @@ class AnatomyEvent:
             "comm" (in collectives), "compute" and "own" (the rest).
         host: where the rank runs; task, executor: its barrier task and Spark executor (None on the driver).
         final: whether this sums up the whole run.
+        span_s: seconds from the start of the window's first step to when the rank sent it (places the
+            window on the driver's clock).
     """
 
     window: int
@@ -63,6 +65,7 @@ class AnatomyEvent:
     task: int | None
     executor: str | None
     final: bool
+    span_s: float
 
     @classmethod
     def of(cls, message: Any) -> AnatomyEvent:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkrunner.observe.report import Window, anatomy_svg, throughput_svg
+from sparkrunner.observe.charts import STYLE, Timeline, anatomy_svg, throughput_svg
 from sparkrunner.timeouts import LIVE_VIEW_REFRESH_S
 
 
@@ -19,8 +19,8 @@ class NotebookView:
     """Draws the run's per-rank throughput and step anatomy into one notebook output, redrawn in place every
     `LIVE_VIEW_REFRESH_S` from its own thread while the run goes, whether or not a window arrived."""
 
-    def __init__(self, history: Callable[[], list[Window]]) -> None:
-        self._history = history
+    def __init__(self, timeline: Callable[[], Timeline]) -> None:
+        self._timeline = timeline
         self._handle: Any = None
         self._started = time.monotonic()
         self._stop = threading.Event()
@@ -50,11 +50,11 @@ class NotebookView:
     def _draw(self, state: str) -> None:
         from IPython.display import HTML, display
 
-        history = self._history()
-        latest = {rank: dict(window.median) for rank, _, window in history}
+        timeline = self._timeline()
+        latest = {rank: dict(window.median) for rank, _, window in timeline.windows}
         elapsed = time.monotonic() - self._started
         body = HTML(
-            f"<div><b>sparkrunner: steps/s per rank</b> ({state}, {elapsed:.0f} s)" + throughput_svg(history)
+            f"<div>{STYLE}<b>sparkrunner: steps/s per rank</b> ({state}, {elapsed:.0f} s)" + throughput_svg(timeline)
             + "<b>step anatomy, latest window (median ms)</b>" + anatomy_svg(latest) + "</div>"
         )  # fmt: skip
         if self._handle is None:

@@ -108,6 +108,9 @@ class RunObserver:
         """Extra environment variables for every rank (read after `on_start`)."""
         return {}
 
+    def on_rank_start(self, rank: int) -> None:
+        """A rank's process started and connected to the driver (it loads the function next)."""
+
     def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         """A rank reported a finished training step (`sparkrunner.report_progress`)."""
 
@@ -146,6 +149,9 @@ class Observers(RunObserver):
                 extra = _guard_value(observer.rank_env)
                 env.update(extra if isinstance(extra, dict) else {})
         return env
+
+    def on_rank_start(self, rank: int) -> None:
+        self._each("on_rank_start", rank)
 
     def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         self._each("on_progress", rank, progress)

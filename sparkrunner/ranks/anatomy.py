@@ -58,6 +58,7 @@ class StepClock:
         self._window: list[tuple[float, float, float]] = []
         self._saving_steps: list[tuple[float, float, float]] = []  # the window's steps that saved
         self._window_start = 0.0
+        self._first_start = 0.0  # when the run's first step began
         self._windows = 0
         self._all: list[tuple[float, float, float]] = []  # a uniform sample of the run's steps
         self._steps = 0
@@ -115,6 +116,8 @@ class StepClock:
                 self._comm = 0.0
         if not self._window_start:
             self._window_start = now
+        if not self._first_start:
+            self._first_start = now
 
     def _boundary(self, now: float) -> None:
         """End the current step at `now` and start the next one."""
@@ -133,7 +136,7 @@ class StepClock:
 
     def _send_window(self) -> None:
         """Send the window's summary over its steps that saved no checkpoint (over all, if every one did)."""
-        self._send(self._window or self._saving_steps, final=False)
+        self._send(self._window or self._saving_steps, False, self._window_start)
         self._window, self._saving_steps = [], []
 
     def _sample(self, row: tuple[float, float, float]) -> None:
@@ -149,14 +152,15 @@ class StepClock:
         if self._window or self._saving_steps:
             self._send_window()
         if self._all:
-            self._send(self._all, final=True)
+            self._send(self._all, True, self._first_start)
         self._all = []
 
-    def _send(self, rows: list[tuple[float, float, float]], final: bool) -> None:
+    def _send(self, rows: list[tuple[float, float, float]], final: bool, since: float) -> None:
+        """Send the summary of `rows`, whose first step began at `since`."""
         median, p95 = summarize(rows)
         task, executor = os.environ.get(Env.STARTED_BY_TASK), os.environ.get(Env.EXECUTOR)
         where = (socket.gethostname(), int(task) if task else None, executor)
-        message = StepAnatomy(self._windows, len(rows), median, p95, *where, final)
+        message = StepAnatomy(self._windows, len(rows), median, p95, *where, final, time.monotonic() - since)
         self._windows += 1
         send_to_driver(message)
 

@@ -51,6 +51,7 @@ SAMPLES: list[m.Message] = [
         task=None,
         executor=None,
         final=False,
+        span_s=0.8,
     ),
     m.Serve(driver="10.0.0.7:40001", secret=b"\x00secret", env={"MLFLOW_RUN_ID": "abc"}),
     m.StreamOpen(stream="s1", iteration=0, epoch=2, rank=1, world_size=4, rows_per_rank=96),

@@ -21,6 +21,9 @@ class Calls(RunObserver):
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
+    def on_rank_start(self, rank: int) -> None:
+        self.calls.append(("start", rank))
+
     def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         self.calls.append(("progress", rank, progress))
 
@@ -67,6 +70,7 @@ def test_each_rank_message_reaches_its_typed_hook_in_order() -> None:
         rank.close()
         session.close()
     assert calls.calls == [
+        ("start", 1),  # its Hello
         ("output", 1, "stdout", ["a", "b"]),
         ("progress", 1, ProgressEvent(step=1, epoch=0, total=10, samples=8, t=1.5, metrics={"loss": 2.0})),
         ("log", 1, "note"),
@@ -74,4 +78,4 @@ def test_each_rank_message_reaches_its_typed_hook_in_order() -> None:
         ("exit", 1, (1, "KeyError")),
     ]
     # observers get the public event type, not the wire message (a protocol change is not an API change)
-    assert type(calls.calls[1][2]) is ProgressEvent
+    assert type(calls.calls[2][2]) is ProgressEvent

@@ -16,15 +16,18 @@ from nbclient import NotebookClient
 
 KERNEL = "sparkrunner-venv"
 CELL_TIMEOUT_S = 600
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def _write_kernelspec(root: str) -> None:
-    """A kernelspec for this interpreter, so the notebooks run here whatever kernels the machine has."""
+    """A kernelspec for this interpreter, so the notebooks run here whatever kernels the machine has; its
+    kernel imports this checkout's sparkrunner first (the interpreter's editable install may be another's)."""
     spec = Path(root, "kernels", KERNEL)
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
     spec.joinpath("kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
+        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python", "env": {"PYTHONPATH": path}})
     )
 
 

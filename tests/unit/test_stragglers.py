@@ -3,6 +3,7 @@ and the rank's summaries against numpy's percentiles."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from sparkrunner.ranks.anatomy import RUN_SAMPLE_STEPS, WINDOW_STEPS, StepClock,
 
 def window(index: int, data: float, compute: float) -> StepAnatomy:
     median = {"data": data, "compute": compute, "own": data + compute, "comm": 0.0, "step": 0.1}
-    return StepAnatomy(index, 25, median, median, "host-b", 3, "2", False)
+    return StepAnatomy(index, 25, median, median, "host-b", 3, "2", False, 2.5)
 
 
 def feed(detector: StragglerDetector, windows: list[dict[int, tuple[float, float]]]) -> list:
@@ -110,3 +111,20 @@ def test_steps_that_save_a_checkpoint_are_left_out_of_the_straggler_windows(
         found += [s for message in sent for s in detector.add(rank, message)]
         sent.clear()
     assert [(s.rank, s.cause) for s in found] == ([] if through_sparkrunner else [(0, "compute")])
+
+
+def test_a_window_says_how_long_ago_its_first_step_began(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`span_s` (where the driver places a window and the run's first step) against this test's own clock:
+    at least the window's sleeps, at most the time the loop took."""
+    sent: list[StepAnatomy] = []
+    monkeypatch.setattr(anatomy, "send_to_driver", sent.append)
+    clock, source, batches = StepClock(), object(), iter(range(WINDOW_STEPS + 1))
+    began = time.monotonic()
+    for _ in range(WINDOW_STEPS + 1):  # the 26th request ends the 25th step: the window is sent
+        clock.fetch(source, batches)
+        time.sleep(0.004)
+    clock.finish()
+    ended = time.monotonic()
+    window, run = sent
+    assert not window.final and run.final
+    assert WINDOW_STEPS * 0.004 <= window.span_s <= run.span_s <= ended - began
