@@ -23,7 +23,10 @@ image: setup
 image-test: image
 	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/image
 
-test: setup lint
+# each phase prints its duration (scripts/phase.sh); run_tests.sh times its own phases the same way
+test:
+	@bash scripts/phase.sh setup $(MAKE) --no-print-directory setup
+	@bash scripts/phase.sh lint $(MAKE) --no-print-directory lint
 	bash scripts/run_tests.sh
 
 # everything but the tests marked slow (a Spark start-up, mpirun, or more than ~5 s): under 3 minutes

@@ -57,14 +57,18 @@ elif [ $# -gt 0 ]; then
 else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
-  .venv/bin/python -m pytest -ra --durations=60 || status=$?
+  bash scripts/phase.sh "main suite" .venv/bin/python -m pytest -ra --durations=60 || status=$?
   echo "== run_tests: the Spark 3.5 environment"
+  SECONDS=0
   spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
+  echo "== phase Spark 3.5 subset: ${SECONDS} s"
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
   else
     echo "== run_tests: the cluster image (docker/build_image.sh, tests/image)"
+    SECONDS=0
     image_tests || status=$?
+    echo "== phase image (waiting for its build, then its tests): ${SECONDS} s"
     rm -f "$IMAGE_LOG"
   fi
   exit $status
