@@ -37,7 +37,7 @@ def session(master: str) -> Any:
 
 def sparkrunner_writer(df: Any, target: Path) -> None:
     from sparkrunner.data import storage
-    from sparkrunner.data.driver.progress_report import WriteProgress
+    from sparkrunner.data.driver.write_progress import WriteProgress
     from sparkrunner.data.driver.writer import WriteOptions, write
 
     progress = WriteProgress(df.sparkSession.sparkContext, str(target), enabled=False)

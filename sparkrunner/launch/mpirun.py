@@ -3,7 +3,7 @@
 `np < 0`: mpirun runs on the driver and starts |np| ranks there. `np > 0`: barrier task 0 writes a host file
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
-Every other task serves (or idles) until task 0 tells it that mpirun has ended (`run_end.py`).
+Every other task serves (or idles) until task 0 tells it that mpirun has ended (`mpirun_end_notice.py`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.gpus import CUDA_VISIBLE
+from sparkrunner.launch.mpirun_end_notice import RunEndServer, wait_for_run_end
+from sparkrunner.launch.mpirun_shutdown import RunOverWatch
 from sparkrunner.launch.network import local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.run_end import RunEndServer, wait_for_run_end
-from sparkrunner.launch.run_over import RunOverWatch
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.options import PortRange

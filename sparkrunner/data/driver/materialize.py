@@ -12,7 +12,7 @@ from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.driver import cache_leases, cache_store, host_check
 from sparkrunner.data.driver.cache_key import cache_key
 from sparkrunner.data.driver.cache_store import CACHE_ENV, default_cache_dir
-from sparkrunner.data.driver.progress_report import WriteProgress
+from sparkrunner.data.driver.write_progress import WriteProgress
 from sparkrunner.data.driver.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.options import check_number

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkrunner.data import shared, storage
 from sparkrunner.data.dataset import MANIFEST, DataFile, path_in
-from sparkrunner.data.driver.progress_report import WriteProgress
+from sparkrunner.data.driver.write_progress import WriteProgress
 
 _REPORT_SCHEMA = "name string, size long, num_rows long, host string"
 
