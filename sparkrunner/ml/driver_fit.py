@@ -1,0 +1,68 @@
+"""One `fit` on the driver, whatever trains: check the input, split it in Spark, hand the rows to the ranks,
+run the rank-side training through `Runner`, and record each epoch's metrics in MLflow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrunner.ml import driver_checks, driver_data, driver_mlflow
+from sparkrunner.ml.entry import RankEntry
+from sparkrunner.observe.tracking import MlflowTracking, tracking_observer
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What the ranks returned (rank 0's value), and the MLflow run that recorded the fit."""
+
+    result: Any
+    mlflow_run_id: str | None
+    tracking: MlflowTracking | None
+
+
+def check_input(stage: Any, df: Any) -> None:
+    """Everything about `df` and the stage's Params that can be wrong, before any rank starts."""
+    get = stage.getOrDefault
+    driver_checks.check_training(get("epochs"), get("batch_size"), get("data"), get("max_failures"), get("verbose"))
+    driver_checks.check_columns(df, get("feature_cols"), get("label_cols"), get("sample_weight_col"))
+    driver_checks.check_validation(df, get("validation"))
+    driver_checks.check_not_empty(df)
+
+
+def fit_on_ranks(stage: Any, df: Any, entry: RankEntry, spec: Any) -> Fitted:
+    """``entry(spec, training data, validation data or None)`` on the stage's ranks; returns rank 0's value."""
+    from sparkrunner.runner import Runner
+
+    get = stage.getOrDefault
+    needed = [*get("feature_cols"), *get("label_cols"), *filter(None, [get("sample_weight_col")])]
+    frames = driver_data.split(df, list(dict.fromkeys(needed)), get("validation"), get("seed"))
+    tracking = next(iter(tracking_observer(get("tracking"))), None)
+    runner = Runner(
+        _np(stage, df),
+        spark=df.sparkSession,
+        launcher=get("launcher"),
+        tracking=tracking if tracking is not None else False,
+        max_failures=get("max_failures"),
+        checkpoint_dir=get("checkpoint_dir"),
+        driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
+        progress=get("verbose") >= 1,
+    )
+    with driver_data.handed_over(frames, get("data"), get("store"), get("seed")) as (train, val):
+        result = runner.run(entry, spec, train, val)
+    run_id = runner.last_run.mlflow_run_id if runner.last_run is not None else None
+    if tracking is not None and run_id:
+        driver_mlflow.log_fit(tracking.uri, run_id, getattr(result, "history", {}), get("run_id"))
+    return Fitted(result, run_id or None, tracking)
+
+
+def _np(stage: Any, df: Any) -> int:
+    """`np`, else Horovod's `num_proc`, else the session's default parallelism (as Horovod's estimators)."""
+    from sparkrunner.errors import InvalidArgumentError
+
+    np, num_proc = stage.getOrDefault("np"), stage.getOrDefault("num_proc")
+    if np is not None and num_proc is not None and np != num_proc:
+        raise InvalidArgumentError(f"np={np} and num_proc={num_proc} disagree: give one of them")
+    chosen = np if np is not None else num_proc
+    if chosen is None:
+        return int(df.sparkSession.sparkContext.defaultParallelism)
+    return int(chosen)

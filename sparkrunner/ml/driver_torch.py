@@ -1,0 +1,127 @@
+"""`TorchEstimator` and `TorchModel`: a torch `nn.Module` trained with DDP on sparkrunner's ranks as a Spark ML
+stage, and the fitted model scoring on the executors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cloudpickle
+from pyspark import keyword_only
+from pyspark.ml import Estimator, Model
+from pyspark.ml.util import MLReadable, MLWritable
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml import driver_checks, driver_fit, losses
+from sparkrunner.ml.driver_persistence import ModelState, StateReader, StateWriter
+from sparkrunner.ml.driver_scoring import model_source, scored
+from sparkrunner.ml.entry import RankEntry
+from sparkrunner.ml.params import ScoringParams, TorchParams
+from sparkrunner.ml.spec import TrainResult, TrainSpec
+from sparkrunner.ml.task_scoring import BatchScorer
+
+_TRAIN = RankEntry("sparkrunner.ml.rank_training", "train")
+
+
+class TorchEstimator(Estimator, TorchParams, MLWritable):  # type: ignore[misc]
+    """Trains a torch ``nn.Module`` on `np` ranks with DistributedDataParallel; `fit(df)` returns a `TorchModel`.
+
+    The rows reach the ranks through Spark (`materialize` or `stream`), never through the driver. The model
+    receives one float32 matrix per batch: the `feature_cols` side by side (numbers, arrays, ML vectors);
+    the `loss` sees its outputs and the `label_cols` (class indices for ``cross_entropy``/``nll``). See
+    docs/ml.md for every Param.
+    """
+
+    @keyword_only
+    def __init__(self, **params: Any) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @keyword_only
+    def setParams(self, **params: Any) -> TorchEstimator:
+        return self._set(**self._input_kwargs)  # type: ignore[no-any-return]
+
+    def write(self) -> Any:
+        raise InvalidArgumentError(
+            "an unfitted TorchEstimator holds a live model and optimizer, which Spark ML's writer cannot save: "
+            "save the fitted TorchModel (model.write().save(path)), or the Pipeline after fit"
+        )
+
+    def _fit(self, dataset: Any) -> TorchModel:
+        driver_fit.check_input(self, dataset)
+        spec = self._spec()
+        fitted = driver_fit.fit_on_ranks(self, dataset, _TRAIN, spec)
+        result: TrainResult = fitted.result
+        model = TorchModel(
+            feature_cols=self.getOrDefault("feature_cols"),
+            batch_size=self.getOrDefault("batch_size"),
+            prediction_col=self.getOrDefault("prediction_col"),
+            probability_col=self.getOrDefault("probability_col"),
+        )
+        model.state = ModelState(
+            result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
+            self.getOrDefault("run_id"),
+        )  # fmt: skip
+        return model
+
+    def _spec(self) -> TrainSpec:
+        get = self.getOrDefault
+        module, optimizer, loss = get("model"), get("optimizer"), get("loss")
+        if not _is_module(module):
+            raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
+        driver_checks.check_loss(loss)
+        payload = driver_checks.pickled("model, optimizer or loss", (module, optimizer, loss))
+        return TrainSpec(
+            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
+            get("batch_size"), get("epochs"), losses.probability_kind(loss), get("seed"), get("shuffle"),
+            get("verbose"),
+        )  # fmt: skip
+
+
+class TorchModel(Model, ScoringParams, MLWritable, MLReadable):  # type: ignore[misc]
+    """A fitted torch model: `transform(df)` appends `prediction` (and `probability` for a classifier) computed
+    on the executors, each Python worker loading the model once. ``history`` holds each epoch's metrics."""
+
+    state: ModelState
+
+    @keyword_only
+    def __init__(self, **params: Any) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """Per-epoch metrics: ``loss``, ``val_loss`` and, for classifiers, ``accuracy``, ``val_accuracy``."""
+        return self.state.history
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run that recorded the fit (None when tracking was off)."""
+        return self.state.mlflow_run_id
+
+    @property
+    def run_id(self) -> str | None:
+        return self.state.run_id
+
+    def getModel(self) -> Any:
+        """The trained ``nn.Module`` (on the CPU), as Horovod's TorchModel gives it."""
+        return cloudpickle.loads(self.state.payload)
+
+    def _transform(self, dataset: Any) -> Any:
+        state = self.state
+        source = model_source(state.model_id, state.payload, dataset.sparkSession)
+        scorer = BatchScorer(source, self.getOrDefault("batch_size"), state.probability)
+        names = {"prediction": self.getOrDefault("prediction_col"), "probability": self.getOrDefault("probability_col")}
+        return scored(dataset, self.getOrDefault("feature_cols"), scorer, state.output_size, names)
+
+    def write(self) -> StateWriter:
+        return StateWriter(self)
+
+    @classmethod
+    def read(cls) -> StateReader:
+        return StateReader(cls)
+
+
+def _is_module(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module)
