@@ -9,7 +9,12 @@ from typing import Any
 import cloudpickle
 
 from sparkrunner.data import columns
-from sparkrunner.errors import InvalidArgumentError, NotEnoughDataError, NotPicklableError, UnsupportedColumnError
+from sparkrunner.errors import (
+    InvalidArgumentError,
+    NotEnoughDataError,
+    NotPicklableError,
+    UnsupportedColumnError,
+)
 from sparkrunner.ml.losses import LOSS_NAMES
 from sparkrunner.options import check_choice, check_number
 
@@ -17,14 +22,18 @@ DATA_MODES = ("materialize", "stream")
 _LABEL_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double"}
 
 
-def check_columns(df: Any, feature_cols: Sequence[str], label_cols: Sequence[str], weight_col: str | None) -> None:
+def check_columns(
+    df: Any, feature_cols: Sequence[str], label_cols: Sequence[str], weight_col: str | None
+) -> None:
     """Every named column exists; features are numbers, arrays or vectors; labels and weights are numbers."""
     if not hasattr(df, "schema") or not hasattr(df, "mapInArrow"):
         raise InvalidArgumentError(f"fit takes a Spark DataFrame, not a {type(df).__name__}")
     named = {"feature_cols": list(feature_cols or ()), "label_cols": list(label_cols or ())}
     for name, value in named.items():
         if not value:
-            raise InvalidArgumentError(f"{name} is empty: name the DataFrame's columns to use, e.g. {name}=['x']")
+            raise InvalidArgumentError(
+                f"{name} is empty: name the DataFrame's columns to use, e.g. {name}=['x']"
+            )
     wanted = [*named["feature_cols"], *named["label_cols"], *([weight_col] if weight_col else [])]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -32,14 +41,20 @@ def check_columns(df: Any, feature_cols: Sequence[str], label_cols: Sequence[str
     fields = {f.name: f for f in df.schema.fields}
     columns.check_spark_schema(_schema([fields[c] for c in named["feature_cols"]]), vectors_to_arrays=True)
     for name in [*named["label_cols"], *([weight_col] if weight_col else [])]:
-        _check_number_column(name, fields[name].dataType, "label" if name in named["label_cols"] else "weight")
+        _check_number_column(
+            name, fields[name].dataType, "label" if name in named["label_cols"] else "weight"
+        )
 
 
 def _check_number_column(name: str, data_type: Any, role: str) -> None:
     type_name = columns.spark_type_name(data_type)
-    element = type_name[len("array<") : -1] if role == "label" and type_name.startswith("array<") else type_name
+    element = (
+        type_name[len("array<") : -1] if role == "label" and type_name.startswith("array<") else type_name
+    )
     if element not in _LABEL_TYPES:
-        hint = "index it with pyspark.ml.feature.StringIndexer" if type_name == "string" else "cast it to double"
+        hint = (
+            "index it with pyspark.ml.feature.StringIndexer" if type_name == "string" else "cast it to double"
+        )
         raise UnsupportedColumnError(f"the {role} column {name!r} has type {type_name}, not a number: {hint}")
 
 
@@ -55,7 +70,9 @@ def check_validation(df: Any, validation: Any) -> None:
         return
     if isinstance(validation, str):
         if validation not in df.columns:
-            raise InvalidArgumentError(f"validation column {validation!r} is not in the DataFrame; it has {df.columns}")
+            raise InvalidArgumentError(
+                f"validation column {validation!r} is not in the DataFrame; it has {df.columns}"
+            )
         type_name = columns.spark_type_name(df.schema[validation].dataType)
         if type_name not in ("boolean", "byte", "short", "integer", "long"):
             raise UnsupportedColumnError(
@@ -91,7 +108,9 @@ def check_loss(loss: Any) -> None:
 def check_not_empty(df: Any) -> None:
     """One row is looked for (a Spark job that stops at the first row): no rows, nothing to train on."""
     if df.isEmpty():
-        raise NotEnoughDataError("the DataFrame has no rows: there is nothing to train on (check its filters)")
+        raise NotEnoughDataError(
+            "the DataFrame has no rows: there is nothing to train on (check its filters)"
+        )
 
 
 def pickled(what: str, value: Any) -> bytes:

@@ -23,7 +23,9 @@ class Fitted:
 def check_input(stage: Any, df: Any) -> None:
     """Everything about `df` and the stage's Params that can be wrong, before any rank starts."""
     get = stage.getOrDefault
-    driver_checks.check_training(get("epochs"), get("batch_size"), get("data"), get("max_failures"), get("verbose"))
+    driver_checks.check_training(
+        get("epochs"), get("batch_size"), get("data"), get("max_failures"), get("verbose")
+    )
     driver_checks.check_columns(df, get("feature_cols"), get("label_cols"), get("sample_weight_col"))
     driver_checks.check_validation(df, get("validation"))
     driver_checks.check_not_empty(df)
@@ -36,7 +38,7 @@ def fit_on_ranks(stage: Any, df: Any, entry: RankEntry, spec: Any) -> Fitted:
     get = stage.getOrDefault
     needed = [*get("feature_cols"), *get("label_cols"), *filter(None, [get("sample_weight_col")])]
     frames = driver_data.split(df, list(dict.fromkeys(needed)), get("validation"), get("seed"))
-    tracking = next(iter(tracking_observer(get("tracking"))), None)
+    tracking = next((o for o in tracking_observer(get("tracking")) if isinstance(o, MlflowTracking)), None)
     runner = Runner(
         _np(stage, df),
         spark=df.sparkSession,

@@ -12,7 +12,9 @@ def log_fit(uri: str, run_id: str, history: dict[str, list[float]], name: str | 
     from mlflow.entities import Metric, RunTag
 
     now = int(time.time() * 1000)
-    metrics = [Metric(key, float(v), now, epoch) for key, values in history.items() for epoch, v in enumerate(values)]
+    metrics = [
+        Metric(key, float(v), now, epoch) for key, values in history.items() for epoch, v in enumerate(values)
+    ]
     tags = [RunTag("sparkrunner.ml.run_id", name)] if name else []
     client = mlflow.MlflowClient(uri)
     for i in range(0, max(len(metrics), 1), 1000):  # MLflow's per-batch metric limit

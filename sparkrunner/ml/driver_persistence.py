@@ -40,7 +40,9 @@ class StateWriter(MLWriter):
 
     def saveImpl(self, path: str) -> None:
         state: ModelState = self.instance.state
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sc, extraMetadata={_STATE_KEY: state.describe()})
+        DefaultParamsWriter.saveMetadata(
+            self.instance, path, self.sc, extraMetadata={_STATE_KEY: state.describe()}
+        )
         rows = self.sparkSession.createDataFrame([(state.payload,)], "payload binary")
         rows.coalesce(1).write.parquet(f"{path}/data")
 
@@ -57,6 +59,6 @@ class StateReader(MLReader[Any]):
         instance = self.cls()
         instance._resetUid(metadata["uid"])
         DefaultParamsReader.getAndSetParams(instance, metadata)
-        payload = self.sparkSession.read.parquet(f"{path}/data").head()["payload"]
+        payload = self.sparkSession.read.parquet(f"{path}/data").collect()[0]["payload"]
         instance.state = ModelState(payload=bytes(payload), **metadata[_STATE_KEY])
         return instance

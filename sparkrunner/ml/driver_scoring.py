@@ -17,14 +17,18 @@ from sparkrunner.placement.sessions import is_connect_session
 _SCORED = "__sparkrunner_scored"
 
 
-def scored(df: Any, feature_cols: Sequence[str], scorer: BatchScorer, output_size: int, names: dict[str, str]) -> Any:
+def scored(
+    df: Any, feature_cols: Sequence[str], scorer: BatchScorer, output_size: int, names: dict[str, str]
+) -> Any:
     """`df` with the model's output columns appended, named by `names` (``{"prediction": ..., "probability":
     ...}``); computed where `df`'s partitions are, in Arrow batches."""
     types = outputs.spark_types(scorer.probability, output_size)
     check_scoring_columns(df, feature_cols, [names[key] for key in types])
     F = _functions(df)
     inputs = [_as_numbers(F, df, name) for name in feature_cols]
-    udf = F.pandas_udf(_body(scorer, len(inputs)), "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">")
+    udf = F.pandas_udf(
+        _body(scorer, len(inputs)), "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">"
+    )
     # nondeterministic: Spark keeps the UDF in its own projection, so one call per row feeds every output column
     frame = df.withColumn(_SCORED, udf.asNondeterministic()(*inputs))
     appended = [F.col(f"{_SCORED}.{key}").alias(names[key]) for key in types]
@@ -78,7 +82,7 @@ def _as_numbers(F: Any, df: Any, name: str) -> Any:
     if is_connect_session(df):
         from pyspark.ml.connect.functions import vector_to_array
     else:
-        from pyspark.ml.functions import vector_to_array  # type: ignore[no-redef]
+        from pyspark.ml.functions import vector_to_array
     return vector_to_array(column)
 
 

@@ -22,7 +22,7 @@ from sparkrunner.ml.task_scoring import BatchScorer
 _TRAIN = RankEntry("sparkrunner.ml.rank_training", "train")
 
 
-class TorchEstimator(Estimator, TorchParams, MLWritable):  # type: ignore[misc]
+class TorchEstimator(Estimator, TorchParams, MLWritable):
     """Trains a torch ``nn.Module`` on `np` ranks with DistributedDataParallel; `fit(df)` returns a `TorchModel`.
 
     The rows reach the ranks through Spark (`materialize` or `stream`), never through the driver. The model
@@ -31,6 +31,8 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):  # type: ignore[misc]
     docs/ml.md for every Param.
     """
 
+    _input_kwargs: dict[str, Any]
+
     @keyword_only
     def __init__(self, **params: Any) -> None:
         super().__init__()
@@ -38,7 +40,7 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):  # type: ignore[misc]
 
     @keyword_only
     def setParams(self, **params: Any) -> TorchEstimator:
-        return self._set(**self._input_kwargs)  # type: ignore[no-any-return]
+        return self._set(**self._input_kwargs)
 
     def write(self) -> Any:
         raise InvalidArgumentError(
@@ -77,11 +79,13 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):  # type: ignore[misc]
         )  # fmt: skip
 
 
-class TorchModel(Model, ScoringParams, MLWritable, MLReadable):  # type: ignore[misc]
+class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
     """A fitted torch model: `transform(df)` appends `prediction` (and `probability` for a classifier) computed
     on the executors, each Python worker loading the model once. ``history`` holds each epoch's metrics."""
 
     state: ModelState
+
+    _input_kwargs: dict[str, Any]
 
     @keyword_only
     def __init__(self, **params: Any) -> None:
@@ -110,7 +114,10 @@ class TorchModel(Model, ScoringParams, MLWritable, MLReadable):  # type: ignore[
         state = self.state
         source = model_source(state.model_id, state.payload, dataset.sparkSession)
         scorer = BatchScorer(source, self.getOrDefault("batch_size"), state.probability)
-        names = {"prediction": self.getOrDefault("prediction_col"), "probability": self.getOrDefault("probability_col")}
+        names = {
+            "prediction": self.getOrDefault("prediction_col"),
+            "probability": self.getOrDefault("probability_col"),
+        }
         return scored(dataset, self.getOrDefault("feature_cols"), scorer, state.output_size, names)
 
     def write(self) -> StateWriter:

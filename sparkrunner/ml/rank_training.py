@@ -25,7 +25,6 @@ Data = ParquetData | StreamData
 
 def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResult | None:
     """Train `spec`'s model on `train_data` with DDP; rank 0 returns the model and its history."""
-    import torch
     import torch.distributed as dist
 
     device = _device()
@@ -64,7 +63,9 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
             history.setdefault(name, []).append(value)
         _checkpoint(model, optimizer, epoch, history)
         if spec.verbose and rank_context().rank == 0:
-            log_to_driver(f"epoch {epoch + 1}/{spec.epochs}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items()))
+            log_to_driver(
+                f"epoch {epoch + 1}/{spec.epochs}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+            )
     if rank_context().rank != 0:
         return None
     return TrainResult(cloudpickle.dumps(model.to("cpu")), history, output_size)
@@ -206,4 +207,3 @@ def _checkpoint(model: Any, optimizer: Any, epoch: int, history: dict[str, list[
     if os.environ.get(Env.CHECKPOINT_DIR):
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
         save_checkpoint({**state, "history": history}, step=epoch)
-

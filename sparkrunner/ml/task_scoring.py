@@ -56,7 +56,10 @@ class BatchScorer:
         for batch in batches:
             series = (batch,) if isinstance(batch, pd.Series) else tuple(batch)
             x = features.matrix([features.from_pandas(s) for s in series])
-            raw = [self._outputs(model, device, x[i : i + self.batch_size]) for i in range(0, len(x), self.batch_size)]
+            raw = [
+                self._outputs(model, device, x[i : i + self.batch_size])
+                for i in range(0, len(x), self.batch_size)
+            ]
             joined = np.concatenate(raw) if raw else np.zeros((0, 1))
             yield pd.DataFrame(outputs.columns(self.probability, joined))
 
@@ -67,7 +70,7 @@ class BatchScorer:
             import torch
 
             with torch.no_grad():
-                return model(torch.from_numpy(x).to(device)).cpu().numpy()  # type: ignore[no-any-return]
+                return model(torch.from_numpy(x).to(device)).cpu().numpy()
         return np.asarray(model.predict(x))
 
 

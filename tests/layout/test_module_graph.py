@@ -18,14 +18,14 @@ RANK = ("sparkrunner.ranks.", "sparkrunner.recovery.checkpoints", "sparkrunner.r
         "sparkrunner.data.arrow_reader", "sparkrunner.data.petastorm_reader", "sparkrunner.data.batching",
         "sparkrunner.data.prefetch", "sparkrunner.data.resume", "sparkrunner.data.global_batch",
         "sparkrunner.data.stream_reader", "sparkrunner.data.stream_inbox",
-        "sparkrunner.lightning")  # fmt: skip
-TASK = ("sparkrunner.tasks.", "sparkrunner.data.stream_feeder")
+        "sparkrunner.lightning", "sparkrunner.ml.rank_")  # fmt: skip
+TASK = ("sparkrunner.tasks.", "sparkrunner.data.stream_feeder", "sparkrunner.ml.task_")
 DRIVER = ("sparkrunner.driver.", "sparkrunner.placement.", "sparkrunner.observe.", "sparkrunner.runner",
           "sparkrunner.compat.",
           "sparkrunner.cli", "sparkrunner.check", "sparkrunner.recovery.attempts", "sparkrunner.recovery.options", "sparkrunner.recovery.elastic",
           "sparkrunner.data.materialize", "sparkrunner.data.cache_key", "sparkrunner.data.progress_report",
           "sparkrunner.data.host_check", "sparkrunner.data.writer", "sparkrunner.__main__",
-          "sparkrunner.data.streaming", "sparkrunner.data.stream_broker")  # fmt: skip
+          "sparkrunner.data.streaming", "sparkrunner.data.stream_broker", "sparkrunner.ml.driver_")  # fmt: skip
 # what each role may not import
 FORBIDDEN = {
     "rank": ("driver", "task"),
