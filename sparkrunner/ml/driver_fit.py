@@ -3,11 +3,11 @@ run the rank-side training through `Runner`, and record each epoch's metrics in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.ml import driver_checks, driver_data, driver_mlflow
-from sparkrunner.ml.entry import RankEntry
 from sparkrunner.observe.tracking import MlflowTracking, tracking_observer
 
 
@@ -31,8 +31,8 @@ def check_input(stage: Any, df: Any) -> None:
     driver_checks.check_not_empty(df)
 
 
-def fit_on_ranks(stage: Any, df: Any, entry: RankEntry, spec: Any) -> Fitted:
-    """``entry(spec, training data, validation data or None)`` on the stage's ranks; returns rank 0's value."""
+def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> Fitted:
+    """``main(*args, training data, validation data or None)`` on the stage's ranks; returns rank 0's value."""
     from sparkrunner.runner import Runner
 
     get = stage.getOrDefault
@@ -50,7 +50,7 @@ def fit_on_ranks(stage: Any, df: Any, entry: RankEntry, spec: Any) -> Fitted:
         progress=get("verbose") >= 1,
     )
     with driver_data.handed_over(frames, get("data"), get("store"), get("seed")) as (train, val):
-        result = runner.run(entry, spec, train, val)
+        result = runner.run(main, *args, train, val)
     run_id = runner.last_run.mlflow_run_id if runner.last_run is not None else None
     if tracking is not None and run_id:
         driver_mlflow.log_fit(tracking.uri, run_id, getattr(result, "history", {}), get("run_id"))

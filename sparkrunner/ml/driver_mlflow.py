@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sparkrunner.ml import features
+
 
 def log_fit(uri: str, run_id: str, history: dict[str, list[float]], name: str | None) -> None:
     """`history`'s metrics by epoch, and the fit's `run_id` as a tag, in the MLflow run `run_id`."""
@@ -19,6 +21,18 @@ def log_fit(uri: str, run_id: str, history: dict[str, list[float]], name: str | 
     client = mlflow.MlflowClient(uri)
     for i in range(0, max(len(metrics), 1), 1000):  # MLflow's per-batch metric limit
         client.log_batch(run_id, metrics=metrics[i : i + 1000], tags=tags if i == 0 else [])
+
+
+def feature_example(df: Any, feature_cols: list[str], rows: int = 2) -> Any:
+    """The first `rows` rows' features as the model receives them (a few rows: the signature's example)."""
+    import numpy as np
+
+    found = df.select(*[f"`{c}`" for c in feature_cols]).limit(rows).collect()
+    return features.matrix([np.array([_numbers(row[c]) for row in found]) for c in feature_cols])
+
+
+def _numbers(value: Any) -> Any:
+    return value.toArray() if hasattr(value, "toArray") else value
 
 
 def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
@@ -36,7 +50,11 @@ def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
     try:
         with mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
             info = mlflow.pytorch.log_model(
-                model, name="model", signature=signature, input_example=example[:2], export_model=False
+                model,
+                name="model",
+                signature=signature,
+                input_example=example[:2],
+                serialization_format="pickle",  # any module, any batch size (pt2 is traced at one shape)
             )
     finally:
         mlflow.set_tracking_uri(previous)

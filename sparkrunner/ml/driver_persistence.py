@@ -24,11 +24,16 @@ class ModelState:
     history: dict[str, list[float]] = field(default_factory=dict)
     mlflow_run_id: str | None = None
     run_id: str | None = None
+    mlflow_model_uri: str | None = None
+    predictor: bytes | None = field(default=None, repr=False)
+    """A pickled ``predict(model, features)``, for models that are not torch modules."""
     model_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     """Names the model in each Spark Python worker's cache: a new id for every fit and every load."""
 
     def describe(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in ("payload", "model_id")}
+        return {
+            k: v for k, v in dataclasses.asdict(self).items() if k not in ("payload", "predictor", "model_id")
+        }
 
 
 class StateWriter(MLWriter):
@@ -43,7 +48,9 @@ class StateWriter(MLWriter):
         DefaultParamsWriter.saveMetadata(
             self.instance, path, self.sc, extraMetadata={_STATE_KEY: state.describe()}
         )
-        rows = self.sparkSession.createDataFrame([(state.payload,)], "payload binary")
+        rows = self.sparkSession.createDataFrame(
+            [(state.payload, state.predictor)], "payload binary, predictor binary"
+        )
         rows.coalesce(1).write.parquet(f"{path}/data")
 
 
@@ -59,6 +66,9 @@ class StateReader(MLReader[Any]):
         instance = self.cls()
         instance._resetUid(metadata["uid"])
         DefaultParamsReader.getAndSetParams(instance, metadata)
-        payload = self.sparkSession.read.parquet(f"{path}/data").collect()[0]["payload"]
-        instance.state = ModelState(payload=bytes(payload), **metadata[_STATE_KEY])
+        row = self.sparkSession.read.parquet(f"{path}/data").collect()[0]
+        predictor = None if row["predictor"] is None else bytes(row["predictor"])
+        instance.state = ModelState(
+            payload=bytes(row["payload"]), predictor=predictor, **metadata[_STATE_KEY]
+        )
         return instance

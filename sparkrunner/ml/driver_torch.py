@@ -11,7 +11,7 @@ from pyspark.ml import Estimator, Model
 from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.ml import driver_checks, driver_fit, losses
+from sparkrunner.ml import driver_checks, driver_fit, driver_mlflow, losses
 from sparkrunner.ml.driver_persistence import ModelState, StateReader, StateWriter
 from sparkrunner.ml.driver_scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
@@ -61,9 +61,17 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
         )
         model.state = ModelState(
             result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
-            self.getOrDefault("run_id"),
+            self.getOrDefault("run_id"), self._logged(dataset, fitted, result),
         )  # fmt: skip
         return model
+
+    def _logged(self, dataset: Any, fitted: driver_fit.Fitted, result: TrainResult) -> str | None:
+        """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
+        if fitted.tracking is None or not fitted.mlflow_run_id or not self.getOrDefault("log_model"):
+            return None
+        example = driver_mlflow.feature_example(dataset, self.getOrDefault("feature_cols"))
+        module = cloudpickle.loads(result.model)
+        return driver_mlflow.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
 
     def _spec(self) -> TrainSpec:
         get = self.getOrDefault
@@ -105,6 +113,12 @@ class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
     @property
     def run_id(self) -> str | None:
         return self.state.run_id
+
+    @property
+    def mlflow_model_uri(self) -> str | None:
+        """The model logged in MLflow (``runs:/<id>/model``-like), for ``mlflow.pyfunc.load_model`` or
+        `ScoringModel`; None when tracking or `log_model` was off."""
+        return self.state.mlflow_model_uri
 
     def getModel(self) -> Any:
         """The trained ``nn.Module`` (on the CPU), as Horovod's TorchModel gives it."""

@@ -12,7 +12,7 @@ from sparkrunner.ml.losses import LOSS_NAMES
 T = TypeVar("T", bound=type)
 
 
-def _param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Param[Any]:
+def param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Param[Any]:
     return Param(Params._dummy(), name, doc, typeConverter=converter)
 
 
@@ -49,14 +49,14 @@ def _setter(name: str) -> Any:
 class ScoringParams(Params):
     """What scoring needs: the feature columns, the rows per forward pass, the output columns' names."""
 
-    feature_cols = _param(
+    feature_cols = param(
         "feature_cols", "feature columns: numbers, arrays, ML vectors", TypeConverters.toListString
     )
-    batch_size = _param(
+    batch_size = param(
         "batch_size", "rows per batch (training: per rank; scoring: per forward pass)", TypeConverters.toInt
     )
-    prediction_col = _param("prediction_col", "the output column of predictions", TypeConverters.toString)
-    probability_col = _param(
+    prediction_col = param("prediction_col", "the output column of predictions", TypeConverters.toString)
+    probability_col = param(
         "probability_col", "a classifier's output column of class probabilities", TypeConverters.toString
     )
 
@@ -69,41 +69,41 @@ class ScoringParams(Params):
 class TrainingParams(ScoringParams):
     """How `fit` trains: labels, epochs, validation, where the ranks run and how the rows reach them."""
 
-    label_cols = _param(
+    label_cols = param(
         "label_cols", "label columns: numbers (class indices for classifiers)", TypeConverters.toListString
     )
-    epochs = _param("epochs", "passes over the training rows", TypeConverters.toInt)
-    validation = _param("validation", "a fraction of rows (0 < v < 1) or a boolean column that marks them")
-    sample_weight_col = _param("sample_weight_col", "a numeric column of per-row loss weights")
-    num_proc = _param("num_proc", "Horovod's name for np > 0: ranks in a Spark barrier stage")
-    np = _param(
+    epochs = param("epochs", "passes over the training rows", TypeConverters.toInt)
+    validation = param("validation", "a fraction of rows (0 < v < 1) or a boolean column that marks them")
+    sample_weight_col = param("sample_weight_col", "a numeric column of per-row loss weights")
+    num_proc = param("num_proc", "Horovod's name for np > 0: ranks in a Spark barrier stage")
+    np = param(
         "np",
         "ranks: > 0 in a Spark barrier stage, < 0 processes on the driver (default: num_proc, else the session's default parallelism)",
     )
-    launcher = _param("launcher", "'direct' (default) or 'mpirun'", TypeConverters.toString)
-    data = _param(
+    launcher = param("launcher", "'direct' (default) or 'mpirun'", TypeConverters.toString)
+    data = param(
         "data",
         "'materialize' (Parquet, cached) or 'stream' (Spark tasks feed the ranks)",
         TypeConverters.toString,
     )
-    store = _param(
+    store = param(
         "store", "where materialized data goes (materialize's cache_dir): a path or URI every host reads"
     )
-    checkpoint_dir = _param(
+    checkpoint_dir = param(
         "checkpoint_dir", "where each epoch's checkpoint goes (needed for max_failures on Spark)"
     )
-    max_failures = _param(
+    max_failures = param(
         "max_failures", "failed attempts to retry from the latest epoch's checkpoint", TypeConverters.toInt
     )
-    tracking = _param("tracking", "MLflow: None (on when installed), False, True, a URI or MlflowTracking")
-    run_id = _param("run_id", "a name for this fit, kept on the model and as an MLflow tag")
-    verbose = _param(
+    tracking = param("tracking", "MLflow: None (on when installed), False, True, a URI or MlflowTracking")
+    run_id = param("run_id", "a name for this fit, kept on the model and as an MLflow tag")
+    verbose = param(
         "verbose",
         "0: quiet; 1: a line per epoch and the progress bar; 2: every rank's output",
         TypeConverters.toInt,
     )
-    seed = _param("seed", "seed of the validation split, the shuffles and torch", TypeConverters.toInt)
-    shuffle = _param("shuffle", "shuffle the training rows every epoch", TypeConverters.toBoolean)
+    seed = param("seed", "seed of the validation split, the shuffles and torch", TypeConverters.toInt)
+    shuffle = param("shuffle", "shuffle the training rows every epoch", TypeConverters.toBoolean)
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,12 +118,35 @@ class TrainingParams(ScoringParams):
 class TorchParams(TrainingParams):
     """A torch model, its optimizer and its loss."""
 
-    model = _param("model", "the torch.nn.Module to train")
-    optimizer = _param(
+    model = param("model", "the torch.nn.Module to train")
+    optimizer = param(
         "optimizer", "a torch optimizer over model's parameters, or optimizer(params); default Adam(lr=1e-3)"
     )
-    loss = _param("loss", "a torch loss, loss(outputs, labels) per row, or a name: " + ", ".join(LOSS_NAMES))
+    loss = param("loss", "a torch loss, loss(outputs, labels) per row, or a name: " + ", ".join(LOSS_NAMES))
+
+    log_model = param(
+        "log_model",
+        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse")
+        self._setDefault(optimizer=None, loss="mse", log_model=True)
+
+
+@with_accessors
+class FunctionParams(TrainingParams):
+    """Your own training function and predict function."""
+
+    train_fn = param("train_fn", "train_fn(train_data, val_data) on every rank; rank 0 returns the model")
+    predict_fn = param(
+        "predict_fn", "predict_fn(model, features) -> outputs (rows, output_size), in the executors"
+    )
+    output_size = param(
+        "output_size", "outputs per row: 1 gives a double prediction, more an array", TypeConverters.toInt
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(predict_fn=None, output_size=1)

@@ -30,6 +30,8 @@ class ModelSource:
     broadcast: Any = None
     builder: Callable[[], Any] | None = None
     uri: str | None = None
+    tracking_uri: str | None = None
+    """The MLflow tracking server that resolves `uri` (``runs:/``, ``models:/``): the driver's."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,11 @@ def _load(source: ModelSource) -> Any:
     if source.uri is not None:
         import mlflow
 
-        return mlflow.pyfunc.load_model(source.uri)
+        if source.tracking_uri:
+            mlflow.set_tracking_uri(source.tracking_uri)
+        model = mlflow.pyfunc.load_model(source.uri)
+        raw = model.get_raw_model()
+        return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
     payload = source.payload if source.payload is not None else source.broadcast.value
     return cloudpickle.loads(payload)
 
