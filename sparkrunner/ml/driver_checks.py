@@ -113,13 +113,14 @@ def check_not_empty(df: Any) -> None:
         )
 
 
-def pickled(what: str, value: Any) -> bytes:
-    """`value` pickled for the ranks, or a NotPicklableError that names `what` and the cause."""
+def pickled(what: str, value: Any, to: str = "the ranks") -> bytes:
+    """`value` pickled to send `to` the ranks (or the executors), or a NotPicklableError that names `what`
+    and the cause."""
     try:
         return bytes(cloudpickle.dumps(value))
     except Exception as exc:
         raise NotPicklableError(
-            f"the {what} cannot be sent to the ranks: pickling it failed with {type(exc).__name__}: {exc}. Keep "
+            f"the {what} cannot be sent to {to}: pickling it failed with {type(exc).__name__}: {exc}. Keep "
             "what cannot be pickled (a SparkSession, an open file, a lock, a live connection) out of it, or "
             "build it inside the model's code"
         ) from exc

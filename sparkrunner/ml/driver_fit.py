@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrunner.data.shards import row_split_steps
 from sparkrunner.ml import driver_checks, driver_data, driver_mlflow
 from sparkrunner.observe.tracking import MlflowTracking, tracking_observer
 
@@ -38,9 +39,10 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
     get = stage.getOrDefault
     needed = [*get("feature_cols"), *get("label_cols"), *filter(None, [get("sample_weight_col")])]
     frames = driver_data.split(df, list(dict.fromkeys(needed)), get("validation"), get("seed"))
+    ranks = _np(stage, df)
     tracking = next((o for o in tracking_observer(get("tracking")) if isinstance(o, MlflowTracking)), None)
     runner = Runner(
-        _np(stage, df),
+        ranks,
         spark=df.sparkSession,
         launcher=get("launcher"),
         tracking=tracking if tracking is not None else False,
@@ -50,11 +52,19 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
         progress=get("verbose") >= 1,
     )
     with driver_data.handed_over(frames, get("data"), get("store"), get("seed")) as (train, val):
+        _check_enough(train, val, abs(ranks), get("batch_size"))
         result = runner.run(main, *args, train, val)
     run_id = runner.last_run.mlflow_run_id if runner.last_run is not None else None
     if tracking is not None and run_id:
         driver_mlflow.log_fit(tracking.uri, run_id, getattr(result, "history", {}), get("run_id"))
     return Fitted(result, run_id or None, tracking)
+
+
+def _check_enough(train: Any, val: Any, world: int, batch_size: int) -> None:
+    """One batch per rank of training rows and one validation row per rank, or the ranks would fail on it."""
+    row_split_steps(train.num_rows, world, batch_size, "drop")
+    if val is not None:
+        row_split_steps(val.num_rows, world, 1, "drop")
 
 
 def _np(stage: Any, df: Any) -> int:

@@ -50,7 +50,7 @@ class FunctionEstimator(Estimator, FunctionParams, MLWritable):
         for name, fn in (("train_fn", train_fn), ("predict_fn", predict_fn)):
             if not callable(fn):
                 raise InvalidArgumentError(f"{name} must be a function, not {fn!r}")
-        predictor = driver_checks.pickled("predict_fn", predict_fn)
+        predictor = driver_checks.pickled("predict_fn", predict_fn, "the executors")
         driver_checks.pickled("train_fn", train_fn)
         driver_fit.check_input(self, dataset)
         fitted = driver_fit.fit_on_ranks(self, dataset, train_fn)
@@ -156,7 +156,7 @@ class ScoringModel(Model, ScoringParams):
             raise InvalidArgumentError(f"builder must be a function that returns the model, not {builder!r}")
         if uri is not None:
             return ModelSource(f"{uri}#{self._key}", uri=str(uri), tracking_uri=self._tracking_uri())
-        driver_checks.pickled("builder", builder)
+        driver_checks.pickled("builder", builder, "the executors")
         return ModelSource(self._key, builder=builder)
 
     def _tracking_uri(self) -> str:

@@ -78,7 +78,7 @@ def test_bad_input_is_refused_before_any_rank_starts(frame: Any, tmp_path: Any, 
     assert runs(uri) == 0
 
 
-def test_an_empty_dataframe_is_refused(frame: Any, tmp_path: Any) -> None:
+def test_an_empty_dataframe_or_too_few_rows_are_refused(frame: Any, tmp_path: Any) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     estimator = TorchEstimator(
         model=torch.nn.Linear(2, 1), feature_cols=["a", "b"], label_cols=["label"], np=-2, launcher="direct",
@@ -88,4 +88,6 @@ def test_an_empty_dataframe_is_refused(frame: Any, tmp_path: Any) -> None:
         estimator.fit(frame.where("a < 0"))
     with pytest.raises(NotEnoughDataError, match="validation rows are empty"):
         estimator.copy({estimator.validation: "held_out"}).fit(frame.where("NOT held_out"))
+    with pytest.raises(NotEnoughDataError, match="fewer than one batch of 32 for each of 2 ranks"):
+        estimator.fit(frame)  # 40 rows, 2 ranks of 32
     assert runs(uri) == 0
