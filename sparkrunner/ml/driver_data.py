@@ -31,13 +31,14 @@ def split(df: Any, needed: Sequence[str], validation: Any, seed: int) -> tuple[A
 
 @contextmanager
 def handed_over(
-    frames: Sequence[Any | None], mode: str, store: str | None, seed: int
+    frames: Sequence[Any | None], mode: str, store: str | None, seed: int, shuffle: bool
 ) -> Iterator[list[Data | None]]:
-    """Handles the ranks read `frames` through (None stays None); streams are closed at the end."""
+    """Handles the ranks read `frames` (training, validation or None) through; streams are closed at the end.
+    A stream's order is set here: the training one shuffled as asked, the validation one never."""
     handles: list[Data | None] = []
     try:
-        for name, frame in zip(("training", "validation"), frames, strict=False):
-            handles.append(None if frame is None else _handle(frame, mode, store, seed, name))
+        for name, frame, mixed in zip(("training", "validation"), frames, (shuffle, False), strict=False):
+            handles.append(None if frame is None else _handle(frame, mode, store, seed, name, mixed))
         yield handles
     finally:
         for handle in handles:
@@ -45,8 +46,8 @@ def handed_over(
                 close_stream(handle)
 
 
-def _handle(frame: Any, mode: str, store: str | None, seed: int, name: str) -> Data:
-    data: Data = stream(frame, seed=seed) if mode == "stream" else materialize(frame, store)
+def _handle(frame: Any, mode: str, store: str | None, seed: int, name: str, shuffle: bool) -> Data:
+    data: Data = stream(frame, shuffle=shuffle, seed=seed) if mode == "stream" else materialize(frame, store)
     if data.num_rows == 0:
         raise NotEnoughDataError(
             f"the {name} rows are empty: the DataFrame has too few rows for this split (give more rows, a "

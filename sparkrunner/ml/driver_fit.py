@@ -51,7 +51,10 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
         driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
         progress=get("verbose") >= 1,
     )
-    with driver_data.handed_over(frames, get("data"), get("store"), get("seed")) as (train, val):
+    with driver_data.handed_over(frames, get("data"), get("store"), get("seed"), get("shuffle")) as (
+        train,
+        val,
+    ):
         _check_enough(train, val, abs(ranks), get("batch_size"))
         result = runner.run(main, *args, train, val)
     run_id = runner.last_run.mlflow_run_id if runner.last_run is not None else None

@@ -31,7 +31,33 @@ class FunctionEstimator(Estimator, FunctionParams, MLWritable):
     _input_kwargs: dict[str, Any]
 
     @keyword_only
-    def __init__(self, **params: Any) -> None:
+    def __init__(
+        self,
+        *,
+        train_fn: Any = None,
+        predict_fn: Any = None,
+        output_size: int = 1,
+        feature_cols: list[str] | None = None,
+        label_cols: list[str] | None = None,
+        batch_size: int = 32,
+        epochs: int = 1,
+        validation: float | str | None = None,
+        sample_weight_col: str | None = None,
+        num_proc: int | None = None,
+        np: int | None = None,
+        launcher: str = "direct",
+        data: str = "materialize",
+        store: str | None = None,
+        checkpoint_dir: str | None = None,
+        max_failures: int = 0,
+        tracking: Any = None,
+        run_id: str | None = None,
+        verbose: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+        prediction_col: str = "prediction",
+        probability_col: str = "probability",
+    ) -> None:
         super().__init__()
         self._set(**self._input_kwargs)
 
@@ -127,7 +153,20 @@ class ScoringModel(Model, ScoringParams):
     _input_kwargs: dict[str, Any]
 
     @keyword_only
-    def __init__(self, **params: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model_uri: str | None = None,
+        builder: Any = None,
+        feature_cols: list[str] | None = None,
+        batch_size: int = 32,
+        predict_fn: Any = None,
+        output_size: int = 1,
+        probability: str | None = None,
+        tracking_uri: str | None = None,
+        prediction_col: str = "prediction",
+        probability_col: str = "probability",
+    ) -> None:
         super().__init__()
         self._setDefault(
             model_uri=None, tracking_uri=None, builder=None, predict_fn=None, output_size=1, probability=None

@@ -34,7 +34,34 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
     _input_kwargs: dict[str, Any]
 
     @keyword_only
-    def __init__(self, **params: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        loss: Any = "mse",
+        feature_cols: list[str] | None = None,
+        label_cols: list[str] | None = None,
+        batch_size: int = 32,
+        epochs: int = 1,
+        validation: float | str | None = None,
+        sample_weight_col: str | None = None,
+        num_proc: int | None = None,
+        np: int | None = None,
+        launcher: str = "direct",
+        data: str = "materialize",
+        store: str | None = None,
+        checkpoint_dir: str | None = None,
+        max_failures: int = 0,
+        tracking: Any = None,
+        run_id: str | None = None,
+        verbose: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+        log_model: bool = True,
+        prediction_col: str = "prediction",
+        probability_col: str = "probability",
+    ) -> None:
         super().__init__()
         self._set(**self._input_kwargs)
 
