@@ -56,3 +56,24 @@ class LoadLogged(torch.nn.Linear):
 def forward(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
+
+
+class CrashOnce(torch.nn.Linear):
+    """A linear model whose rank 1 dies (os._exit) at its `crash_after`+1-th training step of the first attempt;
+    every training step appends "attempt rank" to `log`."""
+
+    def __init__(self, log: str, crash_after: int) -> None:
+        super().__init__(3, 1)
+        self.log, self.crash_after, self.calls = log, crash_after, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from sparkrunner import rank_context
+
+        context = rank_context()
+        if self.training:
+            with open(self.log, "a") as f:
+                f.write(f"{context.attempt} {context.rank}\n")
+            self.calls += 1
+            if context.attempt == 0 and context.rank == 1 and self.calls > self.crash_after:
+                os._exit(3)
+        return super().forward(x)
