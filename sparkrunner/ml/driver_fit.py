@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.data.shards import row_split_steps
+from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import driver_checks, driver_data, driver_mlflow
 from sparkrunner.observe.tracking import MlflowTracking, tracking_observer
+from sparkrunner.placement.slots import session_slots
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,15 @@ def _check_enough(train: Any, val: Any, world: int, batch_size: int) -> None:
 
 
 def _np(stage: Any, df: Any) -> int:
-    """`np`, else Horovod's `num_proc`, else the session's default parallelism (as Horovod's estimators)."""
-    from sparkrunner.errors import InvalidArgumentError
-
+    """`np`, else Horovod's `num_proc`, else every task slot of the session (as Horovod's estimators do)."""
     np, num_proc = stage.getOrDefault("np"), stage.getOrDefault("num_proc")
     if np is not None and num_proc is not None and np != num_proc:
         raise InvalidArgumentError(f"np={np} and num_proc={num_proc} disagree: give one of them")
     chosen = np if np is not None else num_proc
     if chosen is None:
-        return int(df.sparkSession.sparkContext.defaultParallelism)
+        chosen = session_slots(df.sparkSession)
+    if chosen is None:
+        raise InvalidArgumentError(
+            "this Spark Connect session does not say how many task slots it has: set np"
+        )
     return int(chosen)

@@ -26,11 +26,8 @@ def scored(
     check_scoring_columns(df, feature_cols, [names[key] for key in types])
     F = _functions(df)
     inputs = [_as_numbers(F, df, name) for name in feature_cols]
-    udf = F.pandas_udf(
-        _body(scorer, len(inputs)), "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">"
-    )
-    # nondeterministic: Spark keeps the UDF in its own projection, so one call per row feeds every output column
-    frame = df.withColumn(_SCORED, udf.asNondeterministic()(*inputs))
+    struct = "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">"
+    frame = df.withColumn(_SCORED, _udf(df, _body(scorer, len(inputs)), struct)(*inputs))
     appended = [F.col(f"{_SCORED}.{key}").alias(names[key]) for key in types]
     return frame.select(*[F.col(f"`{c}`") for c in df.columns], *appended)
 
@@ -57,6 +54,17 @@ def model_source(key: str, payload: bytes, spark: Any) -> ModelSource:
     if is_connect_session(spark):
         return ModelSource(key, payload=payload)
     return ModelSource(key, broadcast=spark.sparkContext.broadcast(payload))
+
+
+def _udf(df: Any, body: Any, struct: str) -> Any:
+    """An iterator-of-batches pandas UDF of `df`'s kind of session, nondeterministic: Spark keeps it in a
+    projection of its own, so one call per row feeds every output column."""
+    if is_connect_session(df):  # built directly: a process with a classic session too would get a classic one
+        from pyspark.sql.connect.udf import UserDefinedFunction
+        from pyspark.sql.pandas.functions import PandasUDFType
+
+        return UserDefinedFunction(body, struct, evalType=PandasUDFType.SCALAR_ITER, deterministic=False)
+    return _functions(df).pandas_udf(body, struct).asNondeterministic()
 
 
 def _body(scorer: BatchScorer, inputs: int) -> Any:

@@ -78,7 +78,7 @@ class TrainingParams(ScoringParams):
     num_proc = param("num_proc", "Horovod's name for np > 0: ranks in a Spark barrier stage")
     np = param(
         "np",
-        "ranks: > 0 in a Spark barrier stage, < 0 processes on the driver (default: num_proc, else the session's default parallelism)",
+        "ranks: > 0 in a Spark barrier stage, < 0 processes on the driver (default: num_proc, else the session's task slots)",
     )
     launcher = param("launcher", "'direct' (default) or 'mpirun'", TypeConverters.toString)
     data = param(

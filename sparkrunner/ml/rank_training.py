@@ -99,7 +99,9 @@ def _epoch(
             optimizer.zero_grad()
             step_loss.backward()
             optimizer.step()
-            report_progress(epoch=epoch, total=spec.epochs * len(loader), samples=len(x), loss=step_loss)
+            report_progress(
+                epoch=epoch, total=spec.epochs * len(loader), samples=len(x), loss=step_loss.detach()
+            )
         totals += torch.stack(
             [(per_sample.detach() * weights).sum().cpu(), weights.sum().cpu(), _correct(spec, out, y)]
         ).double()
