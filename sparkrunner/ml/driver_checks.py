@@ -34,16 +34,26 @@ def check_columns(
             raise InvalidArgumentError(
                 f"{name} is empty: name the DataFrame's columns to use, e.g. {name}=['x']"
             )
-    wanted = [*named["feature_cols"], *named["label_cols"], *([weight_col] if weight_col else [])]
-    missing = [c for c in wanted if c not in df.columns]
-    if missing:
-        raise InvalidArgumentError(f"columns {missing} are not in the DataFrame; it has {df.columns}")
+    check_present(df, [*named["label_cols"], *([weight_col] if weight_col else [])])
+    check_features(df, named["feature_cols"])
     fields = {f.name: f for f in df.schema.fields}
-    columns.check_spark_schema(_schema([fields[c] for c in named["feature_cols"]]), vectors_to_arrays=True)
     for name in [*named["label_cols"], *([weight_col] if weight_col else [])]:
         _check_number_column(
             name, fields[name].dataType, "label" if name in named["label_cols"] else "weight"
         )
+
+
+def check_features(df: Any, feature_cols: Sequence[str]) -> None:
+    """The feature columns exist and are numbers, arrays of numbers or ML vectors (for fit and transform)."""
+    check_present(df, feature_cols)
+    fields = {f.name: f for f in df.schema.fields}
+    columns.check_spark_schema(_schema([fields[c] for c in feature_cols]), vectors_to_arrays=True)
+
+
+def check_present(df: Any, names: Sequence[str]) -> None:
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise InvalidArgumentError(f"columns {missing} are not in the DataFrame; it has {df.columns}")
 
 
 def _check_number_column(name: str, data_type: Any, role: str) -> None:

@@ -21,9 +21,7 @@ def split(df: Any, needed: Sequence[str], validation: Any, seed: int) -> tuple[A
     if validation is None:
         return df.select(*needed), None
     if isinstance(validation, str):
-        from pyspark.sql import functions as F
-
-        marked = F.col(f"`{validation}`").cast("boolean")
+        marked = df[validation].cast("boolean")  # a column of df's own kind of session (classic or Connect)
         return df.where(~marked).select(*needed), df.where(marked).select(*needed)
     train, held_out = df.select(*needed).randomSplit([1.0 - float(validation), float(validation)], seed)
     return train, held_out

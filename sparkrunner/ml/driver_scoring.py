@@ -10,7 +10,7 @@ import pandas as pd
 
 from sparkrunner.data import columns
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.ml import outputs
+from sparkrunner.ml import driver_checks, outputs
 from sparkrunner.ml.task_scoring import BatchScorer, ModelSource
 from sparkrunner.placement.sessions import is_connect_session
 
@@ -34,13 +34,7 @@ def scored(
 
 def check_scoring_columns(df: Any, feature_cols: Sequence[str], output_cols: Sequence[str]) -> None:
     """The features exist and are numbers, arrays or vectors; the output columns do not exist yet."""
-    missing = [c for c in feature_cols if c not in df.columns]
-    if missing:
-        raise InvalidArgumentError(f"feature columns {missing} are not in the DataFrame; it has {df.columns}")
-    fields = {f.name: f for f in df.schema.fields}
-    from pyspark.sql.types import StructType
-
-    columns.check_spark_schema(StructType([fields[c] for c in feature_cols]), vectors_to_arrays=True)
+    driver_checks.check_features(df, feature_cols)
     taken = [c for c in output_cols if c in df.columns]
     if taken:
         raise InvalidArgumentError(
