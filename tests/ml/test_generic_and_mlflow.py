@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def least_squares(train: Any, val: Any) -> Any:
-    """On every rank: X^T X and X^T y of this rank's rows, summed over the ranks; rank 0 returns the solution."""
+    """On every rank: X^T X and X^T y of this rank's rows, summed over the ranks; rank 0 returns the solution
+    and the rows of both splits it was given."""
     import torch.distributed as dist
 
     from sparkrunner import rank_context
@@ -36,10 +37,13 @@ def least_squares(train: Any, val: Any) -> Any:
     dist.all_reduce(gram)
     dist.all_reduce(moment)
     dist.destroy_process_group()
-    return torch.linalg.solve(gram, moment).numpy() if rank_context().rank == 0 else None
+    if rank_context().rank != 0:
+        return None
+    return torch.linalg.solve(gram, moment).numpy(), train.num_rows, val.num_rows
 
 
-def linear_predict(weights: Any, x: np.ndarray) -> np.ndarray:
+def linear_predict(model: Any, x: np.ndarray) -> np.ndarray:
+    weights = model[0]
     return x @ weights[:3] + weights[3]
 
 
@@ -48,10 +52,14 @@ def test_function_estimator_trains_with_your_function_and_scores_with_your_predi
 ) -> None:
     estimator = FunctionEstimator(
         train_fn=least_squares, predict_fn=linear_predict, feature_cols=["x"], label_cols=["y"], np=-2,
-        launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
+        launcher="direct", store=str(store), tracking=tracking_uri, verbose=0, validation="held_out",
     )  # fmt: skip
-    model = estimator.fit(linear_rows(spark_ml, 1000))
-    np.testing.assert_allclose(model.getModel(), [*WEIGHTS, BIAS], atol=1e-4)
+    from pyspark.sql import functions as F
+
+    model = estimator.fit(linear_rows(spark_ml, 1000).withColumn("held_out", F.col("id") % 5 == 0))
+    weights, train_rows, val_rows = model.getModel()
+    np.testing.assert_allclose(weights, [*WEIGHTS, BIAS], atol=1e-4)
+    assert (train_rows, val_rows) == (800, 200)  # ids 0..999: every fifth is held out
 
     test = linear_rows(spark_ml, 200, partitions=2, seed=50)
     expected = [(r["id"], r["y"]) for r in test.collect()]
