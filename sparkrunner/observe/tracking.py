@@ -107,6 +107,11 @@ class MlflowTracking(RunObserver):
         found = self._client.get_experiment_by_name(self.experiment)
         return str(found.experiment_id if found else self._client.create_experiment(self.experiment))
 
+    @property
+    def uri(self) -> str:
+        """The tracking URI of the latest run ("" before the first)."""
+        return self._uri
+
     def rank_env(self) -> dict[str, str]:
         return {"MLFLOW_TRACKING_URI": self._uri, "MLFLOW_RUN_ID": self._run_id}
 

@@ -1,0 +1,36 @@
+"""Spark ML stages that train on sparkrunner's ranks and score on the executors (docs/ml.md).
+
+    from sparkrunner.ml import TorchEstimator
+    model = TorchEstimator(model=net, loss="cross_entropy", feature_cols=["features"], label_cols=["label"],
+                           np=2, epochs=5).fit(train_df)          # rows reach the ranks through Spark, not here
+    scored = model.transform(test_df)                             # `prediction`, `probability` on the executors
+
+Imported on first use: ranks import `sparkrunner.ml.ranks.training` and Spark's Python workers
+`sparkrunner.ml.tasks.scoring`, neither of which needs the driver's estimators.
+"""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkrunner.ml.driver.generic import FunctionEstimator, FunctionModel, ScoringModel
+    from sparkrunner.ml.driver.torch_estimator import TorchEstimator, TorchModel
+
+_LAZY = {
+    "TorchEstimator": "sparkrunner.ml.driver.torch_estimator",
+    "TorchModel": "sparkrunner.ml.driver.torch_estimator",
+    "FunctionEstimator": "sparkrunner.ml.driver.generic",
+    "FunctionModel": "sparkrunner.ml.driver.generic",
+    "ScoringModel": "sparkrunner.ml.driver.generic",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'sparkrunner.ml' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = ["FunctionEstimator", "FunctionModel", "ScoringModel", "TorchEstimator", "TorchModel"]

@@ -1,0 +1,136 @@
+"""`fit`'s input, checked on the driver before any rank starts: columns, their types, the validation split,
+the loss, and whether the model can be sent to the ranks. Each error says what to change."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import cloudpickle
+
+from sparkrunner.data import columns
+from sparkrunner.errors import (
+    InvalidArgumentError,
+    NotEnoughDataError,
+    NotPicklableError,
+    UnsupportedColumnError,
+)
+from sparkrunner.ml.losses import LOSS_NAMES
+from sparkrunner.options import check_choice, check_number
+
+DATA_MODES = ("materialize", "stream")
+_LABEL_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double"}
+
+
+def check_columns(
+    df: Any, feature_cols: Sequence[str], label_cols: Sequence[str], weight_col: str | None
+) -> None:
+    """Every named column exists; features are numbers, arrays or vectors; labels and weights are numbers."""
+    if not hasattr(df, "schema") or not hasattr(df, "mapInArrow"):
+        raise InvalidArgumentError(f"fit takes a Spark DataFrame, not a {type(df).__name__}")
+    named = {"feature_cols": list(feature_cols or ()), "label_cols": list(label_cols or ())}
+    for name, value in named.items():
+        if not value:
+            raise InvalidArgumentError(
+                f"{name} is empty: name the DataFrame's columns to use, e.g. {name}=['x']"
+            )
+    check_present(df, [*named["label_cols"], *([weight_col] if weight_col else [])])
+    check_features(df, named["feature_cols"])
+    fields = {f.name: f for f in df.schema.fields}
+    for name in [*named["label_cols"], *([weight_col] if weight_col else [])]:
+        _check_number_column(
+            name, fields[name].dataType, "label" if name in named["label_cols"] else "weight"
+        )
+
+
+def check_features(df: Any, feature_cols: Sequence[str]) -> None:
+    """The feature columns exist and are numbers, arrays of numbers or ML vectors (for fit and transform)."""
+    check_present(df, feature_cols)
+    fields = {f.name: f for f in df.schema.fields}
+    columns.check_spark_schema(_schema([fields[c] for c in feature_cols]), vectors_to_arrays=True)
+
+
+def check_present(df: Any, names: Sequence[str]) -> None:
+    missing = [c for c in names if c not in df.columns]
+    if missing:
+        raise InvalidArgumentError(f"columns {missing} are not in the DataFrame; it has {df.columns}")
+
+
+def _check_number_column(name: str, data_type: Any, role: str) -> None:
+    type_name = columns.spark_type_name(data_type)
+    element = (
+        type_name[len("array<") : -1] if role == "label" and type_name.startswith("array<") else type_name
+    )
+    if element not in _LABEL_TYPES:
+        hint = (
+            "index it with pyspark.ml.feature.StringIndexer" if type_name == "string" else "cast it to double"
+        )
+        raise UnsupportedColumnError(f"the {role} column {name!r} has type {type_name}, not a number: {hint}")
+
+
+def _schema(fields: list[Any]) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType(fields)
+
+
+def check_validation(df: Any, validation: Any) -> None:
+    """None, a fraction strictly between 0 and 1, or a boolean (or 0/1) column of `df`."""
+    if validation is None:
+        return
+    if isinstance(validation, str):
+        if validation not in df.columns:
+            raise InvalidArgumentError(
+                f"validation column {validation!r} is not in the DataFrame; it has {df.columns}"
+            )
+        type_name = columns.spark_type_name(df.schema[validation].dataType)
+        if type_name not in ("boolean", "byte", "short", "integer", "long"):
+            raise UnsupportedColumnError(
+                f"validation column {validation!r} has type {type_name}: it must be boolean (true marks a "
+                "validation row) or 0/1"
+            )
+        return
+    if isinstance(validation, bool) or not isinstance(validation, (int, float)) or not 0 < validation < 1:
+        raise InvalidArgumentError(
+            f"validation={validation!r}: give the fraction of rows to hold out, strictly between 0 and 1 "
+            "(e.g. 0.2), or the name of a boolean column that marks the validation rows"
+        )
+
+
+def check_training(epochs: Any, batch_size: Any, data: Any, max_failures: Any, verbose: Any) -> None:
+    check_number("epochs", epochs, 1)
+    check_number("batch_size", batch_size, 1)
+    check_number("max_failures", max_failures, 0)
+    check_number("verbose", verbose, 0)
+    check_choice("data", data, DATA_MODES)
+
+
+def check_loss(loss: Any) -> None:
+    if isinstance(loss, str):
+        check_choice("loss", loss, LOSS_NAMES)
+    elif not callable(loss):
+        raise InvalidArgumentError(
+            f"loss={loss!r}: give a torch loss module, a function loss(outputs, labels) that returns one value "
+            f"per row, or one of {', '.join(LOSS_NAMES)}"
+        )
+
+
+def check_not_empty(df: Any) -> None:
+    """One row is looked for (a Spark job that stops at the first row): no rows, nothing to train on."""
+    if df.isEmpty():
+        raise NotEnoughDataError(
+            "the DataFrame has no rows: there is nothing to train on (check its filters)"
+        )
+
+
+def pickled(what: str, value: Any, to: str = "the ranks") -> bytes:
+    """`value` pickled to send `to` the ranks (or the executors), or a NotPicklableError that names `what`
+    and the cause."""
+    try:
+        return bytes(cloudpickle.dumps(value))
+    except Exception as exc:
+        raise NotPicklableError(
+            f"the {what} cannot be sent to {to}: pickling it failed with {type(exc).__name__}: {exc}. Keep "
+            "what cannot be pickled (a SparkSession, an open file, a lock, a live connection) out of it, or "
+            "build it inside the model's code"
+        ) from exc

@@ -1,0 +1,176 @@
+"""`TorchEstimator` and `TorchModel`: a torch `nn.Module` trained with DDP on sparkrunner's ranks as a Spark ML
+stage, and the fitted model scoring on the executors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cloudpickle
+from pyspark import keyword_only
+from pyspark.ml import Estimator, Model
+from pyspark.ml.util import MLReadable, MLWritable
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml import losses
+from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
+from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter
+from sparkrunner.ml.driver.scoring import model_source, scored
+from sparkrunner.ml.entry import RankEntry
+from sparkrunner.ml.params import ScoringParams, TorchParams
+from sparkrunner.ml.spec import TrainResult, TrainSpec
+from sparkrunner.ml.tasks.scoring import BatchScorer
+
+_TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")
+
+
+class TorchEstimator(Estimator, TorchParams, MLWritable):
+    """Trains a torch ``nn.Module`` on `np` ranks with DistributedDataParallel; `fit(df)` returns a `TorchModel`.
+
+    The rows reach the ranks through Spark (`materialize` or `stream`), never through the driver. The model
+    receives one float32 matrix per batch: the `feature_cols` side by side (numbers, arrays, ML vectors);
+    the `loss` sees its outputs and the `label_cols` (class indices for ``cross_entropy``/``nll``). See
+    docs/ml.md for every Param.
+    """
+
+    _input_kwargs: dict[str, Any]
+
+    @keyword_only
+    def __init__(
+        self,
+        *,
+        model: Any = None,
+        optimizer: Any = None,
+        loss: Any = "mse",
+        feature_cols: list[str] | None = None,
+        label_cols: list[str] | None = None,
+        batch_size: int = 32,
+        epochs: int = 1,
+        validation: float | str | None = None,
+        sample_weight_col: str | None = None,
+        num_proc: int | None = None,
+        np: int | None = None,
+        launcher: str = "direct",
+        data: str = "materialize",
+        store: str | None = None,
+        checkpoint_dir: str | None = None,
+        max_failures: int = 0,
+        tracking: Any = None,
+        run_id: str | None = None,
+        verbose: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+        log_model: bool = True,
+        prediction_col: str = "prediction",
+        probability_col: str = "probability",
+    ) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @keyword_only
+    def setParams(self, **params: Any) -> TorchEstimator:
+        return self._set(**self._input_kwargs)
+
+    def write(self) -> Any:
+        raise InvalidArgumentError(
+            "an unfitted TorchEstimator holds a live model and optimizer, which Spark ML's writer cannot save: "
+            "save the fitted TorchModel (model.write().save(path)), or the Pipeline after fit"
+        )
+
+    def _fit(self, dataset: Any) -> TorchModel:
+        fit_stage.check_input(self, dataset)
+        spec = self._spec()
+        fitted = fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec)
+        result: TrainResult = fitted.result
+        model = TorchModel(
+            feature_cols=self.getOrDefault("feature_cols"),
+            batch_size=self.getOrDefault("batch_size"),
+            prediction_col=self.getOrDefault("prediction_col"),
+            probability_col=self.getOrDefault("probability_col"),
+        )
+        model.state = ModelState(
+            result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
+            self.getOrDefault("run_id"), self._logged(dataset, fitted, result),
+        )  # fmt: skip
+        return model
+
+    def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
+        """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
+        if fitted.tracking is None or not fitted.mlflow_run_id or not self.getOrDefault("log_model"):
+            return None
+        example = mlflow_logging.feature_example(dataset, self.getOrDefault("feature_cols"))
+        module = cloudpickle.loads(result.model)
+        return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
+
+    def _spec(self) -> TrainSpec:
+        get = self.getOrDefault
+        module, optimizer, loss = get("model"), get("optimizer"), get("loss")
+        if not _is_module(module):
+            raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
+        checks.check_loss(loss)
+        payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
+        return TrainSpec(
+            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
+            get("batch_size"), get("epochs"), losses.probability_kind(loss), get("seed"), get("shuffle"),
+            get("verbose"),
+        )  # fmt: skip
+
+
+class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
+    """A fitted torch model: `transform(df)` appends `prediction` (and `probability` for a classifier) computed
+    on the executors, each Python worker loading the model once. ``history`` holds each epoch's metrics."""
+
+    state: ModelState
+
+    _input_kwargs: dict[str, Any]
+
+    @keyword_only
+    def __init__(self, **params: Any) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """Per-epoch metrics: ``loss``, ``val_loss`` and, for classifiers, ``accuracy``, ``val_accuracy``."""
+        return self.state.history
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        """The MLflow run that recorded the fit (None when tracking was off)."""
+        return self.state.mlflow_run_id
+
+    @property
+    def run_id(self) -> str | None:
+        return self.state.run_id
+
+    @property
+    def mlflow_model_uri(self) -> str | None:
+        """The model logged in MLflow (``runs:/<id>/model``-like), for ``mlflow.pyfunc.load_model`` or
+        `ScoringModel`; None when tracking or `log_model` was off."""
+        return self.state.mlflow_model_uri
+
+    def getModel(self) -> Any:
+        """The trained ``nn.Module`` (on the CPU), as Horovod's TorchModel gives it."""
+        return cloudpickle.loads(self.state.payload)
+
+    def _transform(self, dataset: Any) -> Any:
+        state = self.state
+        source = model_source(state.model_id, state.payload, dataset.sparkSession)
+        scorer = BatchScorer(source, self.getOrDefault("batch_size"), state.probability)
+        names = {
+            "prediction": self.getOrDefault("prediction_col"),
+            "probability": self.getOrDefault("probability_col"),
+        }
+        return scored(dataset, self.getOrDefault("feature_cols"), scorer, state.output_size, names)
+
+    def write(self) -> StateWriter:
+        return StateWriter(self)
+
+    @classmethod
+    def read(cls) -> StateReader:
+        return StateReader(cls)
+
+
+def _is_module(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module)

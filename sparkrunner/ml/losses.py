@@ -1,0 +1,45 @@
+"""Losses by name, and what a loss says about the model: a classifier (and how its outputs become
+probabilities) or a regressor. Shared by the driver (the output columns), the ranks and the executors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+LOSS_NAMES = ("mse", "l1", "smooth_l1", "cross_entropy", "nll", "bce_with_logits")
+"""Names `loss` accepts besides a torch loss module or a function ``loss(outputs, labels)``."""
+
+_MODULES = {
+    "mse": "MSELoss",
+    "l1": "L1Loss",
+    "smooth_l1": "SmoothL1Loss",
+    "cross_entropy": "CrossEntropyLoss",
+    "nll": "NLLLoss",
+    "bce_with_logits": "BCEWithLogitsLoss",
+}
+_PROBABILITIES = {"CrossEntropyLoss": "softmax", "NLLLoss": "exp", "BCEWithLogitsLoss": "sigmoid"}
+
+
+def loss_module(loss: Any) -> Any:
+    """A torch loss for `loss` (a name, a loss module, or a function), per sample (``reduction="none"``) when
+    it is a module, so that sample weights can apply."""
+    import copy
+
+    import torch
+
+    if isinstance(loss, str):
+        loss = getattr(torch.nn, _MODULES[loss])()
+    if isinstance(loss, torch.nn.Module) and hasattr(loss, "reduction"):
+        loss = copy.copy(loss)
+        loss.reduction = "none"
+    return loss
+
+
+def probability_kind(loss: Any) -> str | None:
+    """How a classifier's outputs become probabilities ("softmax", "exp", "sigmoid"); None for a regressor."""
+    name = _MODULES.get(loss, "") if isinstance(loss, str) else type(loss).__name__
+    return _PROBABILITIES.get(name)
+
+
+def label_dtype(kind: str | None) -> str:
+    """The dtype labels take for a loss: class indices for softmax and log-probability outputs."""
+    return "int64" if kind in ("softmax", "exp") else "float32"

@@ -1,0 +1,37 @@
+"""The columns scoring appends, from a model's raw outputs: the same rule for the schema (on the driver) and the
+values (in the executors). A regressor gives `prediction` (a number, or an array for several outputs); a
+classifier gives `prediction` (the class, as Spark ML's classifiers do: a double) and `probability`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+PREDICTION, PROBABILITY = "prediction", "probability"
+
+
+def spark_types(probability: str | None, output_size: int) -> dict[str, str]:
+    """The struct fields scoring returns, as Spark DDL types."""
+    if probability is None:
+        return {PREDICTION: "double" if output_size == 1 else "array<double>"}
+    return {PREDICTION: "double", PROBABILITY: "array<double>"}
+
+
+def columns(probability: str | None, raw: np.ndarray) -> dict[str, Any]:
+    """`spark_types`' columns for a batch of raw outputs ``(rows, output_size)``."""
+    raw = raw.astype(np.float64).reshape(len(raw), -1)
+    if probability is None:
+        return {PREDICTION: raw[:, 0] if raw.shape[1] == 1 else list(raw)}
+    probabilities = _probabilities(probability, raw)
+    return {PREDICTION: probabilities.argmax(axis=1).astype(np.float64), PROBABILITY: list(probabilities)}
+
+
+def _probabilities(kind: str, raw: np.ndarray) -> np.ndarray:
+    if kind == "exp":  # log-probabilities (NLLLoss)
+        return np.exp(raw)
+    if kind == "sigmoid":  # one logit: P(1); [P(0), P(1)] as Spark ML's binary classifiers give
+        positive = 1.0 / (1.0 + np.exp(-raw[:, :1]))
+        return np.concatenate([1.0 - positive, positive], axis=1)
+    shifted = np.exp(raw - raw.max(axis=1, keepdims=True))  # softmax of logits
+    return shifted / shifted.sum(axis=1, keepdims=True)

@@ -1,0 +1,152 @@
+"""The stages' Spark ML `Params`: Horovod's names where Horovod has them (`num_proc`, `feature_cols`, ...),
+sparkrunner's for the rest (`np`, `launcher`, `data`, ...), each with a ``getX``/``setX`` pair as Spark ML's own."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pyspark.ml.param import Param, Params, TypeConverters
+
+from sparkrunner.ml.losses import LOSS_NAMES
+
+T = TypeVar("T", bound=type)
+
+
+def param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Param[Any]:
+    return Param(Params._dummy(), name, doc, typeConverter=converter)
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def with_accessors(cls: T) -> T:
+    """Add ``getFeatureCols()`` / ``setFeatureCols(value)`` (and so on) for every Param `cls` declares."""
+    for name, value in list(vars(cls).items()):
+        if isinstance(value, Param):
+            setattr(cls, f"get{_camel(name)}", _getter(name))
+            setattr(cls, f"set{_camel(name)}", _setter(name))
+    return cls
+
+
+def _getter(name: str) -> Any:
+    def get(self: Params) -> Any:
+        return self.getOrDefault(name)
+
+    get.__doc__ = f"The value of `{name}`."
+    return get
+
+
+def _setter(name: str) -> Any:
+    def set_(self: Params, value: Any) -> Any:
+        return self._set(**{name: value})
+
+    set_.__doc__ = f"Set `{name}`."
+    return set_
+
+
+@with_accessors
+class ScoringParams(Params):
+    """What scoring needs: the feature columns, the rows per forward pass, the output columns' names."""
+
+    feature_cols = param(
+        "feature_cols", "feature columns: numbers, arrays, ML vectors", TypeConverters.toListString
+    )
+    batch_size = param(
+        "batch_size", "rows per batch (training: per rank; scoring: per forward pass)", TypeConverters.toInt
+    )
+    prediction_col = param("prediction_col", "the output column of predictions", TypeConverters.toString)
+    probability_col = param(
+        "probability_col", "a classifier's output column of class probabilities", TypeConverters.toString
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(batch_size=32, prediction_col="prediction", probability_col="probability")
+
+
+@with_accessors
+class TrainingParams(ScoringParams):
+    """How `fit` trains: labels, epochs, validation, where the ranks run and how the rows reach them."""
+
+    label_cols = param(
+        "label_cols", "label columns: numbers (class indices for classifiers)", TypeConverters.toListString
+    )
+    epochs = param("epochs", "passes over the training rows", TypeConverters.toInt)
+    validation = param("validation", "a fraction of rows (0 < v < 1) or a boolean column that marks them")
+    sample_weight_col = param("sample_weight_col", "a numeric column of per-row loss weights")
+    num_proc = param("num_proc", "Horovod's name for np > 0: ranks in a Spark barrier stage")
+    np = param(
+        "np",
+        "ranks: > 0 in a Spark barrier stage, < 0 processes on the driver (default: num_proc, else the session's task slots)",
+    )
+    launcher = param("launcher", "'direct' (default) or 'mpirun'", TypeConverters.toString)
+    data = param(
+        "data",
+        "'materialize' (Parquet, cached) or 'stream' (Spark tasks feed the ranks)",
+        TypeConverters.toString,
+    )
+    store = param(
+        "store", "where materialized data goes (materialize's cache_dir): a path or URI every host reads"
+    )
+    checkpoint_dir = param(
+        "checkpoint_dir", "where each epoch's checkpoint goes (needed for max_failures on Spark)"
+    )
+    max_failures = param(
+        "max_failures", "failed attempts to retry from the latest epoch's checkpoint", TypeConverters.toInt
+    )
+    tracking = param("tracking", "MLflow: None (on when installed), False, True, a URI or MlflowTracking")
+    run_id = param("run_id", "a name for this fit, kept on the model and as an MLflow tag")
+    verbose = param(
+        "verbose",
+        "0: quiet; 1: a line per epoch and the progress bar; 2: every rank's output",
+        TypeConverters.toInt,
+    )
+    seed = param("seed", "seed of the validation split, the shuffles and torch", TypeConverters.toInt)
+    shuffle = param("shuffle", "shuffle the training rows every epoch", TypeConverters.toBoolean)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(
+            epochs=1, validation=None, sample_weight_col=None, num_proc=None, np=None, launcher="direct",
+            data="materialize", store=None, checkpoint_dir=None, max_failures=0, tracking=None, run_id=None,
+            verbose=1, seed=0, shuffle=True,
+        )  # fmt: skip
+
+
+@with_accessors
+class TorchParams(TrainingParams):
+    """A torch model, its optimizer and its loss."""
+
+    model = param("model", "the torch.nn.Module to train")
+    optimizer = param(
+        "optimizer", "a torch optimizer over model's parameters, or optimizer(params); default Adam(lr=1e-3)"
+    )
+    loss = param("loss", "a torch loss, loss(outputs, labels) per row, or a name: " + ", ".join(LOSS_NAMES))
+
+    log_model = param(
+        "log_model",
+        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(optimizer=None, loss="mse", log_model=True)
+
+
+@with_accessors
+class FunctionParams(TrainingParams):
+    """Your own training function and predict function."""
+
+    train_fn = param("train_fn", "train_fn(train_data, val_data) on every rank; rank 0 returns the model")
+    predict_fn = param(
+        "predict_fn", "predict_fn(model, features) -> outputs (rows, output_size), in the executors"
+    )
+    output_size = param(
+        "output_size", "outputs per row: 1 gives a double prediction, more an array", TypeConverters.toInt
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(predict_fn=None, output_size=1)

@@ -1,0 +1,211 @@
+"""The training loop of `TorchEstimator`, in every rank: torch DDP over this rank's shard, equal steps on every
+rank, the epoch's metrics summed over all ranks, a checkpoint per epoch when the run has a folder for them."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from sparkrunner.channel.environment import Env
+from sparkrunner.data.dataset import ParquetData
+from sparkrunner.data.ranks.loader import NumpyLoader
+from sparkrunner.data.stream_handle import StreamData
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml import features, losses
+from sparkrunner.ml.spec import TrainResult, TrainSpec
+from sparkrunner.ranks.api import log_to_driver, rank_context
+from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
+from sparkrunner.ranks.progress import report_progress
+
+Data = ParquetData | StreamData
+
+
+def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResult | None:
+    """Train `spec`'s model on `train_data` with DDP; rank 0 returns the model and its history."""
+    import torch.distributed as dist
+
+    device = _device()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    try:
+        return _train(spec, train_data, val_data, device)
+    finally:
+        dist.destroy_process_group()
+
+
+def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any) -> TrainResult | None:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(spec.seed)
+    model, optimizer, loss = cloudpickle.loads(spec.payload)
+    model.to(device)
+    optimizer = _optimizer(optimizer, model)
+    loss_fn = losses.loss_module(loss)
+    net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    validation = _validation_loader(spec, val_data, columns)
+    start, history = _resume(model, optimizer)
+    output_size = 1
+    for epoch in range(start, spec.epochs):
+        loader.set_epoch(epoch)
+        net.train()
+        metrics, output_size = _epoch(spec, net, loss_fn, loader, device, optimizer, epoch)
+        if validation is not None:
+            net.eval()
+            with torch.no_grad():
+                metrics.update(_epoch(spec, net, loss_fn, validation, device, None, epoch, "val_")[0])
+        for name, value in metrics.items():
+            history.setdefault(name, []).append(value)
+        _checkpoint(model, optimizer, epoch, history)
+        if spec.verbose and rank_context().rank == 0:
+            log_to_driver(
+                f"epoch {epoch + 1}/{spec.epochs}: " + ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+            )
+    if rank_context().rank != 0:
+        return None
+    return TrainResult(cloudpickle.dumps(model.to("cpu")), history, output_size)
+
+
+def _epoch(
+    spec: TrainSpec,
+    net: Any,
+    loss_fn: Any,
+    loader: NumpyLoader,
+    device: Any,
+    optimizer: Any,
+    epoch: int,
+    prefix: str = "",
+) -> tuple[dict[str, float], int]:
+    """One pass over `loader` (training when `optimizer` is given): its mean loss (and accuracy for a
+    classifier) over every rank's rows, and the width of the model's output."""
+    import torch
+    import torch.distributed as dist
+
+    totals = torch.zeros(3, dtype=torch.float64)  # weighted loss sum, weight sum, correct predictions
+    output_size = 1
+    for batch in loader:
+        x = torch.from_numpy(features.matrix([batch[c] for c in spec.feature_cols])).to(device)
+        out = net(x)
+        y = _labels(spec, [batch[c] for c in spec.label_cols], out)
+        weights = _weights(spec, batch, len(x), device)
+        per_sample = _per_sample(loss_fn(out, y), len(x))
+        step_loss = (per_sample * weights).sum() / weights.sum()
+        if optimizer is not None:
+            optimizer.zero_grad()
+            step_loss.backward()
+            optimizer.step()
+            report_progress(
+                epoch=epoch, total=spec.epochs * len(loader), samples=len(x), loss=step_loss.detach()
+            )
+        totals += torch.stack(
+            [(per_sample.detach() * weights).sum().cpu(), weights.sum().cpu(), _correct(spec, out, y)]
+        ).double()
+        output_size = int(out.shape[1]) if out.dim() > 1 else 1
+    dist.all_reduce(totals)
+    metrics = {f"{prefix}loss": float(totals[0] / max(float(totals[1]), 1e-12))}
+    if spec.probability is not None:
+        metrics[f"{prefix}accuracy"] = float(totals[2] / max(float(totals[1]), 1e-12))
+    return metrics, output_size
+
+
+def _labels(spec: TrainSpec, columns: list[np.ndarray], out: Any) -> Any:
+    """Labels as the loss wants them: class indices for softmax/log-probability outputs, else floats shaped like
+    the model's output."""
+    import torch
+
+    values = features.matrix(columns)
+    if losses.label_dtype(spec.probability) == "int64":
+        return torch.from_numpy(values.reshape(-1).astype(np.int64)).to(out.device)
+    y = torch.from_numpy(values).to(out.device)
+    return y.reshape(out.shape) if y.numel() == out.numel() else y.reshape(-1)
+
+
+def _weights(spec: TrainSpec, batch: dict[str, np.ndarray], rows: int, device: Any) -> Any:
+    import torch
+
+    if spec.sample_weight_col is None:
+        return torch.ones(rows, device=device)
+    return torch.from_numpy(batch[spec.sample_weight_col].astype(np.float32)).to(device)
+
+
+def _per_sample(loss: Any, rows: int) -> Any:
+    """One loss per row (averaged over a row's outputs); a loss function that already reduced the batch
+    cannot be weighted or summed across ranks exactly."""
+    if loss.dim() == 0:
+        raise InvalidArgumentError(
+            "the loss function returned one number for the whole batch; it must return one per row (a torch "
+            "loss module, whose reduction the estimator sets to 'none', or a function without reduction)"
+        )
+    return loss.reshape(rows, -1).mean(dim=1)
+
+
+def _correct(spec: TrainSpec, out: Any, y: Any) -> Any:
+    import torch
+
+    if spec.probability is None:
+        return torch.zeros((), dtype=torch.float64)
+    if spec.probability == "sigmoid":  # logits: a positive one says 1
+        predicted = (out.detach() > 0).to(y.dtype).reshape(y.shape)
+        return (predicted == y).reshape(len(y), -1).all(dim=1).sum().double().cpu()
+    return (out.detach().argmax(dim=1) == y).sum().double().cpu()
+
+
+def _validation_loader(spec: TrainSpec, data: Data | None, columns: list[str]) -> NumpyLoader | None:
+    """Every rank's part of the validation rows in the same order each epoch, in batches that leave out as few
+    rows as can be (equal steps on every rank drop the remainder)."""
+    if data is None:
+        return None
+    world = rank_context().world_size
+    size = validation_batch_size(data.num_rows, world, spec.batch_size)
+    return NumpyLoader(data, size, columns=columns, shuffle=False)
+
+
+def validation_batch_size(rows: int, world: int, batch_size: int) -> int:
+    """The largest batch up to `batch_size` that leaves at most 1% of `rows` (or fewer than `world`) unread."""
+    allowed = max(world - 1, rows // 100)
+    top = max(1, min(batch_size, rows // world))
+    return next(b for b in range(top, 0, -1) if rows % (world * b) <= allowed or b == 1)
+
+
+def _optimizer(optimizer: Any, model: Any) -> Any:
+    """The optimizer over `model`'s parameters: the one pickled with it (the same parameters), one made by a
+    factory ``optimizer(params)``, or Adam by default."""
+    import torch
+
+    if optimizer is None:
+        return torch.optim.Adam(model.parameters(), lr=1e-3)
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
+    return optimizer(model.parameters())
+
+
+def _device() -> Any:
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.device("cuda", rank_context().local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _resume(model: Any, optimizer: Any) -> tuple[int, dict[str, list[float]]]:
+    """The epoch to start at and the history so far: from the run's latest checkpoint, after a failure."""
+    if not os.environ.get(Env.CHECKPOINT_DIR):
+        return 0, {}
+    state = load_checkpoint(map_location="cpu")
+    if state is None:
+        return 0, {}
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    log_to_driver(f"resuming from the checkpoint of epoch {state['epoch'] + 1}")
+    return state["epoch"] + 1, state["history"]
+
+
+def _checkpoint(model: Any, optimizer: Any, epoch: int, history: dict[str, list[float]]) -> None:
+    if os.environ.get(Env.CHECKPOINT_DIR):
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
+        save_checkpoint({**state, "history": history}, step=epoch)

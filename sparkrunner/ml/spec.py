@@ -1,0 +1,33 @@
+"""What the driver sends the ranks to train, and what rank 0 sends back: plain picklable data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """One `fit`: the pickled (model, optimizer, loss), the columns and the loop's settings."""
+
+    payload: bytes
+    """cloudpickle of ``(model, optimizer, loss)``: pickled once on the driver, where a failure is clear."""
+    feature_cols: tuple[str, ...]
+    label_cols: tuple[str, ...]
+    sample_weight_col: str | None
+    batch_size: int
+    epochs: int
+    probability: str | None
+    """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
+    seed: int = 0
+    shuffle: bool = True
+    verbose: int = 1
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Rank 0's answer: the trained model (cloudpickle, on the CPU), the metrics of every epoch, and the width
+    of the model's output (what the scoring columns hold)."""
+
+    model: bytes
+    history: dict[str, list[float]] = field(default_factory=dict)
+    output_size: int = 1

@@ -1,0 +1,119 @@
+"""Scoring in Spark's Python workers: each worker loads a model once (a module-level cache keyed by the
+model's id) and reuses it for every task and Arrow batch it scores, on the task's GPU when Spark assigned one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from sparkrunner.ml import features, outputs
+
+log = logging.getLogger(__name__)
+
+_LOADED: dict[tuple[str, str], Any] = {}
+"""(model id, device) -> the model, for as long as this Python worker lives (Spark reuses workers across
+tasks with spark.python.worker.reuse, its default)."""
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a worker gets the model the first time: pickled bytes (inline or a broadcast of them), a builder
+    function, or an MLflow model URI. `key` names the model for the cache: one load per worker and key."""
+
+    key: str
+    payload: bytes | None = None
+    broadcast: Any = None
+    builder: Callable[[], Any] | None = None
+    uri: str | None = None
+    tracking_uri: str | None = None
+    """The MLflow tracking server that resolves `uri` (``runs:/``, ``models:/``): the driver's."""
+
+
+@dataclass(frozen=True)
+class BatchScorer:
+    """The body of the scoring pandas UDF: feature columns in, a frame of output columns out.
+
+    Args:
+        source: the model.
+        batch_size: rows per forward pass (each Arrow batch Spark hands over is cut into these).
+        probability: the classifier's probability rule (`outputs.columns`), None for a regressor.
+        predict: ``predict(model, features) -> outputs`` for models that are not torch modules or need more
+            than a forward pass; default: ``model(features)`` for torch modules, else ``model.predict``.
+    """
+
+    source: ModelSource
+    batch_size: int
+    probability: str | None
+    predict: Callable[[Any, np.ndarray], Any] | None = None
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        model, device = loaded(self.source)
+        for batch in batches:
+            series = (batch,) if isinstance(batch, pd.Series) else tuple(batch)
+            x = features.matrix([features.from_pandas(s) for s in series])
+            raw = [
+                self._outputs(model, device, x[i : i + self.batch_size])
+                for i in range(0, len(x), self.batch_size)
+            ]
+            joined = np.concatenate(raw) if raw else np.zeros((0, 1))
+            yield pd.DataFrame(outputs.columns(self.probability, joined))
+
+    def _outputs(self, model: Any, device: str, x: np.ndarray) -> np.ndarray:
+        if self.predict is not None:
+            return np.asarray(self.predict(model, x))
+        if _is_torch_module(model):
+            import torch
+
+            with torch.no_grad():
+                return model(torch.from_numpy(x).to(device)).cpu().numpy()
+        return np.asarray(model.predict(x))
+
+
+def loaded(source: ModelSource) -> tuple[Any, str]:
+    """The model of `source` on this task's device, loaded on this worker's first call only."""
+    device = task_device()
+    key = (source.key, device)
+    if key not in _LOADED:
+        model = _load(source)
+        if _is_torch_module(model):
+            model = model.to(device).eval()
+        _LOADED[key] = model
+        log.info("loaded model %s on %s", source.key, device)
+    return _LOADED[key], device
+
+
+def _load(source: ModelSource) -> Any:
+    if source.builder is not None:
+        return source.builder()
+    if source.uri is not None:
+        import mlflow
+
+        if source.tracking_uri:
+            mlflow.set_tracking_uri(source.tracking_uri)
+        model = mlflow.pyfunc.load_model(source.uri)
+        raw = model.get_raw_model()
+        return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
+    payload = source.payload if source.payload is not None else source.broadcast.value
+    return cloudpickle.loads(payload)
+
+
+def task_device() -> str:
+    """The task's own GPU when Spark assigned it one (``spark.task.resource.gpu.amount``), else the CPU."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    gpus = context.resources().get("gpu") if context is not None else None
+    if gpus is not None and gpus.addresses:
+        return f"cuda:{gpus.addresses[0]}"
+    return "cpu"
+
+
+def _is_torch_module(model: Any) -> bool:
+    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(model).__mro__)

@@ -1,0 +1,93 @@
+"""Bad input to `TorchEstimator.fit` fails with a typed error that says what to change, before any rank starts:
+the MLflow store (where every started run is recorded) gets no new run, and no rank process is left."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import mlflow
+import pytest
+import torch
+
+from sparkrunner.errors import (
+    InvalidArgumentError,
+    NotEnoughDataError,
+    NotPicklableError,
+    UnsupportedColumnError,
+)
+from sparkrunner.ml import TorchEstimator
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+class Locked(torch.nn.Linear):
+    """A model that holds a lock: it cannot be pickled."""
+
+    def __init__(self) -> None:
+        super().__init__(2, 1)
+        self.lock = threading.Lock()
+
+
+@pytest.fixture(scope="module")
+def frame(spark_ml: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return spark_ml.range(0, 40, numPartitions=2).select(
+        F.col("id").cast("double").alias("a"),
+        (F.col("id") * 2).cast("double").alias("b"),
+        F.concat(F.lit("c"), F.col("id").cast("string")).alias("text"),
+        (F.col("id") % 2).alias("label"),
+        (F.col("id") % 5 == 0).alias("held_out"),
+    )
+
+
+def runs(uri: str) -> int:
+    client = mlflow.MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    return len(client.search_runs(experiments)) if experiments else 0
+
+
+CASES = {
+    "missing column": (dict(feature_cols=["a", "nope"]), InvalidArgumentError, "'nope'"),
+    "string feature": (dict(feature_cols=["a", "text"]), UnsupportedColumnError, "'text' has type string"),
+    "string label": (dict(label_cols=["text"]), UnsupportedColumnError, "StringIndexer"),
+    "no feature": (dict(feature_cols=[]), InvalidArgumentError, "feature_cols is empty"),
+    "validation 0": (dict(validation=0.0), InvalidArgumentError, "strictly between 0 and 1"),
+    "validation 1.5": (dict(validation=1.5), InvalidArgumentError, "strictly between 0 and 1"),
+    "validation column missing": (dict(validation="nope"), InvalidArgumentError, "validation column 'nope'"),
+    "validation column text": (dict(validation="text"), UnsupportedColumnError, "must be boolean"),
+    "unknown loss": (dict(loss="hinge"), InvalidArgumentError, "loss='hinge' is unknown"),
+    "data mode": (dict(data="copy"), InvalidArgumentError, "data='copy' is unknown"),
+    "epochs": (dict(epochs=0), InvalidArgumentError, "epochs must be an int >= 1"),
+    "unpicklable model": (dict(model=Locked()), NotPicklableError, "cannot be sent to the ranks"),
+    "not a module": (dict(model=lambda x: x), InvalidArgumentError, "must be a torch.nn.Module"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_refused_before_any_rank_starts(frame: Any, tmp_path: Any, case: str) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    changes, error, text = CASES[case]
+    params = dict(
+        model=torch.nn.Linear(2, 1), feature_cols=["a", "b"], label_cols=["label"], np=-2, launcher="direct",
+        tracking=uri, verbose=0,
+    )  # fmt: skip
+    with pytest.raises(error, match=text):
+        TorchEstimator(**{**params, **changes}).fit(frame)
+    assert runs(uri) == 0
+
+
+def test_an_empty_dataframe_or_too_few_rows_are_refused(frame: Any, tmp_path: Any) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    estimator = TorchEstimator(
+        model=torch.nn.Linear(2, 1), feature_cols=["a", "b"], label_cols=["label"], np=-2, launcher="direct",
+        tracking=uri,
+    )  # fmt: skip
+    with pytest.raises(NotEnoughDataError, match="no rows"):
+        estimator.fit(frame.where("a < 0"))
+    with pytest.raises(NotEnoughDataError, match="validation rows are empty"):
+        estimator.copy({estimator.validation: "held_out"}).fit(frame.where("NOT held_out"))
+    with pytest.raises(NotEnoughDataError, match="fewer than one batch of 32 for each of 2 ranks"):
+        estimator.fit(frame)  # 40 rows, 2 ranks of 32
+    assert runs(uri) == 0

@@ -1,0 +1,126 @@
+"""`TorchEstimator.fit` on real ranks (np < 0 and a Spark barrier stage of `local[2]`, launcher "direct") and
+`TorchModel.transform` on real executors, against oracles outside the code under test: the function that
+generated the labels, the fitted module's own forward pass on the driver, MLflow's store, the process ids
+that loaded the model, and a driver result limit that collecting the training rows would break."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import mlflow
+import numpy as np
+import pytest
+import torch
+
+from sparkrunner.ml import TorchEstimator, TorchModel
+from sparkrunner.ml.driver.persistence import ModelState
+from tests.ml.nets import BIAS, WEIGHTS, CrashOnce, LoadLogged, class_rows, classifier, forward, linear_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def regression(np_: int, store: Path, tracking_uri: str, **params: Any) -> TorchEstimator:
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 1)
+    defaults = dict(
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x"],
+        label_cols=["y"], batch_size=32, epochs=25, validation=0.25, np=np_, launcher="direct",
+        store=str(store), tracking=tracking_uri, verbose=0,
+    )  # fmt: skip
+    return TorchEstimator(**{**defaults, **params})
+
+
+@pytest.mark.parametrize("np_", [-2, 2], ids=["np<0", "spark"])
+def test_fit_learns_the_generating_function_and_transform_scores_with_it(
+    spark_ml: Any, store: Path, tracking_uri: str, np_: int
+) -> None:
+    model = regression(np_, store, tracking_uri).fit(linear_rows(spark_ml, 1200))
+
+    trained = model.getModel()
+    np.testing.assert_allclose(trained.weight.detach().numpy()[0], WEIGHTS, atol=0.1)
+    np.testing.assert_allclose(trained.bias.item(), BIAS, atol=0.1)
+    assert len(model.history["loss"]) == len(model.history["val_loss"]) == 25
+    assert model.history["val_loss"][-1] < 0.01 < model.history["val_loss"][0]
+
+    test = linear_rows(spark_ml, 300, partitions=3, seed=100)
+    rows = model.transform(test).select("x", "y", "prediction").collect()
+    x = np.array([r["x"] for r in rows])
+    predictions = np.array([r["prediction"] for r in rows])
+    np.testing.assert_allclose(predictions, forward(trained, x)[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(predictions, [r["y"] for r in rows], atol=0.1)
+
+    history = mlflow.MlflowClient(tracking_uri).get_metric_history(model.mlflow_run_id, "val_loss")
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
+        model.history["val_loss"]
+    )
+
+
+def test_classifier_on_streamed_rows_gives_probabilities_and_classes(
+    spark_ml: Any, store: Path, tracking_uri: str
+) -> None:
+    net = classifier()
+    frame = class_rows(spark_ml, 1600)
+    model = TorchEstimator(
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="cross_entropy",
+        feature_cols=["a", "b"], label_cols=["label"], batch_size=40, epochs=8, validation=0.2, np=-2,
+        launcher="direct", data="stream", tracking=tracking_uri, verbose=0,
+    ).fit(frame)  # fmt: skip
+
+    assert set(model.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert model.history["val_accuracy"][-1] > 0.9
+    rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
+    probability = np.array([r["probability"] for r in rows])
+    local = torch.softmax(torch.from_numpy(forward(model.getModel(), [[r["a"], r["b"]] for r in rows])), 1)
+    np.testing.assert_allclose(probability, local.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(probability.sum(axis=1), 1.0, rtol=1e-9)
+    assert [r["prediction"] for r in rows] == list(probability.argmax(axis=1).astype(float))
+    assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+
+
+def test_fit_never_collects_a_dataframe_larger_than_the_driver_result_limit(
+    spark_ml: Any, store: Path, tracking_uri: str
+) -> None:
+    """50k rows of 3 floats and a label: over 1 MiB as collected rows, so collecting them fails here."""
+    frame = linear_rows(spark_ml, 50_000, partitions=4, seed=7)
+    with pytest.raises(Exception, match="maxResultSize"):
+        frame.collect()
+    model = regression(1, store, tracking_uri, data="stream", validation=None, batch_size=500, epochs=2).fit(
+        frame
+    )
+    assert len(model.history["loss"]) == 2 and model.history["loss"][-1] < model.history["loss"][0]
+
+
+def test_transform_loads_the_model_once_per_python_worker(spark_ml: Any, tmp_path: Path) -> None:
+    """8 partitions scored twice by 2 task slots: every worker process unpickled the model once, though each
+    scored several partitions (the pids are the oracle, written by the model's own unpickling)."""
+    log = tmp_path / "loads.txt"
+    net = LoadLogged(str(log))
+    model = TorchModel(feature_cols=["x"], batch_size=16)
+    model.state = ModelState(cloudpickle.dumps(net))
+    log.unlink(missing_ok=True)  # only the loads in Spark's workers count
+    test = linear_rows(spark_ml, 800, partitions=8, seed=3)
+    for _ in range(2):
+        rows = model.transform(test).select("x", "prediction").collect()
+        x = np.array([r["x"] for r in rows])
+        np.testing.assert_allclose([r["prediction"] for r in rows], x @ WEIGHTS + BIAS, rtol=1e-5, atol=1e-5)
+    pids = log.read_text().split()
+    assert len(pids) == len(set(pids)), f"a worker loaded the model more than once: {pids}"
+    assert 1 <= len(pids) < 2 * 8, f"{len(pids)} loads for 16 tasks: the model was not reused across tasks"
+
+
+def test_a_rank_that_dies_mid_fit_is_retried_from_the_latest_epoch(
+    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
+) -> None:
+    """400 rows, 2 ranks of batch 20: 10 steps per epoch. Rank 1 dies in epoch 3 of 4 on the first attempt; the
+    second attempt trains epochs 3 and 4 only (20 steps per rank, counted by the model's own log)."""
+    log = tmp_path / "steps.txt"
+    net = CrashOnce(str(log), crash_after=25)
+    model = TorchEstimator(
+        model=net, loss="mse", feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=-2,
+        launcher="direct", max_failures=1, store=str(store), tracking=tracking_uri, verbose=0,
+    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
+    steps = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20
+    assert len(model.history["loss"]) == 4

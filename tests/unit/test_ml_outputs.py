@@ -1,0 +1,76 @@
+"""Pure logic of sparkrunner.ml, checked against independent computations: output columns against torch's own
+softmax/sigmoid, feature assembly against explicit numpy stacking, the validation batch rule by brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from sparkrunner.ml import features, losses, outputs
+from sparkrunner.ml.ranks.training import validation_batch_size
+
+
+def test_classifier_columns_match_torch() -> None:
+    raw = np.random.default_rng(0).normal(size=(6, 3))
+    found = outputs.columns("softmax", raw)
+    expected = torch.softmax(torch.from_numpy(raw), dim=1).numpy()
+    np.testing.assert_allclose(np.array(found["probability"]), expected, rtol=1e-12)
+    assert list(found["prediction"]) == list(expected.argmax(axis=1).astype(float))
+    log_probs = torch.log_softmax(torch.from_numpy(raw), dim=1).numpy()
+    np.testing.assert_allclose(
+        np.array(outputs.columns("exp", log_probs)["probability"]), expected, rtol=1e-9
+    )
+
+
+def test_one_logit_gives_two_class_probabilities() -> None:
+    logits = np.array([[-2.0], [0.5], [3.0]])
+    found = outputs.columns("sigmoid", logits)
+    positive = torch.sigmoid(torch.from_numpy(logits[:, 0])).numpy()
+    np.testing.assert_allclose(
+        np.array(found["probability"]), np.stack([1 - positive, positive], 1), rtol=1e-12
+    )
+    assert list(found["prediction"]) == [0.0, 1.0, 1.0]
+
+
+def test_regressor_columns_and_their_types() -> None:
+    assert list(outputs.columns(None, np.array([[1.5], [2.5]]))["prediction"]) == [1.5, 2.5]
+    several = outputs.columns(None, np.array([[1.0, 2.0], [3.0, 4.0]]))["prediction"]
+    assert [list(v) for v in several] == [[1.0, 2.0], [3.0, 4.0]]
+    assert outputs.spark_types(None, 1) == {"prediction": "double"}
+    assert outputs.spark_types(None, 3) == {"prediction": "array<double>"}
+    assert outputs.spark_types("softmax", 3) == {"prediction": "double", "probability": "array<double>"}
+
+
+def test_features_are_numbers_and_arrays_side_by_side() -> None:
+    numbers = pd.Series([1, 2, 3])
+    arrays = pd.Series([np.array([0.5, 1.5]), np.array([2.5, 3.5]), np.array([4.5, 5.5])])
+    found = features.matrix([features.from_pandas(numbers), features.from_pandas(arrays)])
+    expected = np.array([[1, 0.5, 1.5], [2, 2.5, 3.5], [3, 4.5, 5.5]], dtype=np.float32)
+    assert found.dtype == np.float32 and np.array_equal(found, expected)
+
+
+@pytest.mark.parametrize(
+    ("loss", "kind"),
+    [("cross_entropy", "softmax"), (torch.nn.NLLLoss(), "exp"), ("bce_with_logits", "sigmoid"), ("mse", None),
+     (torch.nn.L1Loss(), None), (lambda out, y: (out - y) ** 2, None)],
+)  # fmt: skip
+def test_what_a_loss_says_about_the_model(loss: object, kind: str | None) -> None:
+    assert losses.probability_kind(loss) == kind
+
+
+def test_a_loss_module_is_made_per_row_without_changing_the_callers() -> None:
+    mine = torch.nn.MSELoss()
+    per_row = losses.loss_module(mine)
+    assert per_row.reduction == "none" and mine.reduction == "mean"
+
+
+@pytest.mark.parametrize(
+    ("rows", "world", "batch"), [(100, 2, 32), (97, 2, 32), (1000, 3, 64), (5, 2, 32), (1, 1, 8)]
+)
+def test_the_validation_batch_leaves_out_at_most_one_percent(rows: int, world: int, batch: int) -> None:
+    size = validation_batch_size(rows, world, batch)
+    allowed = max(world - 1, rows // 100)
+    fits = [b for b in range(1, batch + 1) if b * world <= max(rows, world) and rows % (world * b) <= allowed]
+    assert size == max(fits)
