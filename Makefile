@@ -21,7 +21,7 @@ image: setup
 	bash docker/build_image.sh
 
 image-test: image
-	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/image
+	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/scenarios/image
 
 test: setup lint
 	bash scripts/run_tests.sh

@@ -16,8 +16,8 @@ from sparkrunner.launch.processes import RankProcess
 from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.topology import Topology
-from tests.diagnostics.conftest import wait_for_both_executors
-from tests.diagnostics.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
+from tests.driver.conftest import wait_for_both_executors
+from tests.driver.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies
 from tests.matrix import LAUNCHERS
 
 

@@ -8,7 +8,7 @@ from sparkrunner import Runner
 from sparkrunner.channel.lines import MAX_LINE_CHARS, LineSplitter
 from sparkrunner.driver.output import TAIL_LINES
 from sparkrunner.errors import ERROR_TAIL_LINES, RankFailedError
-from tests.diagnostics.functions import prints_a_huge_line_and_dies, prints_a_storm, prints_then_raises
+from tests.driver.functions import prints_a_huge_line_and_dies, prints_a_storm, prints_then_raises
 from tests.matrix import LAUNCHERS
 
 

@@ -14,8 +14,8 @@ from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import RunTimeoutError, StallError
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.tasks import address_exchange
-from tests.diagnostics.conftest import timeout_for
-from tests.diagnostics.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
+from tests.driver.conftest import timeout_for
+from tests.driver.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
 from tests.matrix import LAUNCHERS
 
 

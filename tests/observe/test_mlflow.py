@@ -144,7 +144,7 @@ def test_bad_tracking_argument_is_refused(tracking: Any) -> None:
 
 @pytest.mark.slow
 def test_a_timed_out_run_keeps_every_ranks_stacks_as_an_artifact(store: str) -> None:
-    from tests.diagnostics.functions import rank_one_stuck_here
+    from tests.driver.functions import rank_one_stuck_here
 
     runner = Runner(np=-2, launcher="direct", timeout=10, tracking=store)
     with pytest.raises(RunTimeoutError):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import RankFailedError, Runner
-from tests.report.browser import (
+from tests.observe.browser import (
     DESKTOP,
     PHONE,
     artifacts_folder,

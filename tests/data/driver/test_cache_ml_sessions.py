@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkrunner.data import materialize
-from tests.data.test_cache_ml import _values, entries_on_disk, source, stages
+from tests.data.driver.test_cache_ml import _values, entries_on_disk, source, stages
 from tests.helpers import run_driver
 
 pytestmark = pytest.mark.spark

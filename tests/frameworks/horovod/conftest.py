@@ -10,5 +10,5 @@ if importlib.util.find_spec("horovod") is None:
 
 def pytest_report_header() -> str | None:
     if importlib.util.find_spec("horovod") is None:
-        return "tests/horovod skipped: Horovod is not installed (run scripts/setup.sh, which builds it)"
+        return "tests/frameworks/horovod skipped: Horovod is not installed (run scripts/setup.sh, which builds it)"
     return None

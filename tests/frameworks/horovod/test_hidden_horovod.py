@@ -11,7 +11,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankProcessDiedError
-from tests.horovod import hvd_suite
+from tests.frameworks.horovod import hvd_suite
 from tests.matrix import Placement
 
 

@@ -12,8 +12,8 @@ import pytest
 from sparkrunner import RankFailedError, Runner
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch import resolve_launcher
+from tests.frameworks.horovod import hvd_functions
 from tests.helpers import rank_processes
-from tests.horovod import hvd_functions
 from tests.matrix import LAUNCHERS
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from sparkrunner import RankFailedError, Runner
+from tests.frameworks.horovod import hvd_functions
+from tests.frameworks.horovod.test_horovod_local import assert_classic_training
 from tests.helpers import rank_processes
-from tests.horovod import hvd_functions
-from tests.horovod.test_horovod_local import assert_classic_training
 from tests.matrix import LAUNCHERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from sparkrunner import Runner
-from tests.horovod import upstream_torch as upstream
+from tests.frameworks.horovod import upstream_torch as upstream
 from tests.matrix import Placement
 
 log = logging.getLogger("sparkrunner")

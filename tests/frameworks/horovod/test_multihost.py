@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from sparkrunner import Runner
-from tests.cluster.fixtures import TwoHosts, run_leftovers_on_hosts
+from tests.frameworks.horovod import hvd_functions
 from tests.helpers import rank_processes
-from tests.horovod import hvd_functions
+from tests.scenarios.cluster.fixtures import TwoHosts, run_leftovers_on_hosts
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sparkrunner import Runner
-from tests.tensorflow.training import keras_mwms_train
+from tests.frameworks.tensorflow.training import keras_mwms_train
 
 pytest.importorskip("tensorflow")
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from sparkrunner.placement.slots import task_slots
-from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.conftest import spark_session, stop_spark_session
+from tests.scenarios.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.waiting import wait_until
 
 HOSTS = 2

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 
 # (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
-# this interpreter's pyspark by default; tests/image runs the daemons from the sparkrunner image instead.
+# this interpreter's pyspark by default; tests/scenarios/image runs the daemons from the sparkrunner image instead.
 SparkClassCommand = Callable[[dict[str, str], "str | None"], list[str]]
 
 
@@ -143,7 +143,7 @@ class NetnsCluster:
     ) -> None:
         """`variant` (0-9) tells apart clusters one test process runs at the same time; `private_tmp` gives each
         host a mount namespace of its own with an empty tmpfs on /tmp, as on machines that share no disk;
-        `spark_class` runs the Spark daemons (tests/image: from the sparkrunner image)."""
+        `spark_class` runs the Spark daemons (tests/scenarios/image: from the sparkrunner image)."""
         if private_tmp:
             _refuse_environments_under_tmp()
         self._spark_class = spark_class
@@ -290,7 +290,7 @@ def _refuse_environments_under_tmp() -> None:
         "the Python environment": sys.prefix,
         "the Python interpreter": os.path.realpath(sys.executable),
         "pyspark": os.path.dirname(os.path.realpath(pyspark.__file__)),
-        "this checkout": str(Path(__file__).resolve().parents[2]),
+        "this checkout": str(Path(__file__).resolve().parents[3]),
     }
     under_tmp = {what: path for what, path in needed.items() if Path(path).resolve().is_relative_to("/tmp")}
     if under_tmp:

@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.placement.slots import task_slots
-from tests.cluster.fixtures import HOSTS, SLOTS_PER_HOST, TwoHosts, executor_hosts, skip_without_namespaces
-from tests.cluster.netns_cluster import DECOY_LINK, NetnsCluster
 from tests.helpers import driver, start_driver, wait_for_line
+from tests.scenarios.cluster.fixtures import (
+    HOSTS,
+    SLOTS_PER_HOST,
+    TwoHosts,
+    executor_hosts,
+    skip_without_namespaces,
+)
+from tests.scenarios.cluster.netns_cluster import DECOY_LINK, NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

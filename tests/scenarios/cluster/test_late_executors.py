@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from sparkrunner import Runner
-from tests.cluster.fixtures import session_on, skip_without_namespaces
-from tests.cluster.netns_cluster import NetnsCluster
 from tests.conftest import stop_spark_session
+from tests.scenarios.cluster.fixtures import session_on, skip_without_namespaces
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from tests.cluster.fixtures import HOSTS, TwoHosts, registered, run_leftovers_on_hosts, session_on
-from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
+from tests.scenarios.cluster.fixtures import HOSTS, TwoHosts, registered, run_leftovers_on_hosts, session_on
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -16,8 +16,6 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
-from tests.cluster.fixtures import TwoHosts, cluster_session, registered, skip_without_namespaces
-from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
@@ -30,6 +28,8 @@ from tests.recovery.elastic_scenario import (
 from tests.recovery.processes import ExecutorKiller, _cmdline
 from tests.recovery.test_resume_spark import assert_resumed_at_failing_epoch
 from tests.recovery.training import ddp_checkpointed
+from tests.scenarios.cluster.fixtures import TwoHosts, cluster_session, registered, skip_without_namespaces
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -16,9 +16,9 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, RankFailedError
-from tests.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.conftest import spark_session, stop_spark_session
 from tests.data.s3_server import S3Server, s3_server
+from tests.scenarios.cluster.netns_cluster import NetnsCluster, can_create_namespaces
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

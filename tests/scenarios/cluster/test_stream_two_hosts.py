@@ -17,10 +17,10 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, stream
-from tests.cluster.fixtures import TwoHosts, registered, session_on
-from tests.cluster.netns_cluster import NetnsCluster
 from tests.helpers import file_stats
 from tests.matrix import LAUNCHERS
+from tests.scenarios.cluster.fixtures import TwoHosts, registered, session_on
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -14,10 +14,10 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.channel.environment import Env
 from sparkrunner.placement.spark import SparkPlacement
-from tests.cluster.fixtures import TwoHosts
-from tests.cluster.netns_cluster import DECOY_LINK
 from tests.launch.test_outliving_rank import assert_rank_zero_outlived
 from tests.runner.training import assert_trained_in_lockstep, ddp_train
+from tests.scenarios.cluster.fixtures import TwoHosts
+from tests.scenarios.cluster.netns_cluster import DECOY_LINK
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -103,7 +103,7 @@ def test_rank_zero_outlives_its_peers_on_two_hosts(two_hosts: TwoHosts, launcher
 
 def test_tensorflow_multi_worker_fit_on_two_hosts(two_hosts: TwoHosts, tmp_path: Path) -> None:
     pytest.importorskip("tensorflow")
-    from tests.tensorflow.training import keras_mwms_train
+    from tests.frameworks.tensorflow.training import keras_mwms_train
 
     result = runner(two_hosts, "direct").run(keras_mwms_train, str(tmp_path), epochs=3)
     assert result["replicas"] == two_hosts.slots

@@ -12,9 +12,9 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.data import ParquetData, materialize
-from tests.cluster.fixtures import TwoHosts
 from tests.data.s3_server import s3_server
 from tests.matrix import LAUNCHERS
+from tests.scenarios.cluster.fixtures import TwoHosts
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_digits.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_digits.py"
 
 
 def test_digits_demo_trains_on_the_driver(

@@ -18,10 +18,10 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import RankProcessDiedError, RunTimeoutError
 from sparkrunner.timeouts import EXIT_WAIT_S
-from tests.faults.daemons import ranks_leave_daemons
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.processes import ExecutorKiller
+from tests.scenarios.faults.daemons import ranks_leave_daemons
 
 
 @pytest.fixture

@@ -13,5 +13,5 @@ if os.environ.get(IMAGE_TESTS_ENV) != "1":
 
 def pytest_report_header() -> str | None:
     if os.environ.get(IMAGE_TESTS_ENV) != "1":
-        return f"tests/image left out: `make image-test` ({IMAGE_TESTS_ENV}=1) builds and tests the image"
+        return f"tests/scenarios/image left out: `make image-test` ({IMAGE_TESTS_ENV}=1) builds and tests the image"
     return None

@@ -9,9 +9,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILDAH = ["bash", str(ROOT / "docker" / "buildah.sh")]
-CHECKS_DIR = "/checks"  # tests/image mounted read-only: in_image.py runs from there
+CHECKS_DIR = "/checks"  # tests/scenarios/image mounted read-only: in_image.py runs from there
 RESULT_PREFIX = "RESULT "
 
 
@@ -58,12 +58,12 @@ class ImageContainer:
         return subprocess.run([*BUILDAH, "inspect", self.name], capture_output=True).returncode == 0
 
     def run_command(self, *command: str, env: dict[str, str] | None = None, hostname: str = "") -> list[str]:
-        """The host command line that runs `command` in the container (tests/image mounted at /checks).
+        """The host command line that runs `command` in the container (tests/scenarios/image mounted at /checks).
 
         buildah's chroot isolation gives each run a UTS namespace named after the container: `hostname` sets
         another name, as every host of a cluster needs (MPI tells nodes apart by name)."""
         options = [f"--env={name}={value}" for name, value in (env or {}).items()]
-        options.append(f"--volume={ROOT / 'tests' / 'image'}:{CHECKS_DIR}:ro")
+        options.append(f"--volume={ROOT / 'tests' / 'scenarios' / 'image'}:{CHECKS_DIR}:ro")
         options.append("--volume=/etc/hosts:/etc/hosts:ro")  # the names multi-host fixtures give their hosts
         if hostname:
             options.append(f"--hostname={hostname}")

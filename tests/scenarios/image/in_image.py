@@ -1,4 +1,4 @@
-"""Checks that run INSIDE the sparkrunner image (mounted at /checks by tests/image/test_image.py).
+"""Checks that run INSIDE the sparkrunner image (mounted at /checks by tests/scenarios/image/test_image.py).
 
 Usage: python /checks/in_image.py CHECK [ARGS]. Prints one line `RESULT <json>` that the host-side test asserts
 on; the functions given to Runner are defined here, so cloudpickle ships them by value to the ranks.

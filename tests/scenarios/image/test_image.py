@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.netns_cluster import NetnsCluster, SparkClassCommand, can_create_namespaces
 from tests.helpers import TEST_SESSION_ENV, rank_processes
-from tests.image.container import ROOT, ImageContainer, why_no_image
+from tests.scenarios.cluster.netns_cluster import NetnsCluster, SparkClassCommand, can_create_namespaces
+from tests.scenarios.image.container import ROOT, ImageContainer, why_no_image
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """Execute a notebook top to bottom in a kernel that runs this interpreter (the repo's .venv).
 
-``python -m tests.notebooks.execute notebooks/*.ipynb`` refreshes the committed copies' outputs.
+``python -m tests.scenarios.notebooks.execute notebooks/*.ipynb`` refreshes the committed copies' outputs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from nbclient import NotebookClient
 
 KERNEL = "sparkrunner-venv"
 CELL_TIMEOUT_S = 600
-CHECKOUT = Path(__file__).resolve().parents[2]
+CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 def _write_kernelspec(root: str) -> None:

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.notebooks.execute import execute
-from tests.report.browser import (
+from tests.observe.browser import (
     DESKTOP,
     PHONE,
     artifacts_folder,
@@ -20,8 +19,9 @@ from tests.report.browser import (
     overflow,
     screenshot,
 )
+from tests.scenarios.notebooks.execute import execute
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 
 
 def _needs(module: str) -> pytest.MarkDecorator:

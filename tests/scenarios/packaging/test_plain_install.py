@@ -16,7 +16,7 @@ from zipfile import ZipFile
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OPTIONAL = ("numpy", "pyarrow", "pandas", "torch", "tensorflow", "mlflow", "tqdm", "horovod")
 
 pytestmark = pytest.mark.slow
