@@ -7,6 +7,8 @@ import signal
 import sys
 import time
 
+from tests.waiting import poll_until
+
 
 def stuck_here(until_file: str | None = None) -> None:
     while until_file is None or not os.path.exists(until_file):
@@ -72,16 +74,20 @@ def rank_one_hangs_up_then_dies(marker_dir: str) -> None:
 
 def _wait_for_exit_of_pid_in(path: str, seconds: float) -> None:
     """Poll until `path` names a pid that no longer runs (bounded: the test then fails rather than hangs)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            with open(path) as f:
-                pid = int(f.read())
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return
-        time.sleep(0.02)
+    poll_until(lambda: _names_an_ended_pid(path), seconds)
+
+
+def _names_an_ended_pid(path: str) -> bool:
+    """`path` exists and names a pid that no longer runs."""
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        pid = int(f.read())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def prints_a_storm(lines: int, updates: int, long_line: int) -> str:

@@ -17,6 +17,7 @@ from sparkrunner.errors import LauncherUnavailableError, RankFailedError
 from sparkrunner.frameworks import horovod_env
 from tests.matrix import LAUNCHERS
 from tests.runner.training import assert_trained_in_lockstep, ddp_train
+from tests.waiting import poll_until, wait_until
 
 
 def rank_env() -> dict[str, str]:
@@ -45,11 +46,9 @@ def test_output_streams_while_the_rank_runs(tmp_path: Path) -> None:
 
     def waits_for_go(path: str) -> str:
         print("ready", flush=True)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the driver never saw 'ready' while this rank was running")
-            time.sleep(0.05)
+        wait_until(
+            lambda: os.path.exists(path), 60, "the driver never saw 'ready' while this rank was running"
+        )
         return "went"
 
     buffer = io.StringIO()
@@ -64,9 +63,7 @@ def test_output_streams_while_the_rank_runs(tmp_path: Path) -> None:
     with contextlib.redirect_stdout(buffer):
         thread = threading.Thread(target=drive)
         thread.start()
-        deadline = time.monotonic() + 60
-        while "[rank 0] ready" not in buffer.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll_until(lambda: "[rank 0] ready" in buffer.getvalue(), 60)
         go.touch()
         thread.join(90)
     assert outcome == {"value": "went"}

@@ -22,6 +22,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunCancelledError
 from tests.conftest import CLUSTER_MASTER, spark_session
 from tests.matrix import LAUNCHERS
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -47,17 +48,9 @@ def active_executors(spark: Any) -> list[str]:
 def started_then_waits(folder: str) -> None:
     """Each rank says it started (a file named after it), then waits to be stopped."""
     import os
-    import time
 
     Path(folder, f"rank{os.environ['RANK']}").touch()
     time.sleep(300)
-
-
-def wait_for(condition: Any, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the run"
-        time.sleep(0.2)
 
 
 def run_in_thread(runner: Runner, folder: Path) -> tuple[threading.Thread, list[BaseException]]:
@@ -101,11 +94,11 @@ def test_cancelling_the_job_stops_the_run_like_ctrl_c(
     import mlflow
 
     caplog.set_level(logging.INFO, logger="sparkrunner")
-    wait_for(lambda: len(active_executors(spark_with_ui)) == 2)
+    wait_until(lambda: len(active_executors(spark_with_ui)) == 2, 120, "both executors active")
     before = active_executors(spark_with_ui)
     runner = Runner(np=2, launcher=launcher, tracking=True, progress=False)
     thread, errors = run_in_thread(runner, tmp_path)
-    wait_for(lambda: len(os.listdir(tmp_path)) == 2)  # every rank runs
+    wait_until(lambda: len(os.listdir(tmp_path)) == 2, 120, "every rank running")
     record = runner.last_run
     assert record is not None and record.spark_job_group is not None
     jobs = [j for j in rest(spark_with_ui, "jobs") if j.get("jobGroup") == record.spark_job_group]

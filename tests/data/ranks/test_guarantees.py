@@ -14,6 +14,7 @@ from sparkrunner.data import NumpyLoader, ParquetData, TorchLoader, materialize
 from sparkrunner.errors import InvalidArgumentError, NotEnoughDataError
 from tests.data.readers import both_readers, epoch_ids, write_dataset
 from tests.data.s3_server import S3Server
+from tests.waiting import poll_until
 
 # 3 files of uneven size, row groups of 40 rows (the last one of each file shorter): 17 row groups, 610 rows
 FILE_ROWS = [250, 200, 160]
@@ -110,12 +111,13 @@ def test_fails_fast_when_a_rank_would_get_no_batch(tmp_path: Path, reader: str) 
 
 def _quiet_threads(baseline: set[threading.Thread]) -> list[threading.Thread]:
     """Threads started since `baseline` that are still alive after up to 5 s."""
-    deadline = time.monotonic() + 5
-    while True:
-        extra = [t for t in threading.enumerate() if t not in baseline and t.is_alive()]
-        if not extra or time.monotonic() > deadline:
-            return extra
-        time.sleep(0.05)
+    poll_until(lambda: not _new_threads(baseline), 5)
+    return _new_threads(baseline)
+
+
+def _new_threads(baseline: set[threading.Thread]) -> list[threading.Thread]:
+    """Live threads that are not in `baseline`."""
+    return [t for t in threading.enumerate() if t not in baseline and t.is_alive()]
 
 
 @both_readers

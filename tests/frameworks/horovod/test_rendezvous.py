@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from sparkrunner import Runner
+from tests.waiting import poll_until
 
 WAIT_S = 120
 
@@ -30,11 +31,8 @@ def _listeners() -> set[tuple[str, int]]:
 def _wait_for(released: str) -> None:
     """On a rank: stay in the run until the test has looked at its listeners (`released` appears)."""
     import os
-    import time
 
-    deadline = time.monotonic() + WAIT_S
-    while not os.path.exists(released) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    poll_until(lambda: os.path.exists(released), WAIT_S)
 
 
 def plain_function(released: str) -> int:

@@ -21,13 +21,13 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from tests.waiting import accepts_connections, poll_until
 
 # (Spark's environment for one daemon, its hostname or None) -> the command that runs spark-class with them:
 # this interpreter's pyspark by default; tests/scenarios/image runs the daemons from the sparkrunner image instead.
@@ -231,12 +231,8 @@ class NetnsCluster:
         )
 
     def _wait_port(self, host: str, port: int) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-                return
-            time.sleep(0.5)
-        raise TimeoutError(f"the Spark master did not listen on {host}:{port}; see {self.logs}")
+        if not poll_until(lambda: accepts_connections(host, port), START_TIMEOUT_S):
+            raise TimeoutError(f"the Spark master did not listen on {host}:{port}; see {self.logs}")
 
     def pids_in(self, ns: str) -> list[int]:
         return _namespace_pids(ns)
