@@ -21,7 +21,7 @@ image: setup
 	bash docker/build_image.sh
 
 image-test: image
-	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/image
+	SPARKRUNNER_IMAGE_TESTS=1 bash scripts/run_tests.sh tests/scenarios/image
 
 # each phase prints its duration (scripts/phase.sh); run_tests.sh times its own phases the same way
 test:

@@ -19,7 +19,7 @@ from typing import Literal
 from bench.spark_session import quiet_session
 from sparkrunner import Runner
 from sparkrunner.timeouts import EXIT_WAIT_S
-from tests.faults.daemons import ranks_leave_daemons
+from tests.scenarios.faults.daemons import ranks_leave_daemons
 
 DAEMON_LIFE_S = EXIT_WAIT_S + 30.0
 

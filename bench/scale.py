@@ -29,12 +29,12 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
-from sparkrunner.channel.messages import Progress
 from sparkrunner.driver import addresses
 from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.launch import RankJob
+from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.placement import Placement
 
@@ -65,7 +65,7 @@ class _Counting(RunObserver):
         with self.changed:
             self.changed.wait_for(lambda: self.lines >= wanted, PHASE_TIMEOUT_S)
 
-    def on_progress(self, rank: int, progress: Progress) -> None:
+    def on_progress(self, rank: int, progress: ProgressEvent) -> None:
         with self.changed:
             self.progress += 1
 

@@ -11,7 +11,7 @@ fetch pyspark/test_deepspeed_distributor.py \
   apache/spark/103a23263b3307f6fd40fc005e87cd505955a9cc/python/pyspark/ml/deepspeed/tests/test_deepspeed_distributor.py
 fetch spark-tensorflow-distributor/test_mirrored_strategy_runner.py \
   tensorflow/ecosystem/c39378894bf080843a86edacd0176c53f70d939f/spark/spark-tensorflow-distributor/tests/integration/test_mirrored_strategy_runner.py
-# Horovod's own suite (tests/horovod/test_horovod_upstream.py): not in Horovod's sdist, which ships no test/ folder
+# Horovod's own suite (tests/frameworks/horovod/test_horovod_upstream.py): not in Horovod's sdist, which ships no test/ folder
 fetch horovod/test_torch.py horovod/horovod/v0.28.1/test/parallel/test_torch.py
 fetch horovod/common.py horovod/horovod/v0.28.1/test/utils/common.py
 echo "upstream test files in $dest"

@@ -8,15 +8,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
+# Spark's Python workers and every subprocess import this checkout's sparkrunner, not whichever checkout the shared
+# (cached) environment's editable install points at
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 # What the Spark 3.5 environment (requirements/spark35.txt) runs again: core, Spark-mode and data tests, and one
 # recovery test. It has no Horovod (so no mpirun launcher), TensorFlow or Petastorm: those cases run in the main one only.
-SPARK35_TESTS=(tests/runner/test_local_runner.py tests/runner/test_spark_runner.py tests/runner/test_lifecycle.py
-  tests/runner/test_script_mode.py tests/runner/test_run_all.py tests/runner/test_threads.py
-  tests/runner/test_validation.py tests/data/test_materialize.py tests/data/test_guarantees.py
-  tests/data/test_end_to_end.py
+SPARK35_TESTS=(tests/placement/test_local_runner.py tests/placement/test_spark_runner.py tests/runner/test_lifecycle.py
+  tests/toplevel/test_script_mode.py tests/runner/test_run_all.py tests/runner/test_threads.py
+  tests/runner/test_validation.py tests/data/driver/test_materialize.py tests/data/ranks/test_guarantees.py
+  tests/scenarios/data/test_end_to_end.py
   # Spark 3.5 names a failed task in its error and tags jobs as 4 does: the stream's counting, cancelling, naming
-  tests/data/test_stream.py
+  tests/data/driver/test_stream.py
   # reads the scheduler's decommission state, whose Scala types differ between Spark 3.5 and 4
   tests/recovery/test_resume_spark.py::test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_from_their_save)
 # (and the test that asserts the main environment's numpy 2 / pyarrow >= 18)
@@ -47,7 +50,7 @@ image_tests() {
     return 1
   fi
   tail -n 3 "$IMAGE_LOG"
-  SPARKRUNNER_IMAGE_TESTS=1 .venv/bin/python -m pytest -ra --durations=5 tests/image
+  SPARKRUNNER_IMAGE_TESTS=1 .venv/bin/python -m pytest -ra --durations=5 tests/scenarios/image
 }
 
 if [ "${SPARKRUNNER_ENV:-main}" = spark35 ]; then
@@ -65,7 +68,7 @@ else
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
   else
-    echo "== run_tests: the cluster image (docker/build_image.sh, tests/image)"
+    echo "== run_tests: the cluster image (docker/build_image.sh, tests/scenarios/image)"
     SECONDS=0
     image_tests || status=$?
     echo "== phase image (waiting for its build, then its tests): ${SECONDS} s"

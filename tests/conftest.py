@@ -42,7 +42,7 @@ os.environ.setdefault("SPARKRUNNER_REPORT_DIR", os.path.join(_MLFLOW_DIR, "repor
 
 _session: dict[str, Any] = {}
 
-pytest_plugins = ["tests.cluster.fixtures"]
+pytest_plugins = ["tests.scenarios.cluster.fixtures"]
 
 LOCAL_MASTER = "local[2]"
 CLUSTER_MASTER = "local-cluster[2,1,1024]"
@@ -76,7 +76,7 @@ def spark_session(master: str, **conf: str) -> Any:
         .config("spark.python.worker.reuse", "true")
     )
     # explicit, because a stopped session's settings stay in the JVM for the next one (the multi-host tests
-    # bind the driver elsewhere; tests/cluster/test_ranks_per_task_two_hosts.py sets spark.task.cpus=2)
+    # bind the driver elsewhere; tests/scenarios/cluster/test_ranks_per_task_two_hosts.py sets spark.task.cpus=2)
     defaults = {
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",

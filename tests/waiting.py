@@ -6,6 +6,8 @@ observer hook, `Runner.wait_in_flight`). These poll an outside oracle until it h
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -29,3 +31,10 @@ def wait_until(found: Callable[[], T], seconds: float, what: str) -> T:
     if not value:
         raise AssertionError(f"{what}: not within {seconds} s")
     return value
+
+
+def accepts_connections(host: str, port: int) -> bool:
+    """Whether a TCP server listens on `host:port` now (a server process started by the test, not yet up)."""
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+        return True
+    return False

@@ -23,7 +23,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret
 from tests.matrix import LAUNCHERS
-from tests.waiting import wait_until
+from tests.waiting import poll_until, wait_until
 
 FLOODER = Path(__file__).with_name("flooder.py")
 FLOOD = 3000
@@ -112,11 +112,8 @@ def flood_factory(tmp_path: Path) -> Iterator[Any]:
 def wait_for_flood(ready_file: str) -> int:
     """The ranks' function: stay in the run until the flood is in place, so the run spans it."""
     import os
-    import time
 
-    deadline = time.monotonic() + 120
-    while not os.path.exists(ready_file) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll_until(lambda: os.path.exists(ready_file), 120)
     print("rank saw the flood", flush=True)
     return int(os.environ["RANK"])
 

@@ -12,7 +12,6 @@ import pickle
 import random
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from sparkrunner.driver.session import DriverSession
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement
+from tests.waiting import poll_until
 
 SEED = 20261122
 CASES = 300
@@ -215,9 +215,7 @@ def test_a_record_reflected_to_its_sender_is_refused(recorded: Any) -> None:
     server, secret, recorder = recorded
     conn = connect(("127.0.0.1", server.port), secret)
     conn.send("ready", 0)  # once the server has read it, the connection is among those it broadcasts to
-    deadline = time.monotonic() + 15
-    while not recorder.messages and time.monotonic() < deadline:
-        time.sleep(0.01)
+    poll_until(lambda: recorder.messages, 15)
     conn._sock.settimeout(15)
     server.broadcast("from the server", 1)
     header = transport._recv_exact(conn._sock, 5)

@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from sparkrunner import Runner
 from tests.helpers import driver
 from tests.matrix import LAUNCHERS
+from tests.waiting import poll_until, wait_until
 
 SECRET_LOOKING = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 SECRET_NAMES = re.compile(rb"SPARKRUNNER_[A-Z_]*(SECRET|KEY)=")
@@ -33,7 +33,6 @@ def report_pids_and_wait(folder: str) -> int:
     """Each rank: start a child, say both pids, and stay until the test has looked at them."""
     import os
     import subprocess
-    import time
 
     child = subprocess.Popen(["sleep", "120"])
     rank = int(os.environ["RANK"])
@@ -41,9 +40,7 @@ def report_pids_and_wait(folder: str) -> int:
     with open(tmp, "w") as f:
         f.write(f"{os.getpid()} {child.pid}")
     os.rename(tmp, f"{folder}/rank{rank}.pids")
-    deadline = time.monotonic() + 120
-    while not os.path.exists(f"{folder}/release") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll_until(lambda: os.path.exists(f"{folder}/release"), 120)
     child.kill()
     child.wait()
     return rank
@@ -63,10 +60,9 @@ def _secret_folder(environ: bytes) -> str | None:
 
 def _inspect_ranks(folder: Path, num_ranks: int) -> dict[int, dict[str, bytes]]:
     """Wait for every rank's pids, then read what /proc shows of each rank and each rank's child."""
-    deadline = time.monotonic() + 180
-    while len(list(folder.glob("*.pids"))) < num_ranks:
-        assert time.monotonic() < deadline, "the ranks never reported their pids"
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(list(folder.glob("*.pids"))) >= num_ranks, 180, "the ranks never reported their pids"
+    )
     seen = {}
     for path in folder.glob("*.pids"):
         for pid in map(int, path.read_text().split()):

@@ -10,13 +10,14 @@ import contextlib
 import os
 import socket
 import subprocess
-import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import accepts_connections, poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
 MOTO_SERVER = ROOT / ".venv" / "bin" / "moto_server"
@@ -100,11 +101,10 @@ def s3_server(host: str = "127.0.0.1") -> Iterator[S3Server]:
 
 
 def _wait_for(host: str, port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"moto_server exited with {process.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"moto_server did not listen on {host}:{port} within {_START_TIMEOUT_S} s")
+        return accepts_connections(host, port)
+
+    if not poll_until(listening, _START_TIMEOUT_S):
+        raise TimeoutError(f"moto_server did not listen on {host}:{port} within {_START_TIMEOUT_S} s")

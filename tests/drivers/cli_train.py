@@ -1,4 +1,4 @@
-"""A script for the `sparkrunner run` command (tests/runner/test_cli.py): prints its rank and argv; with
+"""A script for the `sparkrunner run` command (tests/toplevel/test_cli.py): prints its rank and argv; with
 ``--fail``, rank 1 exits with code 3."""
 
 import os

@@ -1,5 +1,5 @@
 """Runs, results, errors, slots, a worker thread and an unreachable client over a local Spark Connect server
-(tests/connect/test_connect_runner.py); prints one line per check."""
+(tests/scenarios/connect/test_connect_runner.py); prints one line per check."""
 
 import os
 import threading
@@ -7,7 +7,7 @@ import threading
 from sparkrunner import Runner
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, SparkRunnerError
-from tests.connect.server import start_connect_session
+from tests.scenarios.connect.server import start_connect_session
 
 server, spark = start_connect_session()
 print("SESSION", type(spark).__module__, flush=True)

@@ -1,10 +1,10 @@
-"""Ctrl-C during a Spark Connect run (tests/connect/test_connect_runner.py): the tagged job and every rank
+"""Ctrl-C during a Spark Connect run (tests/scenarios/connect/test_connect_runner.py): the tagged job and every rank
 must end; prints the server's active jobs afterwards."""
 
 import time
 
 from sparkrunner import Runner
-from tests.connect.server import start_connect_session
+from tests.scenarios.connect.server import start_connect_session
 from tests.waiting import poll_until
 
 server, spark = start_connect_session()

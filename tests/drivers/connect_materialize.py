@@ -17,7 +17,7 @@ from sparkrunner.data import materialize, stream
 from sparkrunner.data.dataset import MANIFEST
 from sparkrunner.data.driver.cache_key import cache_description
 from sparkrunner.errors import NotEnoughSlotsError
-from tests.connect.server import start_connect_session
+from tests.scenarios.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
 ROWS = int(sys.argv[2])

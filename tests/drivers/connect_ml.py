@@ -11,7 +11,7 @@ import torch
 from pyspark.sql.connect import functions as F
 
 from sparkrunner.ml import TorchEstimator
-from tests.connect.server import start_connect_session
+from tests.scenarios.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
 server, spark = start_connect_session()

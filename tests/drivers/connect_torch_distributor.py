@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from sparkrunner.compat import TorchDistributor
-from tests.connect.server import start_connect_session
+from tests.scenarios.connect.server import start_connect_session
 
 
 def allreduce(scale: float) -> tuple[int, float]:

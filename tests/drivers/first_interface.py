@@ -1,5 +1,5 @@
 """Prints the address a naive program would pick: the first IPv4 address of the first interface but lo
-(tests/cluster/test_fixture.py runs it inside a host's network namespace, where the decoy comes first)."""
+(tests/scenarios/cluster/test_fixture.py runs it inside a host's network namespace, where the decoy comes first)."""
 
 import socket
 

@@ -1,4 +1,4 @@
-"""A second Spark application materializing the Spark ML pipeline of tests/data/test_cache_ml_sessions.py.
+"""A second Spark application materializing the Spark ML pipeline of tests/data/driver/test_cache_ml_sessions.py.
 
 Usage: ``ml_cache_session.py SOURCE CACHE``: prints "SAME <uri>" (the pipeline the test materialized in its own
 application, fitted again here on the same Parquet files) and "OTHER <uri>" (StandardScaler's withMean flipped)."""
@@ -7,7 +7,7 @@ import sys
 
 from sparkrunner.data import materialize
 from tests.conftest import spark_session
-from tests.data.test_cache_ml_sessions import pipelined
+from tests.data.driver.test_cache_ml_sessions import pipelined
 
 SOURCE, CACHE = sys.argv[1], sys.argv[2]
 spark = spark_session("local[1]")

@@ -3,7 +3,7 @@ process as a killed test run would be: it prints ``cluster OWNER NAMESPACE`` onc
 
 import time
 
-from tests.cluster.netns_cluster import NetnsCluster
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 cluster = NetnsCluster(1, 1, variant=9)
 cluster.start(workers=0)

@@ -1,4 +1,4 @@
-"""Script mode (tests/runner/test_script_mode.py): runs as __main__ with its argv and a helper module that
+"""Script mode (tests/toplevel/test_script_mode.py): runs as __main__ with its argv and a helper module that
 travels with ``code_dir``."""
 
 import os

@@ -1,6 +1,6 @@
 """Keras 3 across processes with its JAX backend: `keras.distribution.initialize()` with no arguments (JAX finds
 sparkrunner's coordinator) and `DataParallel` over every process's device. (Keras 3 on the TensorFlow backend
-does not train under MultiWorkerMirroredStrategy on CPU with TF 2.21; `tf_keras` does: tests/tensorflow.)"""
+does not train under MultiWorkerMirroredStrategy on CPU with TF 2.21; `tf_keras` does: tests/frameworks/tensorflow.)"""
 
 from __future__ import annotations
 

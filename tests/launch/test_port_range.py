@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from sparkrunner import Runner
 from tests.helpers import listening_sockets, rank_processes
+from tests.waiting import poll_until, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -36,9 +36,7 @@ def hold_sockets_open(flags: str, with_horovod: bool) -> dict[str, int]:
     dist.init_process_group("gloo")
     dist.all_reduce(torch.ones(1))
     Path(flags, f"ready-{dist.get_rank()}").touch()
-    deadline = time.monotonic() + 120
-    while not Path(flags, "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll_until(lambda: Path(flags, "go").exists(), 120)
     dist.barrier()
     dist.destroy_process_group()
     return {"master_port": int(os.environ["MASTER_PORT"])}
@@ -54,11 +52,12 @@ def _parent(pid: int) -> int:
 
 
 def _wait_for(flags: Path, count: int, run: threading.Thread) -> None:
-    deadline = time.monotonic() + 180
-    while len(list(flags.glob("ready-*"))) < count:
-        assert run.is_alive(), "the run ended before its ranks were ready"
-        assert time.monotonic() < deadline, "the ranks did not get ready in time"
-        time.sleep(0.1)
+    wait_until(
+        lambda: len(list(flags.glob("ready-*"))) >= count or not run.is_alive(),
+        180,
+        "the ranks did not get ready in time",
+    )
+    assert len(list(flags.glob("ready-*"))) >= count, "the run ended before its ranks were ready"
 
 
 def test_listening_ports_come_from_the_port_range(spark_cluster: Any, launcher: str, tmp_path: Path) -> None:

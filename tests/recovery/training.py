@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.waiting import poll_until
 
 EPOCHS = 6
 FAILING_EPOCH = 3
@@ -84,9 +85,7 @@ def _fail(failure: str, rank: int, marker: str, state: Any) -> None:
     if failure in ("wait_for_kill", "save_on_stop"):
         if rank == 1:
             Path(marker).touch()
-        deadline = time.monotonic() + 180
-        while not sparkrunner.stopping() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll_until(sparkrunner.stopping, 180)
         if failure == "save_on_stop" and sparkrunner.stopping():
             sparkrunner.save_checkpoint({**state, "saved_on_stop": True}, step=FAILING_EPOCH)
         raise RuntimeError("stopped while waiting for the executor kill")

@@ -4,22 +4,20 @@ concurrent runs share the `local[2]` cluster's slots. Launcher `direct`, Spark p
 from __future__ import annotations
 
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from sparkrunner import Runner
+from tests.waiting import wait_until
 
 
 def meet(folder: str, me: str, other: str) -> str:
     """Leave a mark, then wait for the other run's mark: both ranks must be running at the same time."""
     Path(folder, me).touch()
-    deadline = time.monotonic() + 120
-    while not os.path.exists(os.path.join(folder, other)):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {other} never ran alongside run {me}")
-        time.sleep(0.05)
+    wait_until(
+        lambda: os.path.exists(os.path.join(folder, other)), 120, f"run {other} never ran alongside run {me}"
+    )
     return f"{me} met {other}"
 
 

@@ -71,7 +71,7 @@ def pid_and_square_unless(trial: int, failing: int) -> tuple[int, int]:
 
 
 def test_concurrent_trials_share_a_pool_of_warm_sessions(spark_four_slots: Any) -> None:
-    """Launcher direct (the pool only lends sessions; tests/runner/test_warm_sessions.py runs warm ranks on
+    """Launcher direct (the pool only lends sessions; tests/driver/warm/test_warm_sessions.py runs warm ranks on
     both launchers): eight np=2 trials from eight threads on a pool of 2 sessions. Each gets its own value, the
     failing one its own error, and the runs took place in as many rank processes as the pool launched: 2,
     plus the one launch that replaced the failed trial's ranks."""

@@ -1,0 +1,131 @@
+"""Recovery across two hosts (the multi-host fixture: 2 network-namespace hosts x 2 task slots, Spark
+standalone): an executor JVM on one host is SIGKILLed mid-epoch; the next attempt (a new barrier stage of 4
+tasks, launcher direct) runs once Spark has brought an executor back, and resumes from the shared checkpoint.
+Elastic (`np=(2, 4)`, both launchers): a host's executor is killed while its worker is stopped, so the run
+goes on at 2 ranks on the other host; the worker comes back, and the run grows to 4 at its next checkpoint.
+On hosts that share no /tmp, a checkpoint_dir there is refused when the ranks start, and never retried."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+from sparkrunner.errors import RankFailedError
+from tests.helpers import leftover_rank_processes
+from tests.matrix import LAUNCHERS
+from tests.recovery.elastic_scenario import (
+    ExecutorHolder,
+    assert_grew_back,
+    elastic_fit,
+    make_data,
+    uninterrupted_run,
+)
+from tests.recovery.processes import ExecutorKiller, _cmdline
+from tests.recovery.test_resume_spark import assert_resumed_at_failing_epoch
+from tests.recovery.training import ddp_checkpointed
+from tests.scenarios.cluster.fixtures import TwoHosts, cluster_session, registered, skip_without_namespaces
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def test_ddp_on_two_hosts_resumes_after_an_executor_jvm_is_killed(
+    two_hosts: TwoHosts, tmp_path: Path
+) -> None:
+    reference = Runner(np=-4, launcher="direct", tracking=False, progress=False).run(ddp_checkpointed)
+    marker = tmp_path / "rank1-waits"
+    runner = Runner(
+        np=two_hosts.slots,
+        spark=two_hosts.spark,
+        launcher="direct",
+        max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"),  # one file system for both namespace hosts: shared
+        start_timeout=240,
+        timeout=600,
+        tracking=False,
+        progress=False,
+    )
+    killer = ExecutorKiller(marker, seconds=400)
+    result: Any = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
+    assert killer.join(), "the executor JVM was never killed"
+    assert_resumed_at_failing_epoch(runner, result, reference)
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_elastic_run_shrinks_when_a_host_is_lost_and_grows_when_it_returns(
+    two_hosts: TwoHosts, tmp_path: Path, launcher: str
+) -> None:
+    """Placement: Spark barrier stages of 4 (both hosts), 2 (one host), 4 tasks."""
+    data = make_data(tmp_path / "data")
+    reference = uninterrupted_run(data)
+    runner = Runner(
+        np=(2, 4), spark=two_hosts.spark, launcher=launcher, max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"), start_timeout=180, timeout=480, stop_grace_s=20,
+        tracking=False, progress=False,
+    )  # fmt: skip
+    app = two_hosts.spark.sparkContext.applicationId
+    holder = ExecutorHolder(tmp_path, app, worker_of=partial(worker_of, two_hosts.cluster))
+    try:
+        result = runner.run(elastic_fit, data, str(tmp_path))
+    finally:
+        holder.join()
+        registered(two_hosts.cluster, two_hosts.spark, two_hosts.slots)  # leave the module's session whole
+    assert holder.killed_at is not None and holder.held is not None, "no host's worker was held back"
+    assert_grew_back(runner, result, reference)
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def worker_of(cluster: NetnsCluster, executor: int) -> int:
+    """The pid of the Spark worker JVM on the host (network namespace) that runs the executor JVM `executor`."""
+    for ns in cluster.namespaces:
+        pids = cluster.pids_in(ns)
+        if executor in pids:
+            return next(p for p in pids if "org.apache.spark.deploy.worker.Worker" in _cmdline(p))
+    raise AssertionError(f"executor JVM {executor} runs on none of the hosts {cluster.namespaces}")
+
+
+@pytest.fixture(scope="module")
+def private_tmp_hosts() -> Iterator[TwoHosts]:
+    """2 hosts x 1 slot, each with a mount namespace and an empty tmpfs of its own on /tmp."""
+    skip_without_namespaces()
+    with cluster_session(
+        NetnsCluster(hosts=2, slots_per_host=1, variant=5, private_tmp=True), slots=2
+    ) as hosts:
+        yield hosts
+
+
+def never_reached() -> None:
+    raise AssertionError("the training function must not start with a checkpoint_dir the ranks cannot see")
+
+
+def test_a_checkpoint_dir_private_to_each_host_is_refused_at_start(
+    private_tmp_hosts: TwoHosts, tmp_path: Path
+) -> None:
+    """Placement: Spark barrier stage (np=2, one task per host), launcher direct, max_failures=2."""
+    folder = tmp_path / "checkpoints"  # under the driver's /tmp: no host sees it
+    runner = Runner(
+        np=2,
+        spark=private_tmp_hosts.spark,
+        launcher="direct",
+        max_failures=2,
+        checkpoint_dir=str(folder),
+        start_timeout=180,
+        timeout=300,
+        tracking=False,
+        progress=False,
+    )
+    with pytest.raises(RankFailedError) as info:
+        runner.run(never_reached)
+    error = info.value
+    assert error.exc_type.endswith("CheckpointDirError"), error
+    assert f"checkpoint_dir={str(folder)!r} is not shared" in str(error)
+    assert any(host in str(error) for host in private_tmp_hosts.cluster.hostnames), str(error)
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1, "another attempt cannot fix it"
+    assert [p.name for p in folder.iterdir()] == [], "the driver's probe is removed"
+    assert leftover_rank_processes(grace_s=5.0) == {}
