@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 from sparkrunner import timeouts
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.launch.network import PortRange, configured_port_range
+from sparkrunner.launch.user_env import check_user_env
 from sparkrunner.recovery.checkpoint_dir import check_options
 from sparkrunner.recovery.size_range import SizeRange, check_range
 
@@ -101,6 +102,7 @@ class RunOptions:
         self._check_ranks_per_task()
         object.__setattr__(self, "port_range", configured_port_range(self.port_range))
         object.__setattr__(self, "env", {str(k): str(v) for k, v in (self.env or {}).items()})
+        check_user_env(self.env, self.np > 0, self.use_gpu)
 
     def _check_np(self) -> None:
         check_number("np", self.np, note=" (ranks)")

@@ -23,11 +23,9 @@ from contextlib import contextmanager
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.launch.topology import PortSlot, Topology
 
-GLOO_VARIABLES = (
+GLOO_VARIABLES = (  # what `environment` sets: this run's rendezvous and this rank's place in it
     "HOROVOD_GLOO_RENDEZVOUS_ADDR",
     "HOROVOD_GLOO_RENDEZVOUS_PORT",
-    "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS",
     "HOROVOD_RANK",
     "HOROVOD_SIZE",
     "HOROVOD_LOCAL_RANK",
@@ -64,8 +62,6 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
     return {
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": server.host,
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(server.ports[PortSlot.HOROVOD_RENDEZVOUS]),
-        "HOROVOD_CONTROLLER": "gloo",
-        "HOROVOD_CPU_OPERATIONS": "gloo",
         "HOROVOD_RANK": str(index),
         "HOROVOD_SIZE": str(topology.size),
         "HOROVOD_LOCAL_RANK": str(topology.local_rank(index)),
@@ -74,6 +70,11 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
         "HOROVOD_CROSS_SIZE": str(_cross_size(topology, index)),
         "HOROVOD_HOSTNAME": topology.peers[index].host,
     }
+
+
+def defaults() -> dict[str, str]:
+    """Horovod over Gloo, unless the rank's environment chose otherwise (empty when Horovod is not installed)."""
+    return {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"} if horovod_installed() else {}
 
 
 def host_plan(topology: Topology) -> list[object]:

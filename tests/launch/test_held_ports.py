@@ -39,7 +39,7 @@ for port in json.loads(sys.argv[1]):
 print(json.dumps(out))
 """
 
-_THIEF = """
+THIEF = """
 import socket, time
 while True:  # what a busy host does: sockets bound to ports the kernel picks, held a moment, then closed
     held = []
@@ -150,7 +150,7 @@ def test_while_ranks_start_no_other_process_can_bind_a_port_of_the_run(
 
 @pytest.fixture
 def port_thief() -> Iterator[None]:
-    thief = subprocess.Popen([sys.executable, "-c", _THIEF])
+    thief = subprocess.Popen([sys.executable, "-c", THIEF])
     try:
         yield
     finally:
