@@ -94,7 +94,9 @@ def test_the_driver_environment_wins_over_sparkrunner_defaults(
 @pytest.mark.parametrize("np", [-2, 2], ids=["np<0", "spark"])
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("name", REFUSED)
-def test_env_naming_a_run_variable_is_refused_before_anything_starts(name: str, launcher: str, np: int) -> None:
+def test_env_naming_a_run_variable_is_refused_before_anything_starts(
+    name: str, launcher: str, np: int
+) -> None:
     with pytest.raises(InvalidArgumentError, match=f"{name} \\("):
         Runner(np=np, launcher=launcher, env={"PATH": os.environ["PATH"], name: "1"})
 
@@ -102,8 +104,10 @@ def test_env_naming_a_run_variable_is_refused_before_anything_starts(name: str, 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_gpus_chosen_in_env_are_refused_where_sparkrunner_chooses_them(launcher: str) -> None:
     gpus = {"CUDA_VISIBLE_DEVICES": "0"}
-    with pytest.raises(InvalidArgumentError, match="CUDA_VISIBLE_DEVICES .*spark.task.resource.gpu.amount"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"CUDA_VISIBLE_DEVICES .*spark\.task\.resource\.gpu\.amount"
+    ):
         Runner(np=2, launcher=launcher, env=gpus)
-    with pytest.raises(InvalidArgumentError, match="CUDA_VISIBLE_DEVICES .*use_gpu=False"):
+    with pytest.raises(InvalidArgumentError, match=r"CUDA_VISIBLE_DEVICES .*use_gpu=False"):
         Runner(np=-2, launcher=launcher, env=gpus, use_gpu=False)
     Runner(np=-2, launcher=launcher, env=gpus)  # the driver's machine: the user's choice
