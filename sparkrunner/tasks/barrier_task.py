@@ -14,6 +14,7 @@ from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import HeldPorts, hold_ports, own_ports, peer_address
 from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
 from sparkrunner.tasks import address_exchange, task_report
+from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 
 
@@ -87,6 +88,7 @@ def _run_task(ctx: object, job: RankJob, launcher: Launcher, held: HeldPorts) ->
             )
             task_report.send(job.driver, job.secret, failure)
 
+    watch = StoppedRanksWatch(job.driver, job.secret, job.run_id, index)
     try:
         outcome = launcher.run_in_task(job, topology, first, report_failure)
     except BaseException:
@@ -94,6 +96,7 @@ def _run_task(ctx: object, job: RankJob, launcher: Launcher, held: HeldPorts) ->
         task_report.send(job.driver, job.secret, failure)
         raise
     finally:
+        watch.close()
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
         leftover = processes.sweep_run(job.run_id, task=index, grace_s=LEFTOVER_GRACE_S)
