@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.channel.messages import RankAddress, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
-from sparkrunner.launch.network import HeldPorts, hold_ports, own_ports, peer_address
+from sparkrunner.launch.network import hold_ports, own_ports, peer_address
 from sparkrunner.launch.topology import Peer, RankIndex, TaskIndex, Topology
 from sparkrunner.tasks import address_exchange, task_report
 from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
@@ -27,16 +27,16 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
 
 
 def exchange_topology(
-    ctx: object, ports_per_rank: int, job: RankJob, held: HeldPorts
+    ctx: object, ports_per_rank: int, job: RankJob, ports: tuple[int, ...]
 ) -> tuple[Topology, RankIndex]:
-    """Every task learns every rank's address, reserved ports (`held` by this task) and GPUs (through the driver,
-    see `address_exchange`); returns the topology (one peer per rank, task by task) and this task's first rank."""
+    """Every task learns every rank's address, reserved ports (`ports`: those this task holds for its ranks)
+    and GPUs (through the driver, see `address_exchange`); returns the topology (one peer per rank, task by
+    task) and this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
     infos = ctx.getTaskInfos()  # type: ignore[attr-defined]
     spark_host = infos[index].address.rsplit(":", 1)[0]
     host = peer_address(spark_host, job.driver[0])
     per_task = job.ranks_per_task
-    ports = held.ports
     split = split_gpus(_task_gpus(ctx), per_task)
     mine = [
         RankAddress(host, tuple(ports[j * ports_per_rank : (j + 1) * ports_per_rank]), tuple(split[j]))
@@ -68,13 +68,13 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     with hold_ports(
         launcher.ports_per_rank * job.ranks_per_task, own_ports(job.port_range), slot=index
     ) as held:
-        record = _run_task(ctx, job, launcher, held)
+        record = _run_task(ctx, job, launcher, held.ports)
     yield record
 
 
-def _run_task(ctx: object, job: RankJob, launcher: Launcher, held: HeldPorts) -> dict[str, object]:
+def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...]) -> dict[str, object]:
     """Exchange addresses, run this task's part of the launch, and say how its ranks ended."""
-    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job, held)
+    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
     index = ctx.partitionId()  # type: ignore[attr-defined]
     host = topology.peers[first].host
     reported: list[TaskOutcome] = []
