@@ -144,7 +144,7 @@ LEFTOVER_GRACE_S = _timing(
     "LEFTOVER_GRACE_S", 0.5, "a barrier task, for its ranks' leftover processes to end"
 )
 FOLDER_WATCH_POLL_S = _timing(
-    "FOLDER_WATCH_POLL_S", 0.5, "a run's temp folder watcher: between two looks at whether its maker has ended"
+    "FOLDER_WATCH_POLL_S", 0.5, "a temp folder's watcher: between two looks at whether its maker ended"
 )
 DIRECT_POLL_S = _timing(
     "DIRECT_POLL_S", 0.05, "the direct launcher: between two checks of its rank processes"
