@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from sparkrunner import timeouts
-from sparkrunner.channel.environment import Env
+from sparkrunner.channel.environment import CUDA_VISIBLE, GLOO_VARIABLES, Env
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
 
 LauncherName = Literal["auto", "direct", "mpirun"]
@@ -138,6 +138,70 @@ def option(default: Any = None, doc: str = "", *, factory: Any = None) -> Any:
     if factory is not None:
         return field(default_factory=factory, metadata={"doc": doc})
     return field(default=default, metadata={"doc": doc})
+
+
+_TOPOLOGY = "sparkrunner sets it for each rank from where the run's ranks are placed"
+RUN_VARIABLES: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            "LOCAL_WORLD_SIZE",
+            "GROUP_RANK",
+            "NODE_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "TF_CONFIG",
+            "JAX_COORDINATOR_ADDRESS",
+            "JAX_COORDINATOR_BIND_ADDRESS",
+            *GLOO_VARIABLES,
+        ),
+        _TOPOLOGY,
+    ),
+    **dict.fromkeys(
+        (
+            Env.RUN_ID,
+            Env.DRIVER,
+            Env.SECRET_DIR,
+            Env.ECHO_OUTPUT,
+            Env.TOPOLOGY,
+            Env.TASK_AGENTS,
+            Env.STARTED_BY_TASK,
+            Env.EXECUTOR,
+            Env.TASK_GPUS,
+            Env.WARM,
+            Env.RESULTS,
+            Env.CHECKPOINT_PROBE,
+            Env.ATTEMPT,
+        ),
+        "sparkrunner sets it for each run",
+    ),
+    Env.USE_GPU: "pass Runner(use_gpu=...) instead",
+    Env.STOP_GRACE_S: "pass Runner(stop_grace_s=...) instead",
+    Env.CHECKPOINT_DIR: "pass Runner(checkpoint_dir=...) instead",
+    Env.PORT_RANGE: "pass Runner(port_range=...) instead",
+}
+"""Variables `Runner(env=...)` may not set, and what to do instead."""
+
+
+def check_user_env(env: Mapping[str, str], in_spark: bool, use_gpu: bool | None) -> None:
+    """Refuse `Runner(env=...)` entries that sparkrunner must set itself, naming each conflict."""
+    conflicts = [f"{name} ({RUN_VARIABLES[name]})" for name in env if name in RUN_VARIABLES]
+    if CUDA_VISIBLE in env and in_spark:
+        conflicts.append(
+            f"{CUDA_VISIBLE} (in a Spark run each rank gets its barrier task's GPUs, as Spark assigned them: "
+            "set spark.task.resource.gpu.amount, or pass Runner(use_gpu=False) to train on CPU)"
+        )
+    elif CUDA_VISIBLE in env and use_gpu is False:
+        conflicts.append(f"{CUDA_VISIBLE} (Runner(use_gpu=False) hides every GPU: drop one of the two)")
+    if conflicts:
+        raise InvalidArgumentError(
+            "Runner(env=...) sets variables whose value sparkrunner must choose: "
+            + "; ".join(conflicts)
+            + ". "
+            "Remove them from env= (docs/environment.md lists what env= may set)."
+        )
 
 
 def check_tracking(tracking: Any) -> None:
@@ -287,6 +351,7 @@ class RunOptions:
         check_observers(self.observers)
         object.__setattr__(self, "port_range", configured_port_range(self.port_range))
         object.__setattr__(self, "env", {str(k): str(v) for k, v in (self.env or {}).items()})
+        check_user_env(self.env, self.np > 0, self.use_gpu)
 
     def _check_np(self) -> None:
         check_number("np", self.np, note=" (ranks)")

@@ -143,6 +143,9 @@ TASK_REPORT_CONNECT_TIMEOUT_S = _timing(
 LEFTOVER_GRACE_S = _timing(
     "LEFTOVER_GRACE_S", 0.5, "a barrier task, for its ranks' leftover processes to end"
 )
+FOLDER_WATCH_POLL_S = _timing(
+    "FOLDER_WATCH_POLL_S", 0.5, "a temp folder's watcher: between two looks at whether its maker ended"
+)
 DIRECT_POLL_S = _timing(
     "DIRECT_POLL_S", 0.05, "the direct launcher: between two checks of its rank processes"
 )

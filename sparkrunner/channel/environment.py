@@ -34,3 +34,17 @@ class Env:
     ANATOMY = "SPARKRUNNER_ANATOMY"  # set by the user: "0" turns the step anatomy (and straggler alerts) off
     REPORT_DIR = "SPARKRUNNER_REPORT_DIR"  # set by the user: where the driver saves each run's HTML report
     DATA_CACHE = "SPARKRUNNER_DATA_CACHE"  # set by the user: where materialize writes (default ~/.cache/...)
+
+
+CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"  # the GPUs a rank may see, as torchrun sets it
+GLOO_VARIABLES = (  # what Horovod's Gloo wiring (`frameworks.horovod_env`) sets: this run's rendezvous and this rank's place in it
+    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    "HOROVOD_GLOO_RENDEZVOUS_PORT",
+    "HOROVOD_RANK",
+    "HOROVOD_SIZE",
+    "HOROVOD_LOCAL_RANK",
+    "HOROVOD_LOCAL_SIZE",
+    "HOROVOD_CROSS_RANK",
+    "HOROVOD_CROSS_SIZE",
+    "HOROVOD_HOSTNAME",
+)

@@ -221,7 +221,8 @@ class DriverSession:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
         them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
         self._server.broadcast(*m.encode(m.Stop()))
-        processes.kill_all(processes.stopped(self._ranks_on_this_machine()))  # no grace: they cannot act
+        # a stopped rank cannot act on it: continued, it reads the Stop (in Spark its task does this)
+        processes.continue_stopped(self._ranks_on_this_machine())
         try:
             with self.changed:
                 self.changed.wait_for(self.report.all_gone, grace_s)

@@ -8,11 +8,17 @@ from sparkrunner.frameworks import horovod_env, jax_env, tf_env, torch_env
 from sparkrunner.topology import Topology
 
 
-def rank_environment(topology: Topology, index: int) -> dict[str, str]:
-    """Environment variables every framework needs for the rank at `index`."""
+def rank_environment(topology: Topology, index: int, gloo: bool = True) -> dict[str, str]:
+    """Environment variables every framework needs for the rank at `index` (Horovod's Gloo ones with `gloo`)."""
     env = mpi_rank_environment(topology, index)
-    env.update(horovod_env.environment(topology, index))
+    if gloo:
+        env.update(horovod_env.environment(topology, index))
     return env
+
+
+def rank_defaults(gloo: bool = True) -> dict[str, str]:
+    """Framework settings sparkrunner chooses unless the rank's environment already has them."""
+    return {**tf_env.defaults(), **(horovod_env.defaults() if gloo else {})}
 
 
 def mpi_rank_environment(topology: Topology, index: int) -> dict[str, str]:

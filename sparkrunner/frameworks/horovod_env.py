@@ -23,20 +23,6 @@ from contextlib import contextmanager
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.topology import PortSlot, Topology
 
-GLOO_VARIABLES = (
-    "HOROVOD_GLOO_RENDEZVOUS_ADDR",
-    "HOROVOD_GLOO_RENDEZVOUS_PORT",
-    "HOROVOD_CONTROLLER",
-    "HOROVOD_CPU_OPERATIONS",
-    "HOROVOD_RANK",
-    "HOROVOD_SIZE",
-    "HOROVOD_LOCAL_RANK",
-    "HOROVOD_LOCAL_SIZE",
-    "HOROVOD_CROSS_RANK",
-    "HOROVOD_CROSS_SIZE",
-    "HOROVOD_HOSTNAME",
-)
-
 log = logging.getLogger(__name__)
 
 
@@ -64,8 +50,6 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
     return {
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": server.host,
         "HOROVOD_GLOO_RENDEZVOUS_PORT": str(server.ports[PortSlot.HOROVOD_RENDEZVOUS]),
-        "HOROVOD_CONTROLLER": "gloo",
-        "HOROVOD_CPU_OPERATIONS": "gloo",
         "HOROVOD_RANK": str(index),
         "HOROVOD_SIZE": str(topology.size),
         "HOROVOD_LOCAL_RANK": str(topology.local_rank(index)),
@@ -74,6 +58,11 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
         "HOROVOD_CROSS_SIZE": str(_cross_size(topology, index)),
         "HOROVOD_HOSTNAME": topology.peers[index].host,
     }
+
+
+def defaults() -> dict[str, str]:
+    """Horovod over Gloo, unless the rank's environment chose otherwise (empty when Horovod is not installed)."""
+    return {"HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo"} if horovod_installed() else {}
 
 
 def host_plan(topology: Topology) -> list[object]:

@@ -11,9 +11,10 @@ from sparkrunner.topology import PortSlot, Topology
 def environment(topology: Topology, index: int) -> dict[str, str]:
     workers = [f"{peer.host}:{peer.ports[PortSlot.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-    env = {"TF_CONFIG": json.dumps(config)}
-    if importlib.util.find_spec("tf_keras") is not None:
-        # Keras 3's model.fit fails under MultiWorkerMirroredStrategy on CPU (TF 2.21); tf_keras trains
-        # correctly, and `tf.keras` resolves to it when this is set (`import keras` stays Keras 3).
-        env["TF_USE_LEGACY_KERAS"] = "1"
-    return env
+    return {"TF_CONFIG": json.dumps(config)}
+
+
+def defaults() -> dict[str, str]:
+    """Keras 3's model.fit fails under MultiWorkerMirroredStrategy on CPU (TF 2.21); tf_keras trains correctly,
+    and `tf.keras` resolves to it when TF_USE_LEGACY_KERAS is set (`import keras` stays Keras 3)."""
+    return {"TF_USE_LEGACY_KERAS": "1"} if importlib.util.find_spec("tf_keras") is not None else {}

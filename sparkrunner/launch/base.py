@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import gpus, network, processes
+from sparkrunner.launch import gpus, network, processes, user_env
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.options import PortRange
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
@@ -49,28 +49,26 @@ ReportFailure = Callable[[TaskOutcome], None]
 
 
 def rank_process_environment(
-    job: RankJob, topology: Topology, index: int, echo_output: bool, in_spark_task: bool
+    job: RankJob, topology: Topology, index: int, echo_output: bool, in_spark_task: bool, gloo: bool = True
 ) -> dict[str, str]:
-    """The full environment of the rank at `index`: inherited, user, sparkrunner and framework variables.
+    """The full environment of the rank at `index`: inherited, then the user's `env=`, then the run's variables
+    (`options.RUN_VARIABLES`, which env= may not name); sparkrunner's defaults fill only what is unset, and
+    PYTHONPATH keeps the user's entries first. `gloo`: Horovod's Gloo wiring (not under mpirun: MPI there).
 
     The run secret is not in it: the spawner hands it over with a `handover.SecretDrop`."""
-    env = dict(os.environ)
-    env.update(job.user_env)
-    env.update(frameworks.rank_environment(topology, index))
-    for name, value in network.socket_environment(topology.peers[index].host).items():
-        env.setdefault(name, value)  # an interface the user or the cluster chose wins
-    if _ranks_on_host(topology, topology.peers[index].host) > 1:
-        # as under torchrun: ranks sharing a host would each start a thread per core and oversubscribe it
-        env.setdefault("OMP_NUM_THREADS", "1")
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ, **job.user_env}
+    env.update(frameworks.rank_environment(topology, index, gloo))
+    for name, value in _defaults(topology, index, gloo).items():
+        env.setdefault(name, value)  # a value the user, the driver or the cluster chose wins
     env.update(
         {
             Env.RUN_ID: job.run_id,
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
             Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
-            "PYTHONUNBUFFERED": "1",
             # what the spawning interpreter can import (py-files, notebook folders), the rank can too
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "PYTHONPATH": user_env.python_path([job.user_env.get("PYTHONPATH"), inherited]),
         }
     )
     if job.port_range is not None:  # servers a rank opens (a stream's) take their ports from it too
@@ -80,6 +78,17 @@ def rank_process_environment(
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"
         env[Env.TASK_GPUS] = ",".join(topology.peers[index].gpus)
         env[gpus.CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[index].host)
+    return env
+
+
+def _defaults(topology: Topology, index: int, gloo: bool) -> dict[str, str]:
+    """What sparkrunner sets for the rank at `index` unless already set: frameworks' defaults, the interface
+    that reaches the peers, unbuffered output, and one OpenMP thread when ranks share a host."""
+    env = {**frameworks.rank_defaults(gloo), "PYTHONUNBUFFERED": "1"}
+    env.update(network.socket_environment(topology.peers[index].host))
+    if _ranks_on_host(topology, topology.peers[index].host) > 1:
+        # as under torchrun: ranks sharing a host would each start a thread per core and oversubscribe it
+        env["OMP_NUM_THREADS"] = "1"
     return env
 
 

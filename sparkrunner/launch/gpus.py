@@ -17,12 +17,11 @@ import socket
 import subprocess
 from collections.abc import MutableMapping, Sequence
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.channel.environment import CUDA_VISIBLE, Env
 from sparkrunner.errors import GpuUnavailableError
 from sparkrunner.timeouts import NVIDIA_SMI_TIMEOUT_S
 from sparkrunner.topology import Topology
 
-CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
 NVIDIA_PROC_GPUS = "/proc/driver/nvidia/gpus"  # one entry per GPU the NVIDIA driver knows
 
 

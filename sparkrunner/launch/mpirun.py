@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from sparkrunner.channel.environment import Env
@@ -40,12 +39,14 @@ from sparkrunner.launch.network import local_interface, mpi_port_split
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
+from sparkrunner.launch.temp_folder import WatchedFolder
 from sparkrunner.options import PortRange
 from sparkrunner.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)
 
 _ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+FOLDER_PREFIX = "sparkrunner-mpirun-"  # mpirun's temp folder: its host file and Open MPI's session folder
 
 
 @functools.cache
@@ -66,12 +67,10 @@ def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) ->
     """The rank environment minus what differs per rank (each rank derives that from the topology it gets)."""
     topology = topology.in_host_order()
     per_index = [
-        rank_process_environment(job, topology, i, echo_output=in_spark_task, in_spark_task=False)
+        rank_process_environment(job, topology, i, echo_output=in_spark_task, in_spark_task=False, gloo=False)
         for i in range(topology.size)
     ]
     common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}
-    for key in horovod_env.GLOO_VARIABLES:
-        common.pop(key, None)
     common[Env.TOPOLOGY] = topology.to_json()
     return common
 
@@ -150,10 +149,10 @@ class MpirunLauncher(Launcher):
         cmd = mpirun_command(topology.size, placement, exported_names(env, job), None, job.port_range)
         drop = SecretDrop()
         drop.put_run_secret(job.secret, range(topology.size))
-        tmp = tempfile.mkdtemp(prefix="sparkrunner-mpirun-")
+        tmp = WatchedFolder(FOLDER_PREFIX)
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
-        ranks = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp)})]
-        close_after(ranks, drop.close, functools.partial(shutil.rmtree, tmp, ignore_errors=True))
+        ranks = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp.path)})]
+        close_after(ranks, drop.close, tmp.remove)
         return ranks
 
     def run_in_task(
@@ -192,11 +191,11 @@ class MpirunLauncher(Launcher):
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None
-        with tempfile.TemporaryDirectory(prefix="sparkrunner-mpirun-") as tmp, SecretDrop() as drop:
+        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop() as drop:
             drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
             drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
-            env.update({**drop.env(), **session_dir_env(tmp)})
-            hostfile = Path(tmp, "hostfile")
+            env.update({**drop.env(), **session_dir_env(tmp.path)})
+            hostfile = Path(tmp.path, "hostfile")
             hostfile.write_text(hostfile_text(topology))
             cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network, job.port_range)
             log.debug("task 0 starts mpirun: %s", shlex.join(cmd))

@@ -107,19 +107,54 @@ def server_port(host: str, port_range: PortRange | None) -> int:
     return free_ports(1, host, own, slot=-1)[0] if own else 0
 
 
+class HeldPorts:
+    """Ports bound (not listening) by the process that chose them, until `close()`: the kernel hands none of
+    them to another socket that binds port 0 or to an outgoing connection, and a plain `bind` to one fails.
+
+    Each is bound exclusively, then given SO_REUSEADDR, and never listens, so the rank's own server (torch's TCP store, TF's and
+    JAX's gRPC servers, sparkrunner's and Horovod's servers: all set SO_REUSEADDR) can bind and listen on it
+    while it is held; that is what lets the holder keep it until the rank has taken it over."""
+
+    def __init__(self, sockets: list[socket.socket]) -> None:
+        self._sockets = sockets
+        self.ports = tuple(int(s.getsockname()[1]) for s in sockets)
+
+    def close(self) -> None:
+        for s in self._sockets:
+            s.close()
+
+    def __enter__(self) -> HeldPorts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def hold_ports(count: int, port_range: PortRange | None = None, slot: int = 0) -> HeldPorts:
+    """Hold `count` distinct free ports on every interface (see `HeldPorts`)."""
+    return _bind_ports(count, "", port_range, slot)
+
+
 def free_ports(
     count: int, host: str = "", port_range: PortRange | None = None, slot: int = 0
 ) -> tuple[int, ...]:
-    """`count` distinct ports that were free a moment ago: any port, or ones in `port_range`, tried from
-    position `slot * count` on (so tasks that probe at once on one host, each with its own slot, do not pick
-    the same ports; slot -1 starts from the top). Sockets are held together so the ports are distinct."""
+    """`count` distinct ports of `host` that were free a moment ago, for a server that binds at once; a port a
+    rank listens on later is held instead (`hold_ports`)."""
+    with _bind_ports(count, host, port_range, slot) as bound:
+        return bound.ports
+
+
+def _bind_ports(count: int, host: str, port_range: PortRange | None, slot: int) -> HeldPorts:
+    """`count` distinct ports bound at `host`: any port, or ones in `port_range`, tried from position
+    `slot * count` on (so tasks that choose at once on one host, each with its own slot, do not pick the same
+    ports; slot -1 starts from the top)."""
     socks: list[socket.socket] = []
     candidates = _candidates(port_range, slot * count)
     try:
         while len(socks) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                s.bind((host, next(candidates)))
+                s.bind((host, next(candidates)))  # exclusive: fails on a port another holder holds
             except OSError:
                 s.close()
                 continue
@@ -129,11 +164,12 @@ def free_ports(
                     f"the port range {port_range} has fewer than {count} free ports on {host or 'this host'}; "
                     f"widen it ({Env.PORT_RANGE} or Runner(port_range=...))"
                 ) from None
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # from now on, a listener may join
             socks.append(s)
-        return tuple(int(s.getsockname()[1]) for s in socks)
-    finally:
-        for s in socks:
-            s.close()
+    except BaseException:
+        HeldPorts(socks).close()
+        raise
+    return HeldPorts(socks)
 
 
 def _candidates(port_range: PortRange | None, offset: int) -> Iterator[int]:

@@ -136,6 +136,11 @@ def stopped(pids: Iterable[int]) -> list[int]:
     return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat.state in ("T", "t")]
 
 
+def continue_stopped(pids: Iterable[int]) -> None:
+    """SIGCONT those of `pids` that are stopped, so they act on a stop (SIGTERM, the driver's `Stop`)."""
+    kill_all(stopped(pids), signal.SIGCONT)
+
+
 def ended(pid: int) -> bool:
     """True once `pid` has ended on this machine (gone, or a zombie its parent has not reaped yet)."""
     stat = proc_stat(pid)

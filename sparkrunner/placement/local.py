@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sparkrunner.launch import Launcher, RankJob, gpus
-from sparkrunner.launch.network import free_ports, own_ports
+from sparkrunner.launch.base import close_after
+from sparkrunner.launch.network import hold_ports, own_ports
 from sparkrunner.launch.processes import RankProcess
 from sparkrunner.topology import Peer, TaskIndex, Topology
 
@@ -27,14 +28,18 @@ class LocalPlacement:
             gpus.require_host_gpus()
 
     def start(self, job: RankJob, description: str = "") -> None:
-        ports = free_ports(
-            self._num_ranks * self._launcher.ports_per_rank, LOOPBACK, own_ports(job.port_range)
-        )
+        """Start the ranks; the driver holds their ports until every rank has ended (`HeldPorts`)."""
+        held = hold_ports(self._num_ranks * self._launcher.ports_per_rank, own_ports(job.port_range))
         k = self._launcher.ports_per_rank
         peers = tuple(
-            Peer(LOOPBACK, ports[i * k : (i + 1) * k], (), TaskIndex(i)) for i in range(self._num_ranks)
+            Peer(LOOPBACK, held.ports[i * k : (i + 1) * k], (), TaskIndex(i)) for i in range(self._num_ranks)
         )
-        self._procs = self._launcher.start_local(job, Topology(peers))
+        try:
+            self._procs = self._launcher.start_local(job, Topology(peers))
+        except BaseException:
+            held.close()
+            raise
+        close_after(self._procs, held.close)
 
     def failure(self, pid: int | None = None) -> str | None:
         """How a process ended abnormally: the rank's own (`pid`) when it is one of ours, else any."""

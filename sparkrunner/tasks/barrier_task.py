@@ -11,8 +11,9 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.channel.messages import RankAddress, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
-from sparkrunner.launch.network import free_ports, own_ports, peer_address
+from sparkrunner.launch.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report
+from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
 
@@ -25,15 +26,17 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
-def exchange_topology(ctx: object, ports_per_rank: int, job: RankJob) -> tuple[Topology, RankIndex]:
-    """Every task learns every rank's address, reserved ports and GPUs (through the driver, see
-    `address_exchange`); returns the topology (one peer per rank, task by task) and this task's first rank."""
+def exchange_topology(
+    ctx: object, ports_per_rank: int, job: RankJob, ports: tuple[int, ...]
+) -> tuple[Topology, RankIndex]:
+    """Every task learns every rank's address, reserved ports (`ports`: those this task holds for its ranks)
+    and GPUs (through the driver, see `address_exchange`); returns the topology (one peer per rank, task by
+    task) and this task's first rank."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
     infos = ctx.getTaskInfos()  # type: ignore[attr-defined]
     spark_host = infos[index].address.rsplit(":", 1)[0]
     host = peer_address(spark_host, job.driver[0])
     per_task = job.ranks_per_task
-    ports = free_ports(ports_per_rank * per_task, port_range=own_ports(job.port_range), slot=index)
     split = split_gpus(_task_gpus(ctx), per_task)
     mine = [
         RankAddress(host, tuple(ports[j * ports_per_rank : (j + 1) * ports_per_rank]), tuple(split[j]))
@@ -60,8 +63,19 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job)
     index = ctx.partitionId()
+    # held until this task's ranks have ended, so no other process takes one before its rank listens
+    with hold_ports(
+        launcher.ports_per_rank * job.ranks_per_task, own_ports(job.port_range), slot=index
+    ) as held:
+        record = _run_task(ctx, job, launcher, held.ports)
+    yield record
+
+
+def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...]) -> dict[str, object]:
+    """Exchange addresses, run this task's part of the launch, and say how its ranks ended."""
+    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
+    index = ctx.partitionId()  # type: ignore[attr-defined]
     host = topology.peers[first].host
     reported: list[TaskOutcome] = []
 
@@ -74,6 +88,7 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
             )
             task_report.send(job.driver, job.secret, failure)
 
+    watch = StoppedRanksWatch(job.driver, job.secret, job.run_id, index)
     try:
         outcome = launcher.run_in_task(job, topology, first, report_failure)
     except BaseException:
@@ -81,12 +96,13 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
         task_report.send(job.driver, job.secret, failure)
         raise
     finally:
+        watch.close()
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
         leftover = processes.sweep_run(job.run_id, task=index, grace_s=LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
         report_failure(outcome)
-    yield {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
+    return {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}
 
 
 def barrier_partition_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyped-def]

@@ -80,7 +80,7 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
     ("text", "home"),
     [
         ("SPARKRUNNER_", {"channel/environment.py", "timeouts.py"}),
-        ("CUDA_VISIBLE_DEVICES", {"launch/gpus.py"}),
+        ("CUDA_VISIBLE_DEVICES", {"channel/environment.py"}),
     ],
 )
 def test_environment_names_are_spelled_in_one_place(text: str, home: set[str]) -> None:

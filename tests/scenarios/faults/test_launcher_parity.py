@@ -73,6 +73,19 @@ def test_a_stopped_rank_is_killed_not_waited_on(launcher: str, temp_dir_unchange
     assert leftover_rank_processes(grace_s=10) == {}
 
 
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_stopped_rank_in_spark_is_not_waited_on(launcher: str, spark_cluster: Any) -> None:
+    """Only rank 1's barrier task can reach its process: it continues it once the driver says stop."""
+    grace = 120.0  # as above: the run must end long before a stop grace spent on the stopped rank would
+    started = time.monotonic()
+    with pytest.raises(RunTimeoutError):
+        Runner(np=2, launcher=launcher, timeout=20, stop_grace_s=grace).run(
+            rank_one_signals_itself, signal.SIGSTOP
+        )
+    assert time.monotonic() - started < grace, "the stop grace was spent on a rank that cannot act on SIGTERM"
+    assert leftover_rank_processes(grace_s=10) == {}
+
+
 CAUSE_FIRST = "rank {rank} failed with RankProcessDied: its process ended without reporting a result: "
 
 
@@ -93,10 +106,17 @@ def test_a_sigkilled_rank_in_spark_reads_the_same(
     assert leftover_rank_processes(grace_s=10) == {}
 
 
+OPEN_MPI_TMPDIR = "OMPI_MCA_orte_tmpdir_base"
+"""Open MPI's variable naming the folder its session folders go in (its ranks inherit it)."""
+
+
 def rank_one_waits_for_its_executor(marker: str) -> None:
-    """Rank 1 says a last word and leaves `marker` for the test, which then kills its executor's JVM."""
+    """Rank 1 says a last word and leaves `marker` for the test, which then kills its executor's JVM. Each rank
+    first writes where its launcher keeps its temp folder (Open MPI's session folder: mpirun's), if anywhere."""
     import time
 
+    folder = Path(marker).with_name(f"launcher-folder-{os.environ['RANK']}")
+    folder.write_text(os.environ.get(OPEN_MPI_TMPDIR, ""))
     if os.environ["RANK"] == "1":
         print("rank 1 waits for its executor's end", flush=True)
         Path(marker).touch()
@@ -130,6 +150,13 @@ def test_a_killed_executor_reads_the_same(
     if error.rank == 1:
         assert error.output_tail[-1:] == ("rank 1 waits for its executor's end",), error.output_tail
     assert leftover_rank_processes(grace_s=10) == {}
+    # the launcher's temp folders, in the executors' temp dir, are gone too: the killed task could not remove them
+    folders = {f.read_text() for f in tmp_path.glob("launcher-folder-*")} - {""}
+    assert len(folders) == (1 if launcher == "mpirun" else 0), folders
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f) for f in folders) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [f for f in folders if os.path.exists(f)], "a killed task's launcher folder was left behind"
 
 
 DAEMON_LIFE_S = 25.0
