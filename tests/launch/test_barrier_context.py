@@ -37,7 +37,11 @@ def spark_own_view(_: Any) -> Any:
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
-    yield {"addresses": [info.address for info in ctx.getTaskInfos()], "cpus": ctx.cpus(), "stage": ctx.stageId()}
+    yield {
+        "addresses": [info.address for info in ctx.getTaskInfos()],
+        "cpus": ctx.cpus(),
+        "stage": ctx.stageId(),
+    }
 
 
 def wait_and_gather(sleeper: int) -> dict[str, Any]:
@@ -55,7 +59,13 @@ def wait_and_gather(sleeper: int) -> dict[str, Any]:
     released = time.time()
     gathered = ctx.allGather(f"p{partition}-r{os.environ['RANK']}")
     again = ctx.allGather(str(partition))  # a second round: the rounds do not mix
-    return {"partition": partition, "arrived": arrived, "released": released, "gathered": gathered, "again": again}
+    return {
+        "partition": partition,
+        "arrived": arrived,
+        "released": released,
+        "gathered": gathered,
+        "again": again,
+    }
 
 
 def barrier_on_rank_zero_only() -> None:
