@@ -122,7 +122,7 @@ class SimulatedRanks:
             entries = [m.RankAddress(f"sim-{task // 8}", (20000 + task,), ())]
             with self._changed:
                 self.counts.join_sent.append(time.time())
-            m.send(conn, m.Join(task, self._num_ranks, 1000 + task, entries))
+            m.send(conn, m.Join(task, self._num_ranks, m.SparkTask(1000 + task, 0, {}), entries))
         self._wait(lambda: len(self.counts.topology_at) == len(self._ranks))
         return {"join_sent": self.counts.join_sent, "topology_at": self.counts.topology_at}
 

@@ -139,6 +139,11 @@ class StallError(HangError):
     """No rank printed or reported progress for `stall_timeout` seconds (with ``on_stall="fail"``)."""
 
 
+class BarrierSyncTimeoutError(SparkRunnerError, TimeoutError):
+    """In a rank, `BarrierTaskContext.get().barrier()` or `allGather()` waited `BARRIER_SYNC_TIMEOUT_S` for the
+    other ranks to make the same call (every rank must make the same number of them)."""
+
+
 class ExecutorDecommissionedError(SparkRunnerError):
     """Spark began decommissioning an executor that runs ranks of this run (a spot node being reclaimed, a worker
     drained): the ranks were stopped gracefully, so that they could save a checkpoint. Retried with

@@ -178,6 +178,10 @@ RELAY_STOP_POLL_S = _timing("RELAY_STOP_POLL_S", 0.01, "a rank's output relay: b
 RELAY_UPDATE_INTERVAL_S = _timing(
     "RELAY_UPDATE_INTERVAL_S", 0.2, "a rank's output relay: between two sends of an in-place (\\r) line"
 )
+BARRIER_SYNC_TIMEOUT_S = _timing(
+    "BARRIER_SYNC_TIMEOUT_S", 3600.0, "`BarrierTaskContext.get().barrier()` / `allGather()` in a rank, for every "
+    "other rank to reach the same call"
+)  # fmt: skip
 PREFETCH_POLL_S = _timing("PREFETCH_POLL_S", 0.1, "the data prefetch thread: between two looks for a stop")
 PREFETCH_JOIN_S = _timing("PREFETCH_JOIN_S", 30.0, "for the data prefetch thread to end when iteration stops")
 

@@ -20,6 +20,8 @@ class Env:
     # rank) that started it, whose clean-up ends it: the task's own ranks, its mpirun and what that starts
     # locally, or what its task agent started; ranks send it in HELLO, so causes name that task
     EXECUTOR = "SPARKRUNNER_EXECUTOR"  # beside STARTED_BY_TASK: the id of that task's Spark executor
+    BARRIER_STAGE = "SPARKRUNNER_BARRIER_STAGE"  # Spark runs only: the barrier stage's facts (JSON) that
+    # `BarrierTaskContext.get()` answers from in the rank (`sparkrunner.channel.barrier_stage`)
     TASK_GPUS = "SPARKRUNNER_TASK_GPUS"  # Spark runs only: its task's GPUs (device ids, comma-separated)
     USE_GPU = "SPARKRUNNER_USE_GPU"  # Runner(use_gpu=...): "auto", "1" or "0"
     ATTEMPT = "SPARKRUNNER_ATTEMPT"  # 0 on the first attempt of a run, then 1, 2, ... (max_failures)

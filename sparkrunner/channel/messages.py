@@ -32,6 +32,17 @@ class RankAddress:
 TaskEntries = list[RankAddress]
 """One barrier task's entries: one `RankAddress` per rank it starts."""
 
+
+@dataclass(frozen=True)
+class SparkTask:
+    """What Spark tells one barrier task about itself, passed on to the ranks' `BarrierTaskContext.get()`."""
+
+    task_attempt_id: int
+    attempt_number: int
+    resources: dict[str, list[str]]
+    """Resource name -> Spark's addresses of it (e.g. ``{"gpu": ["0"]}``)."""
+
+
 _KINDS: dict[str, type[Message]] = {}
 _FIELD_TYPES: dict[str, dict[str, Any]] = {}
 
@@ -152,6 +163,16 @@ class File(Message, kind="file"):
 
 
 @dataclass(frozen=True)
+class BarrierJoin(Message, kind="barrier_join"):
+    """`BarrierTaskContext.get().barrier()` / `.allGather(message)` in a rank: the `round`-th call of this rank
+    (from 0), by a rank of barrier task `partition`."""
+
+    round: int
+    partition: int
+    message: str
+
+
+@dataclass(frozen=True)
 class Result(Message, kind="result"):
     """The rank's function returned: its pickled value (rank 0, or all ranks with `run_all`), else None."""
 
@@ -200,6 +221,14 @@ class DumpStacks(Message, kind="dump_stacks"):
     request: int
 
 
+@dataclass(frozen=True)
+class BarrierRelease(Message, kind="barrier_release"):
+    """Every rank reached barrier `round`: their messages, in partition order (then rank order)."""
+
+    round: int
+    messages: list[str]
+
+
 # a warm session's home (driver) -> its long-lived ranks (`sparkrunner.ranks.warm`)
 
 
@@ -234,7 +263,7 @@ class Join(Message, kind="join"):
 
     task: int
     tasks: int
-    spark_task_id: int
+    spark: SparkTask
     entries: TaskEntries
 
 
@@ -243,9 +272,10 @@ class Join(Message, kind="join"):
 
 @dataclass(frozen=True)
 class Topology(Message, kind="topology"):
-    """Every task's `Join` entries, in task order, once all of them joined."""
+    """Every task's `Join` entries and Spark facts, in task order, once all of them joined."""
 
     tasks: list[TaskEntries]
+    spark: list[SparkTask]
 
 
 @dataclass(frozen=True)

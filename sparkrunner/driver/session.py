@@ -15,6 +15,7 @@ from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import loads
 from sparkrunner.driver.addresses import AddressBook
+from sparkrunner.driver.barrier_gate import BarrierGate
 from sparkrunner.driver.output import RankOutput
 from sparkrunner.driver.registry import RankRegistry
 from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
@@ -57,6 +58,7 @@ class DriverSession:
         self._stacks = StackCollector(self._ask_ranks_for_stacks)
         self._warned: set[str] = set()
         self._addresses = AddressBook()
+        self._barrier = BarrierGate(num_ranks)
         self._server = ChannelServer(
             self.secret, m.serving(self._on_message), self._on_disconnect, bind_host, port
         )
@@ -111,6 +113,8 @@ class DriverSession:
                 self._observer.on_progress(rank, ProgressEvent.of(message))
             case m.StepAnatomy():
                 self._observer.on_anatomy(rank, AnatomyEvent.of(message))
+            case m.BarrierJoin():
+                self._barrier.join(conn, rank, message)
             case m.Result() | m.Error():
                 self._on_outcome(conn, rank, message)
             case m.File(name=name, data=data):

@@ -34,6 +34,8 @@ class RankJob:
     """Ranks each barrier task starts; the topology holds one peer per rank, task by task."""
     port_range: PortRange | None = None
     """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
+    barrier_stage: str | None = None
+    """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ def rank_process_environment(
     )
     if job.port_range is not None:  # servers a rank opens (a stream's) take their ports from it too
         env[Env.PORT_RANGE] = "-".join(map(str, job.port_range))
+    if job.barrier_stage is not None:  # also under mpirun, whose shared environment says in_spark_task=False
+        env[Env.BARRIER_STAGE] = job.barrier_stage
     if in_spark_task:
         env.update(task_environment(barrier_task_of(job, RankIndex(index))))
         # GPUs come from Spark's task resources; none means none, not "all of the machine's"

@@ -25,7 +25,7 @@ from sparkrunner.channel.payload import RemoteError, loads
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
-from sparkrunner.ranks import anatomy, fast_exit, graceful_stop, trainer_progress, warm
+from sparkrunner.ranks import anatomy, barrier_context, fast_exit, graceful_stop, trainer_progress, warm
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
@@ -55,7 +55,7 @@ class DriverWatch:
     def _watch(self) -> None:
         try:
             while True:
-                match m.receive(self._conn):
+                match message := m.receive(self._conn):
                     case m.Ack():
                         self.acknowledged.set()
                         return
@@ -65,6 +65,8 @@ class DriverWatch:
                         graceful_stop.request_stop(reason)
                     case m.DumpStacks(request=request):
                         m.send(self._conn, m.Stacks(request=request, **thread_dump()))
+                    case m.BarrierRelease():
+                        barrier_context.deliver(message)
         except channel.ChannelError:
             if not self.acknowledged.is_set():
                 _die(1)
@@ -146,6 +148,7 @@ def main() -> int:
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)
     jax_env.register_on_import()
+    barrier_context.install_on_import()
     trainer_progress.install()
     me = rank.rank_context()
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
@@ -175,6 +178,7 @@ def _run_once(
         first = m.receive(conn)
     if not isinstance(first, m.Payload):
         return 1
+    barrier_context.new_run()
     watch = DriverWatch(conn)
     rank.attach(conn)
     anatomy.start()

@@ -11,25 +11,26 @@ from __future__ import annotations
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.messages import TaskEntries
+from sparkrunner.channel.messages import SparkTask, TaskEntries
 from sparkrunner.errors import ChannelError
 
 
 def exchange(
-    driver: tuple[str, int], secret: bytes, task: int, tasks: int, spark_task_id: int, entries: TaskEntries
-) -> list[TaskEntries]:
-    """Task side: send this task's entries and block until the driver answers with every task's, in order.
+    driver: tuple[str, int], secret: bytes, task: int, tasks: int, spark: SparkTask, entries: TaskEntries
+) -> m.Topology:
+    """Task side: send this task's entries and Spark facts, and block until the driver answers with every
+    task's, in order.
 
     Blocks as long as a peer task has not started (a barrier stage starts them together; a task that fails
     first fails the stage, and Spark then ends this one)."""
     conn = channel.connect(driver, secret)
     try:
-        m.send(conn, m.Join(task, tasks, spark_task_id, entries))
+        m.send(conn, m.Join(task, tasks, spark, entries))
         answer = m.receive(conn)
     finally:
         conn.close()
     match answer:
-        case m.Topology(tasks=everyone):
-            return list(everyone)
+        case m.Topology():
+            return answer
         case _:
             raise ChannelError(f"the driver answered the address exchange with {answer.kind!r}")

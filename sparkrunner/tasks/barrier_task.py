@@ -5,11 +5,13 @@ Kept free of driver-side imports: it is unpickled and run by executor Python wor
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
 from collections.abc import Iterable, Iterator
 
-from sparkrunner.channel.messages import RankAddress, TaskReport
+from sparkrunner.channel.barrier_stage import BarrierStage
+from sparkrunner.channel.messages import RankAddress, SparkTask, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report
@@ -26,12 +28,36 @@ def _task_gpus(ctx: object) -> tuple[str, ...]:
     return gpus.device_ids(addresses, os.environ.get(gpus.CUDA_VISIBLE))
 
 
+def _spark_task(ctx: object) -> SparkTask:
+    """What Spark told this task about itself, for `BarrierTaskContext.get()` in every rank of the run."""
+    resources = ctx.resources()  # type: ignore[attr-defined]
+    return SparkTask(
+        ctx.taskAttemptId(),  # type: ignore[attr-defined]
+        ctx.attemptNumber(),  # type: ignore[attr-defined]
+        {name: list(info.addresses) for name, info in resources.items()},
+    )
+
+
+def _barrier_stage(ctx: object, tasks: list[SparkTask]) -> BarrierStage:
+    """The stage as this task's Spark context describes it, plus every task's own facts."""
+    cpu_amount = getattr(ctx, "cpuAmount", None)  # pyspark >= 4
+    return BarrierStage(
+        ctx.stageId(),  # type: ignore[attr-defined]
+        ctx.cpus(),  # type: ignore[attr-defined]
+        str(cpu_amount()) if cpu_amount is not None else None,
+        dict(getattr(ctx, "_localProperties", None) or {}),  # no public way to list them all
+        [info.address for info in ctx.getTaskInfos()],  # type: ignore[attr-defined]
+        tasks,
+    )
+
+
 def exchange_topology(
     ctx: object, ports_per_rank: int, job: RankJob, ports: tuple[int, ...]
-) -> tuple[Topology, RankIndex]:
+) -> tuple[Topology, RankIndex, BarrierStage]:
     """Every task learns every rank's address, reserved ports (`ports`: those this task holds for its ranks)
-    and GPUs (through the driver, see `address_exchange`); returns the topology (one peer per rank, task by
-    task) and this task's first rank."""
+    and GPUs (through the driver, see `address_exchange`), and every task's Spark facts; returns the topology
+    (one peer per rank, task by task), this task's first rank and the barrier stage as the ranks'
+    `BarrierTaskContext.get()` describes it."""
     index = ctx.partitionId()  # type: ignore[attr-defined]
     infos = ctx.getTaskInfos()  # type: ignore[attr-defined]
     spark_host = infos[index].address.rsplit(":", 1)[0]
@@ -42,12 +68,13 @@ def exchange_topology(
         RankAddress(host, tuple(ports[j * ports_per_rank : (j + 1) * ports_per_rank]), tuple(split[j]))
         for j in range(per_task)
     ]
-    tid = ctx.taskAttemptId()  # type: ignore[attr-defined]
-    gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), tid, mine)
+    gathered = address_exchange.exchange(job.driver, job.secret, index, len(infos), _spark_task(ctx), mine)
     peers = tuple(
-        Peer(p.host, p.ports, p.gpus, TaskIndex(task)) for task, ranks in enumerate(gathered) for p in ranks
+        Peer(p.host, p.ports, p.gpus, TaskIndex(task))
+        for task, ranks in enumerate(gathered.tasks)
+        for p in ranks
     )
-    return Topology(peers), RankIndex(index * per_task)
+    return Topology(peers), RankIndex(index * per_task), _barrier_stage(ctx, gathered.spark)
 
 
 def split_gpus(task_gpus: tuple[str, ...], ranks: int) -> list[tuple[str, ...]]:
@@ -74,7 +101,8 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
 
 def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...]) -> dict[str, object]:
     """Exchange addresses, run this task's part of the launch, and say how its ranks ended."""
-    topology, first = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
+    topology, first, stage = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
+    job = dataclasses.replace(job, barrier_stage=stage.to_json())
     index = ctx.partitionId()  # type: ignore[attr-defined]
     host = topology.peers[first].host
     reported: list[TaskOutcome] = []

@@ -219,10 +219,11 @@ SUITES = [
         ),
         left_out={
             "test_equal_gpu_allocation": (
-                "its train_fn calls BarrierTaskContext.get(): the original runs train_fn inside the Spark task's "
-                "Python worker, sparkrunner in a rank process of its own (documented difference)"
+                "its train_fn's BarrierTaskContext.get().allGather() is answered in the ranks now (issue 29), but "
+                "its three cases ask for 4- and 2-core executors and failed on this 1-core-executor stand-in "
+                "cluster, not yet diagnosed"
             ),
-            "test_cpu_training_with_gpus": "as test_equal_gpu_allocation (BarrierTaskContext inside train_fn)",
+            "test_cpu_training_with_gpus": "not yet run since BarrierTaskContext is answered in the ranks",
         },
         conftest="tests/compat/upstream_tf_conftest.py",
         requires=("tensorflow",),

@@ -120,12 +120,13 @@ def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange(
     entries = [m.RankAddress("127.0.0.1", (1,), ())]
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:
-        m.send(waiting, m.Join(task=0, tasks=2, spark_task_id=10, entries=entries))
+        first, second = m.SparkTask(10, 0, {}), m.SparkTask(11, 0, {})
+        m.send(waiting, m.Join(task=0, tasks=2, spark=first, entries=entries))
         with session.changed:  # the driver has taken task 0's join
             assert session.changed.wait_for(lambda: 0 in session.spark_task_ids(), timeout=30)
         session.collect_stacks()
-        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, 11, entries)
-        assert m.receive(waiting) == m.Topology([entries, entries])
+        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, second, entries)
+        assert m.receive(waiting) == m.Topology([entries, entries], [first, second])
         assert session.spark_task_ids() == {0: 10, 1: 11}
     finally:
         waiting.close()
