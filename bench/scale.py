@@ -1,6 +1,6 @@
 """Scale harness: the real driver side against 64 to 4,096 simulated ranks that speak the real protocol.
 
-The driver runs in its own process: a `DriverSession` (its `ChannelServer`, the address exchange, rank
+The driver runs in its own process: a `AttemptChannel` (its `ChannelServer`, the address exchange, rank
 output shown with verbosity "all" into /dev/null, progress, `collect_stacks`, and the run's end through the
 `Supervisor`). Several client processes (`bench/scale_ranks.py`) each hold many real encrypted connections:
 per rank a task that joins and waits for the topology, the rank's own connection and its output relay.
@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
 from sparkrunner.driver import addresses
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.launch import RankJob
@@ -148,7 +148,7 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
     counting = _Counting()
     cpu = _cpu_s()
     threads = _ThreadPeak()
-    session = DriverSession(b"payload", num_ranks, "all", "127.0.0.1", counting)
+    session = AttemptChannel(b"payload", num_ranks, "all", "127.0.0.1", counting)
     pipe.send((session.port, session.secret))
     while True:
         phase, arg = pipe.recv()
@@ -168,7 +168,7 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
             return
 
 
-def _end(session: DriverSession) -> None:
+def _end(session: AttemptChannel) -> None:
     """What `Runner` does at the end of a run: supervise until every rank reported, wait for them to leave."""
     stall = StallWatch(None, "warn")
     Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()

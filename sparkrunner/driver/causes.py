@@ -11,8 +11,8 @@ from dataclasses import replace
 
 from sparkrunner.channel import messages as m
 from sparkrunner.driver import task_reports
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.registry import RankState
-from sparkrunner.driver.session import DriverSession
 from sparkrunner.errors import ERROR_TAIL_LINES, RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner
@@ -34,7 +34,7 @@ _CONSEQUENTIAL = re.compile(
 )
 
 
-def wait_until(session: DriverSession, predicate: Callable[[], bool], seconds: float) -> bool:
+def wait_until(session: AttemptChannel, predicate: Callable[[], bool], seconds: float) -> bool:
     """Wait (holding `session.changed`) until `predicate()`; polled, so changes nobody notifies count."""
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -52,7 +52,7 @@ def location(state: RankState | None) -> str:
     return ", ".join([*task, f"host {state.host}", f"pid {state.pid}"])
 
 
-def run_failure(session: DriverSession, placement: Placement) -> RankFailedError:
+def run_failure(session: AttemptChannel, placement: Placement) -> RankFailedError:
     """The error to raise once a rank raised or vanished: the first cause, the others as `other_failures`."""
     if not any(_is_cause(session, r) for r in _failed_ranks(session)):
         wait_until(
@@ -65,23 +65,23 @@ def run_failure(session: DriverSession, placement: Placement) -> RankFailedError
     return error
 
 
-def _failed_ranks(session: DriverSession) -> list[int]:
+def _failed_ranks(session: AttemptChannel) -> list[int]:
     states = session.report.ranks
     failed = [r for r, s in states.items() if s.failed_at is not None]
     return sorted(failed, key=lambda r: states[r].failed_at or 0.0)
 
 
-def _raised(session: DriverSession, rank: int) -> RankFailedError | None:
+def _raised(session: AttemptChannel, rank: int) -> RankFailedError | None:
     return next((e for e in session.report.errors if e.rank == rank), None)
 
 
-def _is_cause(session: DriverSession, rank: int) -> bool:
+def _is_cause(session: AttemptChannel, rank: int) -> bool:
     """A rank that died, or raised something other than a peer's hang-up, is a cause, not a consequence."""
     raised = _raised(session, rank)
     return raised is None or not _CONSEQUENTIAL.search(f"{raised.exc_type}: {raised.exc_message}")
 
 
-def _describe(session: DriverSession, placement: Placement, rank: int, wait: bool) -> RankFailedError:
+def _describe(session: AttemptChannel, placement: Placement, rank: int, wait: bool) -> RankFailedError:
     state = session.report.ranks.get(rank)
     if wait:  # the relay may still be sending what the rank printed last
         wait_until(session, lambda: rank in session.report.output_ended, FAILURE_OUTPUT_WAIT_S)
@@ -108,7 +108,7 @@ def _describe(session: DriverSession, placement: Placement, rank: int, wait: boo
 
 
 def _exit_detail(
-    session: DriverSession, placement: Placement, rank: int, state: RankState | None, wait: bool
+    session: AttemptChannel, placement: Placement, rank: int, state: RankState | None, wait: bool
 ) -> str:
     """How the rank's process ended: its barrier task's report, else what the placement knows."""
     reports = session.report.task_reports
@@ -136,7 +136,7 @@ def _exit_detail(
 
 
 def _exit_code(
-    session: DriverSession, placement: Placement, rank: int, state: RankState | None
+    session: AttemptChannel, placement: Placement, rank: int, state: RankState | None
 ) -> int | None:
     """The rank process's exit code: from its barrier task's report, else from the placement; None if unknown."""
     if state is None or state.task is None:
@@ -145,7 +145,7 @@ def _exit_code(
     return report.exit_code if report is not None and not report.traceback else None
 
 
-def _rank_report(session: DriverSession, rank: int, state: RankState | None) -> m.TaskReport | None:
+def _rank_report(session: AttemptChannel, rank: int, state: RankState | None) -> m.TaskReport | None:
     """The report that speaks for the rank's process: its own task's. Under mpirun that says how mpirun ended;
     the rank's own exit is in mpirun's banner (task 0 ran mpirun), and its own output is what it relayed."""
     reports = session.report.task_reports
@@ -160,7 +160,7 @@ def _rank_report(session: DriverSession, rank: int, state: RankState | None) -> 
     return replace(own, launcher="direct", exit_code=code, tail="\n".join(session.output.tail(rank)))
 
 
-def ended_without_result(session: DriverSession, placement: Placement, missing: int) -> RanksVanishedError:
+def ended_without_result(session: AttemptChannel, placement: Placement, missing: int) -> RanksVanishedError:
     """The ranks (or the Spark stage) ended and `missing` ranks never reported: say what the tasks said."""
     told = [task_reports.describe(r) for _, r in sorted(session.report.task_reports.items())]
     spark = placement.failure()

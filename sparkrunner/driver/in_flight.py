@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class InFlight:
         return len(self.ranks) == self.num_ranks
 
 
-def snapshot(session: DriverSession) -> InFlight:
+def snapshot(session: AttemptChannel) -> InFlight:
     """The session's connected ranks, now."""
     with session.changed:
         states = sorted(session.report.ranks.items())
@@ -50,9 +50,9 @@ class InFlightWatch:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self.session: DriverSession | None = None
+        self.session: AttemptChannel | None = None
 
-    def publish(self, session: DriverSession | None) -> None:
+    def publish(self, session: AttemptChannel | None) -> None:
         """Make `session` the one in flight (None: the attempt ended); wakes every waiter."""
         previous, self.session = self.session, session
         with self._changed:
@@ -79,7 +79,7 @@ class InFlightWatch:
                 return snapshot(session)
         raise TimeoutError(f"no run of this Runner had its ranks connected within {timeout} s")
 
-    def _connected_in(self, session: DriverSession, wanted: int, timeout: float) -> bool:
+    def _connected_in(self, session: AttemptChannel, wanted: int, timeout: float) -> bool:
         """Whether `wanted` ranks of `session` connect within `timeout` s, before another attempt replaces it."""
         with session.changed:
             session.changed.wait_for(
@@ -88,5 +88,5 @@ class InFlightWatch:
             return self.session is session and _connected(session) >= wanted
 
 
-def _connected(session: DriverSession) -> int:
+def _connected(session: AttemptChannel) -> int:
     return sum(1 for s in session.report.ranks.values() if s.connected_at is not None)

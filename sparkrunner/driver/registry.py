@@ -1,6 +1,6 @@
 """The driver's rank bookkeeping: what each rank of one attempt reported (connected, result, error, exit).
 
-`DriverSession` feeds it from the channel and guards it with its condition variable (``session.changed``);
+`AttemptChannel` feeds it from the channel and guards it with its condition variable (``session.changed``);
 the supervisor and failure attribution read it.
 """
 

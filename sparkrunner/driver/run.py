@@ -2,7 +2,7 @@
 
 `RunPipeline` is built from the checked `RunOptions`, the run's observers and a placement factory (where an
 attempt's ranks start: this machine, a Spark barrier stage, or a warm session's live ranks). It runs the attempt
-loop, one `DriverSession` per attempt, and keeps what a caller reads afterwards (`last_run`, `received_files`).
+loop, one `AttemptChannel` per attempt, and keeps what a caller reads afterwards (`last_run`, `received_files`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from typing import Any
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.driver import causes
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempts import RecoveryOptions, run_attempts
 from sparkrunner.driver.elastic import Sizing
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
-from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError, StackReport
@@ -159,7 +159,7 @@ class RunPipeline:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
         placement = self._place(launcher, spark, spec.world_size // spec.ranks_per_task)
         port = server_port(placement.bind_host, self.options.port_range)
-        session = DriverSession(
+        session = AttemptChannel(
             payload,
             spec.world_size,
             self.options.driver_log_verbosity,
@@ -285,7 +285,7 @@ class RankJobSpec:
 
 
 def _run_ranks(
-    session: DriverSession,
+    session: AttemptChannel,
     placement: Placement,
     described: tuple[RankJob, str],
     start_timeout: float,
@@ -308,7 +308,7 @@ def _run_ranks(
 
 
 def _shut_down(
-    session: DriverSession, placement: Placement, run_id: str, succeeded: bool, stop_grace_s: float
+    session: AttemptChannel, placement: Placement, run_id: str, succeeded: bool, stop_grace_s: float
 ) -> None:
     """Leave nothing behind: on success let the ranks exit on their own first (not what they left: a daemon
     may hold mpirun up), otherwise stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
@@ -326,7 +326,7 @@ def _shut_down(
         log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
 
 
-def _results(session: DriverSession, ranks: Iterable[int]) -> list[Any]:
+def _results(session: AttemptChannel, ranks: Iterable[int]) -> list[Any]:
     values = []
     for rank in ranks:
         try:

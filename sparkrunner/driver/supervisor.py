@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from sparkrunner.driver import causes
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
@@ -72,7 +72,7 @@ class Supervisor:
 
     def __init__(
         self,
-        session: DriverSession,
+        session: AttemptChannel,
         placement: Placement,
         start_timeout: float,
         timeout: float | None,
@@ -161,7 +161,7 @@ class Supervisor:
         return None
 
 
-def _start_timeout_message(session: DriverSession, start_timeout: float) -> str:
+def _start_timeout_message(session: AttemptChannel, start_timeout: float) -> str:
     report = session.report
     connected = sorted(r for r, s in report.ranks.items() if s.connected_at is not None)
     return (

@@ -2,7 +2,7 @@
 
 A stopped rank cannot read the driver's `Stop`, so the driver would spend the whole stop grace waiting for it,
 and only the job's cancellation would end it. On the driver's machine (np < 0) the driver continues such ranks
-itself (`DriverSession.stop_ranks`); in a Spark run only the task that started them can, so each task listens
+itself (`AttemptChannel.stop_ranks`); in a Spark run only the task that started them can, so each task listens
 to what the driver tells every connection, as task 0 of an mpirun run already does (`run_over.py`). Continued,
 the rank reads the `Stop` already waiting for it and ends as any rank does, within its grace.
 """

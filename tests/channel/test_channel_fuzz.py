@@ -20,7 +20,7 @@ import pytest
 
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret, transport
 from sparkrunner.channel.payload import dumps_call
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement
@@ -153,7 +153,7 @@ def trap(tmp_path: Path) -> Iterator[tuple[Booby, bytes, Path]]:
 @pytest.mark.slow
 def test_fuzzing_the_driver_channel_unpickles_nothing_and_a_rank_still_runs(trap: Any) -> None:
     booby, trapped, path = trap
-    session = DriverSession(dumps_call(answer, (), {}), 1, "all", "127.0.0.1")
+    session = AttemptChannel(dumps_call(answer, (), {}), 1, "all", "127.0.0.1")
     placement = LocalPlacement(1, DirectLauncher())
     try:
         rng = random.Random(SEED)

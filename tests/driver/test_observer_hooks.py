@@ -1,4 +1,4 @@
-"""A real `DriverSession` hands what a rank sends to an observer's typed hooks (a rank played by this test)."""
+"""A real `AttemptChannel` hands what a rank sends to an observer's typed hooks (a rank played by this test)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from sparkrunner.channel import connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.errors import RankFailedError
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import Observers, RunObserver
@@ -49,7 +49,7 @@ class Broken(RunObserver):
 
 def test_each_rank_message_reaches_its_typed_hook_in_order() -> None:
     calls = Calls()
-    session = DriverSession(
+    session = AttemptChannel(
         dumps_call(print, (), {}), 2, "log_callback_only", "127.0.0.1", Observers([Broken(), calls])
     )
     progress = m.Progress(step=1, epoch=0, total=10, samples=8, t=1.5, metrics={"loss": 2.0})

@@ -10,7 +10,7 @@ import pytest
 from sparkrunner import Runner, channel
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import dumps_call
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.errors import RunTimeoutError, StallError
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.tasks import address_exchange
@@ -116,7 +116,7 @@ def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
 def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange() -> None:
     """Driver side, real channel: a barrier task that joined the address exchange gets the topology as its one
     answer, even when `dump_stacks` is called before the last task has joined."""
-    session = DriverSession(dumps_call(print, (), {}), 2, "all", "127.0.0.1")
+    session = AttemptChannel(dumps_call(print, (), {}), 2, "all", "127.0.0.1")
     entries = [m.RankAddress("127.0.0.1", (1,), ())]
     waiting = channel.connect(("127.0.0.1", session.port), session.secret)
     try:

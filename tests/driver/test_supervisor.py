@@ -14,7 +14,7 @@ import pytest
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
-from sparkrunner.driver.session import DriverSession
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Failed, Outcome, Running, Stalled, Succeeded, Supervisor, TimedOut
 from sparkrunner.errors import RankFailedError, RunTimeoutError, StallError, StartTimeoutError
@@ -33,8 +33,8 @@ class _SleepingRank(DirectLauncher):
 
 
 @pytest.fixture()
-def attempt() -> Iterator[tuple[DriverSession, LocalPlacement]]:
-    session = DriverSession(dumps_call(print, (), {}), 1, "all", "127.0.0.1")
+def attempt() -> Iterator[tuple[AttemptChannel, LocalPlacement]]:
+    session = AttemptChannel(dumps_call(print, (), {}), 1, "all", "127.0.0.1")
     placement = LocalPlacement(1, _SleepingRank())
     placement.start(RankJob("run", ("127.0.0.1", session.port), session.secret))
     yield session, placement
@@ -42,7 +42,7 @@ def attempt() -> Iterator[tuple[DriverSession, LocalPlacement]]:
     session.close()
 
 
-def _rank(session: DriverSession) -> Connection:
+def _rank(session: AttemptChannel) -> Connection:
     """Connect as rank 0 and take the payload, as the rank bootstrap does."""
     conn = connect(("127.0.0.1", session.port), session.secret)
     m.send(conn, m.Hello(rank=0, host="localhost", pid=os.getpid(), task=None))
@@ -51,7 +51,7 @@ def _rank(session: DriverSession) -> Connection:
 
 
 def _step(
-    session: DriverSession,
+    session: AttemptChannel,
     placement: LocalPlacement,
     start_timeout: float = 600,
     timeout: float | None = None,
@@ -63,7 +63,7 @@ def _step(
 
 
 def test_a_connected_rank_that_has_not_reported_is_running(
-    attempt: tuple[DriverSession, LocalPlacement],
+    attempt: tuple[AttemptChannel, LocalPlacement],
 ) -> None:
     conn = _rank(attempt[0])
     try:
@@ -72,7 +72,7 @@ def test_a_connected_rank_that_has_not_reported_is_running(
         conn.close()
 
 
-def test_a_rank_that_returned_is_success(attempt: tuple[DriverSession, LocalPlacement]) -> None:
+def test_a_rank_that_returned_is_success(attempt: tuple[AttemptChannel, LocalPlacement]) -> None:
     conn = _rank(attempt[0])
     try:
         m.send(conn, m.Result(None))
@@ -82,7 +82,7 @@ def test_a_rank_that_returned_is_success(attempt: tuple[DriverSession, LocalPlac
         conn.close()
 
 
-def test_a_rank_that_raised_is_a_failure_naming_it(attempt: tuple[DriverSession, LocalPlacement]) -> None:
+def test_a_rank_that_raised_is_a_failure_naming_it(attempt: tuple[AttemptChannel, LocalPlacement]) -> None:
     conn = _rank(attempt[0])
     try:
         m.send(conn, m.Error(RemoteError.capture(ZeroDivisionError("step 3"))))
@@ -95,14 +95,14 @@ def test_a_rank_that_raised_is_a_failure_naming_it(attempt: tuple[DriverSession,
 
 
 def test_no_rank_within_start_timeout_is_a_start_timeout(
-    attempt: tuple[DriverSession, LocalPlacement],
+    attempt: tuple[AttemptChannel, LocalPlacement],
 ) -> None:
     outcome = _step(*attempt, start_timeout=0)
     assert isinstance(outcome, TimedOut) and isinstance(outcome.error, StartTimeoutError)
     assert "only 0 of 1 ranks started" in str(outcome.error)
 
 
-def test_a_run_past_its_timeout_is_a_run_timeout(attempt: tuple[DriverSession, LocalPlacement]) -> None:
+def test_a_run_past_its_timeout_is_a_run_timeout(attempt: tuple[AttemptChannel, LocalPlacement]) -> None:
     conn = _rank(attempt[0])
     try:
         outcome = _step(*attempt, timeout=0)
@@ -114,7 +114,7 @@ def test_a_run_past_its_timeout_is_a_run_timeout(attempt: tuple[DriverSession, L
 
 @pytest.mark.slow
 def test_silence_past_stall_timeout_with_on_stall_fail_is_a_stall(
-    attempt: tuple[DriverSession, LocalPlacement],
+    attempt: tuple[AttemptChannel, LocalPlacement],
 ) -> None:
     conn = _rank(attempt[0])
     try:

@@ -125,7 +125,7 @@ def test_a_user_handler_replaces_the_default_one() -> None:
     done = _driver("user")
     saved = done.stdout.strip().splitlines()[-1]
     assert (
-        f"USER sparkrunner.driver.session: rank 0 sent note.txt; saved on the driver as {saved}"
+        f"USER sparkrunner.driver.attempt_channel: rank 0 sent note.txt; saved on the driver as {saved}"
         in done.stderr
     )
     assert "[sparkrunner]" not in done.stderr

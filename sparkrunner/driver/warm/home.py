@@ -1,7 +1,7 @@
 """The driver end of a warm session's long-lived ranks: their home connections, and each run's `Serve`.
 
 The ranks of a warm session connect here once (`Hello`), as their barrier tasks do for the address exchange
-(`Join`). Each run then has its own `DriverSession`, as a cold run does; the home only tells every rank where
+(`Join`). Each run then has its own `AttemptChannel`, as a cold run does; the home only tells every rank where
 that run's channel is, and passes on to it the barrier tasks' `TaskReport`s (a rank that died in the run).
 """
 

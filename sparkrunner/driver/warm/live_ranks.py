@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.run import PlacementFactory
-from sparkrunner.driver.session import DriverSession
 from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher, RankJob, processes
 from sparkrunner.launch.network import server_port
@@ -45,11 +45,11 @@ class WarmRanks:
     """The long-lived ranks of one warm session (one run at a time: the session serializes its runs)."""
 
     def __init__(
-        self, cold: PlacementFactory, run_session: Callable[[], DriverSession | None], idle_timeout: float
+        self, cold: PlacementFactory, run_session: Callable[[], AttemptChannel | None], idle_timeout: float
     ) -> None:
         self._cold = cold
         self.run_session = run_session
-        """The `DriverSession` of the run in flight (None between runs)."""
+        """The `AttemptChannel` of the run in flight (None between runs)."""
         self._idle_timeout = idle_timeout
         self._lock = threading.RLock()
         self._live: _Launch | None = None

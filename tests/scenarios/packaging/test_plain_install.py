@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -40,9 +41,16 @@ for attempt in ("from sparkrunner.data import materialize", "Runner(np=-2, track
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    """The wheel of this checkout, built from a copy of what it packages: setuptools keeps a build/ folder in the
+    source tree, whose files of modules since deleted would otherwise end up in the wheel."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "sparkrunner", source / "sparkrunner", ignore=shutil.ignore_patterns("__pycache__")
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)], check=True
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)], check=True
     )
     return next(out.glob("sparkrunner-*.whl"))
 

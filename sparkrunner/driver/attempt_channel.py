@@ -1,4 +1,5 @@
-"""The driver side of one run: the channel server, what each rank reported, and how it is shown."""
+"""The driver side of one attempt of a run: its channel server, what each rank reported, and how it is shown
+(`AttemptChannel`; a run has one per attempt, a warm session one per run on its long-lived ranks)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 _ACTIVITY = (m.Output, m.OutputUpdate, m.Log, m.Progress)
 
 
-class DriverSession:
+class AttemptChannel:
     """Serves the payload to ranks and collects their output, results and errors."""
 
     def __init__(
