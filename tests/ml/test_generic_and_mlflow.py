@@ -92,7 +92,7 @@ def test_scoring_model_builds_once_per_python_worker(spark_ml: Any, tmp_path: Pa
 
 
 def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
-    spark_ml: Any, store: Path, tracking_uri: str
+    spark_ml: Any, store: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
@@ -102,7 +102,9 @@ def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
     ).fit(linear_rows(spark_ml, 400))  # fmt: skip
     assert model.mlflow_model_uri is not None and model.mlflow_run_id is not None
 
-    mlflow.set_tracking_uri(tracking_uri)
+    monkeypatch.setenv(
+        "MLFLOW_TRACKING_URI", tracking_uri
+    )  # never mlflow.set_tracking_uri: it outlives the test
     info = mlflow.models.get_model_info(model.mlflow_model_uri)
     assert info.signature is not None and info.run_id == model.mlflow_run_id
     x = np.random.default_rng(0).random((5, 3), dtype=np.float32)

@@ -41,21 +41,18 @@ def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
     import mlflow
     import torch
     from mlflow.models import infer_signature
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     with torch.no_grad():
         outputs = model(torch.from_numpy(example)).numpy()
     signature = infer_signature(example, outputs)
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(uri)
-    try:
-        with mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
-            info = mlflow.pytorch.log_model(
-                model,
-                name="model",
-                signature=signature,
-                input_example=example[:2],
-                serialization_format="pickle",  # any module, any batch size (pt2 is traced at one shape)
-            )
-    finally:
-        mlflow.set_tracking_uri(previous)
+    # the fit's store for this call only: the user's own tracking URI (set or not) is left as it was
+    with _use_tracking_uri(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+        info = mlflow.pytorch.log_model(
+            model,
+            name="model",
+            signature=signature,
+            input_example=example[:2],
+            serialization_format="pickle",  # any module, any batch size (pt2 is traced at one shape)
+        )
     return str(info.model_uri)

@@ -94,10 +94,10 @@ def _load(source: ModelSource) -> Any:
         return source.builder()
     if source.uri is not None:
         import mlflow
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
-        if source.tracking_uri:
-            mlflow.set_tracking_uri(source.tracking_uri)
-        model = mlflow.pyfunc.load_model(source.uri)
+        with _use_tracking_uri(source.tracking_uri or mlflow.get_tracking_uri()):
+            model = mlflow.pyfunc.load_model(source.uri)
         raw = model.get_raw_model()
         return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
     payload = source.payload if source.payload is not None else source.broadcast.value
