@@ -1,7 +1,6 @@
 """sparkrunner: run distributed deep-learning training functions inside Apache Spark."""
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sparkrunner.errors import (
     AttemptsFailedError,
@@ -18,6 +17,7 @@ from sparkrunner.errors import (
     SparkRunnerWarning,
     StartTimeoutError,
     StragglerWarning,
+    lazy_exports,
 )
 from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
 from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
@@ -51,12 +51,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'sparkrunner' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("sparkrunner", _LAZY)
 
 
 __all__ = [

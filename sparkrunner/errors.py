@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import signal as _signal
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 ERROR_TAIL_LINES = 20
 """Lines of a rank's output an error message shows (the full tail is an attribute of the error)."""
@@ -88,6 +92,25 @@ def missing_extra(feature: str, exc: ModuleNotFoundError) -> ImportError:
     return MissingExtraError(
         f"{feature} needs {top}, which is not installed here: pip install 'sparkrunner[{EXTRAS[top]}]'"
     )
+
+
+def lazy_exports(package: str, table: dict[str, str]) -> Callable[[str], Any]:
+    """A package's module-level ``__getattr__`` that imports each name of `table` (name -> module) on first use
+    and keeps it; an optional dependency missing there raises `MissingExtraError` naming its extra. Packages
+    import their public names this way so that a rank, or a plain install, loads only what it uses."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in table:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        try:
+            module = importlib.import_module(table[name])
+        except ModuleNotFoundError as exc:
+            raise missing_extra(f"{package}.{name}", exc) from exc
+        value = getattr(module, name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
 
 
 class NotPicklableError(SparkRunnerError, TypeError):

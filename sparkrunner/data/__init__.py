@@ -10,10 +10,9 @@ def train(data):
         for batch in loader: ...               # same len(loader) on every rank
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sparkrunner.errors import missing_extra
+from sparkrunner.errors import lazy_exports
 
 if TYPE_CHECKING:
     from sparkrunner.data.dataset import ParquetData
@@ -48,16 +47,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'sparkrunner.data' has no attribute {name!r}")
-    try:
-        module = importlib.import_module(_LAZY[name])
-    except ModuleNotFoundError as exc:
-        raise missing_extra(f"sparkrunner.data.{name}", exc) from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("sparkrunner.data", _LAZY)
 
 
 __all__ = [

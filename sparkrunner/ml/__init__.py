@@ -9,8 +9,9 @@ Imported on first use: ranks import `sparkrunner.ml.ranks.training` and Spark's 
 `sparkrunner.ml.tasks.scoring`, neither of which needs the driver's estimators.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sparkrunner.errors import lazy_exports
 
 if TYPE_CHECKING:
     from sparkrunner.ml.driver.generic import FunctionEstimator, FunctionModel, ScoringModel
@@ -25,12 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'sparkrunner.ml' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("sparkrunner.ml", _LAZY)
 
 
 __all__ = ["FunctionEstimator", "FunctionModel", "ScoringModel", "TorchEstimator", "TorchModel"]
