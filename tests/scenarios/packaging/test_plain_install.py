@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[3]
 OPTIONAL = ("numpy", "pyarrow", "pandas", "torch", "tensorflow", "mlflow", "tqdm", "horovod")
 
 pytestmark = pytest.mark.slow
+# the empty venv sees nothing of this checkout: with it on PYTHONPATH (run_tests.sh puts it there), pip would take
+# the checkout's egg-info for an installed sparkrunner and skip the wheel
+ISOLATED = {**os.environ, "PYTHONPATH": ""}
 
 PLAIN_RUN = """
 import os, sys
@@ -61,13 +64,16 @@ def plain_python(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("plain-venv")
     venv.create(home, with_pip=True)
     python = home / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=900, env=ISOLATED
+    )
     return python
 
 
 def test_a_plain_install_brings_no_optional_dependency(plain_python: Path) -> None:
     listed = subprocess.run(
         [str(plain_python), "-m", "pip", "list", "--format=freeze"],
+        env=ISOLATED,
         capture_output=True,
         text=True,
         check=True,
@@ -78,7 +84,7 @@ def test_a_plain_install_brings_no_optional_dependency(plain_python: Path) -> No
 
 
 def test_a_plain_install_runs_locally_and_on_spark_and_names_missing_extras(plain_python: Path) -> None:
-    env = {**os.environ, "PYSPARK_PYTHON": str(plain_python), "PYTHONPATH": ""}
+    env = {**ISOLATED, "PYSPARK_PYTHON": str(plain_python)}
     done = subprocess.run(
         [str(plain_python), "-c", PLAIN_RUN], capture_output=True, text=True, env=env, timeout=300, cwd="/"
     )
