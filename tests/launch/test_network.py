@@ -6,7 +6,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.launch.network import free_ports, mpi_ports, own_ports, peer_address, socket_environment
+from sparkrunner.launch.network import hold_ports, mpi_ports, own_ports, peer_address, socket_environment
 from sparkrunner.placement.slots import slot_ceiling
 
 
@@ -22,11 +22,11 @@ def test_a_bad_port_range_in_the_environment_names_the_variable(monkeypatch: pyt
         Runner(np=-2, launcher="direct")
 
 
-def test_ports_come_from_the_range_and_tasks_do_not_share_them() -> None:
+def test_ports_come_from_the_range_and_tasks_holding_at_once_do_not_share_them() -> None:
     ours = own_ports((45000, 45099))
-    first, second = free_ports(4, "127.0.0.1", ours, slot=0), free_ports(4, "127.0.0.1", ours, slot=1)
-    assert all(45000 <= p <= 45049 for p in first + second)
-    assert not set(first) & set(second)
+    with hold_ports(4, ours, slot=0) as first, hold_ports(4, ours, slot=1) as second:
+        assert all(45000 <= p <= 45049 for p in first.ports + second.ports)
+        assert not set(first.ports) & set(second.ports)  # even where a port of the range is busy
     assert mpi_ports((45000, 45099)) == (45050, 45099)
 
 

@@ -94,6 +94,7 @@ def test_scoring_model_builds_once_per_python_worker(spark_ml: Any, tmp_path: Pa
 def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
     spark_ml: Any, store: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    users_store = os.environ["MLFLOW_TRACKING_URI"]  # conftest's; the fit logs to another store
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
     model = TorchEstimator(
@@ -101,6 +102,7 @@ def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
         label_cols=["y"], epochs=3, np=-2, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
     ).fit(linear_rows(spark_ml, 400))  # fmt: skip
     assert model.mlflow_model_uri is not None and model.mlflow_run_id is not None
+    assert os.environ.get("MLFLOW_TRACKING_URI") == users_store, "the fit changed the user's tracking URI"
 
     monkeypatch.setenv(
         "MLFLOW_TRACKING_URI", tracking_uri

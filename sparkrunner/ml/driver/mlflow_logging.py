@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from sparkrunner.ml import features
+from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 
 def log_fit(uri: str, run_id: str, history: dict[str, list[float]], name: str | None) -> None:
@@ -41,13 +42,12 @@ def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
     import mlflow
     import torch
     from mlflow.models import infer_signature
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
     with torch.no_grad():
         outputs = model(torch.from_numpy(example)).numpy()
     signature = infer_signature(example, outputs)
     # the fit's store for this call only: the user's own tracking URI (set or not) is left as it was
-    with _use_tracking_uri(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+    with tracking_uri_for_call(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
         info = mlflow.pytorch.log_model(
             model,
             name="model",

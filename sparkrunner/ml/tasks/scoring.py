@@ -12,6 +12,7 @@ import cloudpickle
 import numpy as np
 
 from sparkrunner.ml import features, outputs
+from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +95,8 @@ def _load(source: ModelSource) -> Any:
         return source.builder()
     if source.uri is not None:
         import mlflow
-        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
-        with _use_tracking_uri(source.tracking_uri or mlflow.get_tracking_uri()):
+        with tracking_uri_for_call(source.tracking_uri or mlflow.get_tracking_uri()):
             model = mlflow.pyfunc.load_model(source.uri)
         raw = model.get_raw_model()
         return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
