@@ -10,6 +10,8 @@ setup:
 demo: setup
 	.venv/bin/python examples/train_digits.py
 
+# mypy's cache outlives the clone (fresh CI clones check in seconds what they did not change)
+lint: export MYPY_CACHE_DIR = $(or $(SPARKRUNNER_CACHE),$(HOME)/.cache/sparkrunner)/mypy
 lint:
 	.venv/bin/ruff check sparkrunner tests bench examples
 	.venv/bin/ruff format --check sparkrunner tests bench examples

@@ -5,6 +5,7 @@
 #   bash scripts/run_tests.sh ARGS...         pytest ARGS in the main environment
 #   SPARKRUNNER_ENV=spark35 bash scripts/run_tests.sh ARGS...   pytest ARGS in the Spark 3.5 environment
 #   SPARKRUNNER_SKIP_IMAGE=1 bash scripts/run_tests.sh          the whole suite without the image part
+#   SPARKRUNNER_TEST_WORKERS=1 bash scripts/run_tests.sh        the whole suite in one pytest process
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -26,6 +27,14 @@ SPARK35_TESTS=(tests/placement/test_local_runner.py tests/placement/test_spark_r
   tests/recovery/test_resume_spark.py::test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_from_their_save)
 # (and the test that asserts the main environment's numpy 2 / pyarrow >= 18)
 SPARK35_DESELECT="not mpirun and not petastorm and not runs_on_current_pyarrow_and_numpy"
+
+# The whole suite runs on pytest-xdist workers, each taking whole modules (their Spark session starts once) and
+# the network-namespace hosts as one group (tests/conftest.py): most tests wait (for Spark, a timeout, a rank)
+# far more than they compute, so two workers share the two cores well. Each worker tags its processes and keeps
+# its own MLflow store, so the process-table checks and the stores never see the other worker's runs.
+WORKERS=${SPARKRUNNER_TEST_WORKERS:-2}
+PARALLEL=(-n "$WORKERS" --dist loadgroup)
+[ "$WORKERS" -gt 1 ] || PARALLEL=()
 
 spark35() {
   if [ ! -x .venv-spark35/bin/python ]; then
@@ -62,10 +71,10 @@ elif [ $# -gt 0 ]; then
 else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
-  bash scripts/phase.sh "main suite" .venv/bin/python -m pytest -ra --durations=60 || status=$?
+  bash scripts/phase.sh "main suite" .venv/bin/python -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
   echo "== run_tests: the Spark 3.5 environment"
   SECONDS=0
-  spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || status=$?
+  spark35 -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}" || status=$?
   echo "== phase Spark 3.5 subset: ${SECONDS} s"
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"

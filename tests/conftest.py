@@ -19,8 +19,14 @@ from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-# Tag every process this session starts, so process-table checks ignore other sessions on this machine.
-os.environ.setdefault(TEST_SESSION_ENV, uuid.uuid4().hex)
+# Tag every process this session starts, so process-table checks ignore other sessions on this machine. The
+# suite runs on several pytest-xdist workers (scripts/run_tests.sh): a worker's tag extends the one it inherited,
+# so the workers of one run ignore each other's processes too.
+os.environ[TEST_SESSION_ENV] = "-".join(
+    filter(
+        None, [os.environ.get(TEST_SESSION_ENV) or uuid.uuid4().hex, os.environ.get("PYTEST_XDIST_WORKER")]
+    )
+)
 
 import cloudpickle
 
@@ -35,10 +41,14 @@ with contextlib.suppress(ImportError):
 
     pyspark_cloudpickle.register_pickle_by_value(tests)
 
-# Runs are tracked in MLflow by default: keep the suite's runs in one throwaway store, not ./mlflow.db.
+# Runs are tracked in MLflow by default: keep the session's runs in a throwaway store of its own (one per worker:
+# SQLite and two writers make a locked database), not ./mlflow.db, unless whoever started pytest named a store.
 _MLFLOW_DIR = tempfile.mkdtemp(prefix="sparkrunner-mlflow-")
-os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{_MLFLOW_DIR}/mlflow.db")
-os.environ.setdefault("SPARKRUNNER_REPORT_DIR", os.path.join(_MLFLOW_DIR, "reports"))  # runs' HTML reports
+_OWN_STORE_ENV = "SPARKRUNNER_TEST_OWN_STORE"
+if os.environ.get(_OWN_STORE_ENV) or "MLFLOW_TRACKING_URI" not in os.environ:
+    os.environ[_OWN_STORE_ENV] = "1"
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{_MLFLOW_DIR}/mlflow.db"
+    os.environ["SPARKRUNNER_REPORT_DIR"] = os.path.join(_MLFLOW_DIR, "reports")  # runs' HTML reports
 
 _session: dict[str, Any] = {}
 
@@ -163,8 +173,20 @@ def _is_slow(item: pytest.Item) -> bool:
     )
 
 
+def _worker_group(item: pytest.Item) -> str:
+    """The unit of work a pytest-xdist worker takes whole: the test's module (its Spark session and other
+    module fixtures start once), or, for every test on the network-namespace hosts, one group (their names and
+    addresses are fixed, so one worker runs them all)."""
+    if "netns_cluster" in getattr(item, "fixturenames", ()) or item.path.parent.name == "cluster":
+        return "namespace-hosts"
+    return str(item.path.relative_to(item.config.rootpath))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Apply the `slow` marker honestly, so that `make test-fast` (-m "not slow") stays under 3 minutes."""
+    """Apply the `slow` marker honestly, so that `make test-fast` (-m "not slow") stays under 3 minutes, and the
+    group each test runs in under `--dist loadgroup`."""
     for item in items:
         if _is_slow(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
