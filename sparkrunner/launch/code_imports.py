@@ -9,13 +9,16 @@ import inspect
 import types
 from collections.abc import Iterator
 
+import cloudpickle
+
 from sparkrunner.script import ScriptCall
 
 
 def imported_modules(main: object) -> frozenset[str] | None:
     """Top-level names of the modules `main` imports: a function's own code and nested functions, the modules
-    and the functions of its own module it refers to, or a script's source. None when the code cannot be read
-    (a module run as ``__main__``, a callable with no Python code)."""
+    it refers to and the functions it calls that travel with it (of its own module, or of a module cloudpickle
+    ships by value, whose whole source counts), or a script's source. None when the code cannot be read (a
+    module run as ``__main__``, a callable with no Python code)."""
     if isinstance(main, ScriptCall):
         if main.source is None:
             return None
@@ -24,7 +27,7 @@ def imported_modules(main: object) -> frozenset[str] | None:
     if function is None:
         return None
     found: set[str] = set()
-    _scan(function, function.__module__, found, set())
+    _scan(function, {function.__module__, *cloudpickle.list_registry_pickle_by_value()}, found, set())
     return frozenset(found)
 
 
@@ -38,8 +41,9 @@ def _function_of(main: object) -> types.FunctionType | None:
     return inspect.unwrap(main) if isinstance(main, types.FunctionType) else None
 
 
-def _scan(function: types.FunctionType, module: str, found: set[str], seen: set[int]) -> None:
-    """Adds what `function` imports or refers to, following the functions of `module` it calls."""
+def _scan(function: types.FunctionType, shipped: set[str], found: set[str], seen: set[int]) -> None:
+    """Adds what `function` imports or refers to, following the functions it calls that travel with it (those
+    of the modules and packages named in `shipped`)."""
     if id(function.__code__) in seen:
         return
     seen.add(id(function.__code__))
@@ -49,8 +53,24 @@ def _scan(function: types.FunctionType, module: str, found: set[str], seen: set[
     for value in [*cells, *(function.__globals__[n] for n in names if n in function.__globals__)]:
         if isinstance(value, types.ModuleType):
             found.add(value.__name__.partition(".")[0])
-        elif isinstance(value, types.FunctionType) and value.__module__ == module:
-            _scan(value, module, found, seen)
+            if _within(value.__name__, shipped) and id(value) not in seen:
+                seen.add(id(value))
+                found.update(_module_imports(value))
+        elif isinstance(value, types.FunctionType) and _within(value.__module__, shipped):
+            _scan(value, shipped, found, seen)
+
+
+def _within(module: str | None, shipped: set[str]) -> bool:
+    return module is not None and any(module == name or module.startswith(f"{name}.") for name in shipped)
+
+
+def _module_imports(module: types.ModuleType) -> set[str]:
+    """What a shipped module's source imports (empty when it has no Python source here)."""
+    path = getattr(module, "__file__", None)
+    if not path or not path.endswith(".py"):
+        return set()
+    with open(path, "rb") as source:
+        return set(_imports_in(compile(source.read(), path, "exec")))
 
 
 def _imports_in(code: types.CodeType) -> Iterator[str]:

@@ -5,9 +5,12 @@ script's imports, and None where there is no code to read."""
 from __future__ import annotations
 
 import functools
+import importlib
 import json
+import sys
 from pathlib import Path
 
+import cloudpickle
 import pytest
 
 from sparkrunner.launch.code_imports import imported_modules
@@ -56,6 +59,30 @@ def test_partials_decorated_functions_and_closures() -> None:
     assert imported_modules(functools.partial(inline_import)) == {"xml"}
     assert imported_modules(wrapper) == {"xml"}
     assert imported_modules(closure) == {"json"}
+
+
+def test_modules_shipped_by_value_count_with_their_whole_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "users_lib.py").write_text("import sqlite3\n\ndef train():\n    import xml.dom\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    users_lib = importlib.import_module("users_lib")
+    train = users_lib.train
+
+    def via_module() -> None:
+        users_lib.train()
+
+    def via_function() -> None:
+        train()
+
+    assert imported_modules(via_module) == {"users_lib"}  # installed code: only its name
+    cloudpickle.register_pickle_by_value(users_lib)
+    try:
+        assert imported_modules(via_module) == {"users_lib", "sqlite3", "xml"}
+        assert imported_modules(via_function) == {"xml"}
+    finally:
+        cloudpickle.unregister_pickle_by_value(users_lib)
+        sys.modules.pop("users_lib")
 
 
 def test_a_script_s_imports(tmp_path: Path) -> None:
