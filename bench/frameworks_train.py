@@ -1,7 +1,8 @@
 """The training script `bench/frameworks.py` times under each launcher: one framework (argv[1]: ddp, lightning,
 accelerate or hf_trainer) trains a tiny model (an MLP; for the Trainer a 1-layer BERT built from its config) on
 generated data for STEPS steps per rank; rank 0 appends its steps/s (after
-WARMUP steps) to the file argv[2] as one JSON line. Under sparkrunner it is run with `Runner.run_script`."""
+WARMUP steps) to the file argv[2] as one JSON line. Under sparkrunner it is run with `Runner.run_script`.
+``ddp_large`` is ``ddp`` with a wider model and larger batches (steps of tens of ms instead of about 2 ms)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from typing import Any
 import torch
 
 STEPS, WARMUP, BATCH, WIDTH = 200, 20, 32, 64
+
+
+LARGE = {"WIDTH": 1024, "BATCH": 256, "STEPS": 60, "WARMUP": 10}  # ddp_large: steps of tens of ms
 
 
 def model() -> torch.nn.Module:
@@ -51,6 +55,12 @@ def ddp() -> float:
         stamps.append(time.perf_counter())
     dist.destroy_process_group()
     return rate(stamps)
+
+
+def ddp_large() -> float:
+    """`ddp` with the `LARGE` sizes."""
+    globals().update(LARGE)
+    return ddp()
 
 
 def lightning() -> float:
@@ -150,7 +160,13 @@ def hf_trainer() -> float:
 
 
 if __name__ == "__main__":
-    frameworks = {"ddp": ddp, "lightning": lightning, "accelerate": accelerate, "hf_trainer": hf_trainer}
+    frameworks = {
+        "ddp": ddp,
+        "ddp_large": ddp_large,
+        "lightning": lightning,
+        "accelerate": accelerate,
+        "hf_trainer": hf_trainer,
+    }
     steps_per_s = frameworks[sys.argv[1]]()
     if int(os.environ["RANK"]) == 0:
         with open(sys.argv[2], "a") as out:

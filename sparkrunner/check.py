@@ -64,7 +64,7 @@ def _launcher_lines() -> Iterator[str]:
     except SparkRunnerError as exc:
         yield f"  mpirun: not available: {exc}"
     else:
-        yield f"  mpirun: available ({_first_line(['mpirun', '--version'])}) - what launcher='auto' picks"
+        yield f"  mpirun: available ({_first_line(['mpirun', '--version'])}) - what launcher='auto' picks for Horovod or mpi4py code"
 
 
 def _horovod_lines() -> Iterator[str]:

@@ -253,7 +253,9 @@ class RunOptions:
         "auto",
         '``"direct"``: every task spawns its ranks (torch.distributed, TensorFlow, Horovod over Gloo). '
         '``"mpirun"``: task 0 runs ``mpirun`` across the barrier tasks, no ssh (Horovod over MPI, mpi4py). '
-        '``"auto"``: ``mpirun`` when Horovod with MPI and ``mpirun`` are installed, else ``direct``.',
+        '``"auto"``: ``mpirun`` for code that imports mpi4py or Horovod (or says ``horovod=True``) when ``mpirun`` and '
+        "Horovod with MPI are installed and ``HOROVOD_CONTROLLER`` is not ``gloo``, else ``direct`` (mpirun only adds "
+        "start-up to code without MPI); the log line and ``last_run.launcher`` say which it picked and why.",
     )
     driver_log_verbosity: Verbosity = option(
         "all",
@@ -308,7 +310,8 @@ class RunOptions:
     horovod: bool | None = option(
         None,
         "whether the direct launcher hosts Horovod's Gloo rendezvous beside rank 0: None whenever Horovod is "
-        "installed, False never (no listening port), True always (a port it cannot listen on fails the run).",
+        "installed, False never (no listening port), True always (a port it cannot listen on fails the run). "
+        'For ``launcher="auto"``, True or False says whether the code uses Horovod (None: read from its imports).',
     )
     use_gpu: bool | None = option(
         None,

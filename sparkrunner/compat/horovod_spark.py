@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from sparkrunner.compat.spark_facts import positive_int
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.launch import auto_launcher_name
+from sparkrunner.launch import mpirun_unavailable
 from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S
@@ -95,7 +95,7 @@ def _launcher(use_mpi: bool | None, use_gloo: bool | None) -> LauncherName:
         return "direct"
     if use_mpi:
         return "mpirun"
-    return "mpirun" if auto_launcher_name() == "mpirun" else "direct"
+    return "mpirun" if mpirun_unavailable() is None else "direct"
 
 
 def _start_timeout(start_timeout: float | None) -> float:

@@ -95,7 +95,7 @@ class RunPipeline:
     ) -> list[Any]:
         """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
         payload = _function_payload(main, args, kwargs)
-        launcher = resolve_launcher(self.options.launcher)
+        launcher = resolve_launcher(self.options.launcher, main, self.options.horovod, self.options.env)
         spark = self._spark_session()
         per_task = _ranks_per_task(self.options.np, self.options.ranks_per_task, spark)
         sizing = Sizing(self.options.np, self.options.np_range, spark, per_task, self.options.start_timeout)

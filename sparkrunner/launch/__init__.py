@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
-import shutil
+import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from sparkrunner.launch.auto import auto_choice, mpirun_unavailable
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.mpirun import MpirunLauncher, horovod_has_mpi
+from sparkrunner.launch.mpirun import MpirunLauncher
 
 if TYPE_CHECKING:
     from sparkrunner.options import LauncherName
+
+log = logging.getLogger(__name__)
 
 LAUNCHERS: dict[str, type[Launcher]] = {
     launcher.name: launcher for launcher in (DirectLauncher, MpirunLauncher)
 }
 
 
-def auto_launcher_name() -> str:
-    """What ``launcher="auto"`` starts: mpirun when mpirun and Horovod-with-MPI are here, else direct."""
-    return MpirunLauncher.name if shutil.which("mpirun") and horovod_has_mpi() else DirectLauncher.name
+def resolve_launcher(
+    name: LauncherName, main: object = None, horovod: bool | None = None, env: Mapping[str, str] | None = None
+) -> Launcher:
+    """The launcher called `name` (checked by `RunOptions`); "auto" picks one for the code `main` (see
+    `launch.auto`) and logs which and why."""
+    if name == "auto":
+        choice = auto_choice(main, horovod, env or {})
+        log.info("launcher='auto' picked %s: %s", choice.name, choice.reason)
+        name = choice.name  # type: ignore[assignment]
+    return LAUNCHERS[name]()
 
 
-def resolve_launcher(name: LauncherName) -> Launcher:
-    """The launcher called `name` (checked by `RunOptions`), "auto" resolved by `auto_launcher_name`."""
-    return LAUNCHERS[auto_launcher_name() if name == "auto" else name]()
-
-
-__all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "auto_launcher_name", "resolve_launcher"]
+__all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "mpirun_unavailable", "resolve_launcher"]

@@ -80,3 +80,11 @@ def fail_on_rank_one() -> None:
     if hvd.rank() == 1:
         raise ValueError(f"rank one gives up (run {os.environ['SPARKRUNNER_RUN_ID']})")
     hvd.allreduce(torch.ones(1), name="never-completes")
+
+
+def controller() -> dict[str, Any]:
+    """The controller Horovod runs on (MPI only when mpirun started the ranks) and the world size."""
+    import horovod.torch as hvd
+
+    hvd.init()
+    return {"controller": "mpi" if hvd.mpi_enabled() else "gloo", "size": hvd.size()}

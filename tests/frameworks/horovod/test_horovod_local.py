@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 
 from sparkrunner import RankFailedError, Runner
 from sparkrunner.errors import LauncherUnavailableError
-from sparkrunner.launch import resolve_launcher
 from tests.frameworks.horovod import hvd_functions
 from tests.helpers import rank_processes
 from tests.matrix import LAUNCHERS
@@ -26,8 +26,22 @@ def assert_classic_training(result: dict, checkpoint_dir: Path, np: int) -> None
     assert sorted(p.name for p in checkpoint_dir.iterdir()) == ["rank0-epoch0.pt", "rank0-epoch1.pt"]
 
 
-def test_auto_is_mpirun_when_horovod_has_mpi() -> None:
-    assert resolve_launcher("auto").name == "mpirun"
+@pytest.mark.slow
+def test_auto_runs_horovod_code_under_mpirun(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sparkrunner")
+    runner = Runner(np=-2, tracking=False, timeout=120)
+    assert runner.run(hvd_functions.controller) == {"controller": "mpi", "size": 2}
+    assert runner.last_run is not None and runner.last_run.launcher == "mpirun"
+    assert "launcher='auto' picked mpirun: the code imports Horovod" in caplog.text
+
+
+@pytest.mark.slow
+def test_auto_leaves_horovod_on_gloo_under_direct_when_asked(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sparkrunner")
+    runner = Runner(np=-2, tracking=False, timeout=120, env={"HOROVOD_CONTROLLER": "gloo"})
+    assert runner.run(hvd_functions.controller) == {"controller": "gloo", "size": 2}
+    assert runner.last_run is not None and runner.last_run.launcher == "direct"
+    assert "launcher='auto' picked direct: HOROVOD_CONTROLLER=gloo" in caplog.text
 
 
 def test_mpirun_missing_is_a_typed_error_before_start(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,14 @@ def test_classic_horovod_training_in_a_barrier_stage(
     result = runner.run(hvd_functions.classic_train, str(tmp_path))
     assert_classic_training(result, tmp_path, 2)
     assert result["controller"] == ("mpi" if launcher == "mpirun" else "gloo")
+
+
+def test_auto_runs_horovod_code_under_mpirun(spark_cluster: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sparkrunner")
+    runner = Runner(np=2, spark=spark_cluster, tracking=False, timeout=300)
+    assert runner.run(hvd_functions.controller) == {"controller": "mpi", "size": 2}
+    assert runner.last_run is not None and runner.last_run.launcher == "mpirun"
+    assert "launcher='auto' picked mpirun: the code imports Horovod" in caplog.text
 
 
 def test_failing_rank_under_mpirun_raises_its_error(spark_cluster: Any) -> None:
