@@ -2,7 +2,7 @@
 
 - `TorchDistributor`, `DeepspeedTorchDistributor` (pyspark.ml.torch / pyspark.ml.deepspeed)
 - `MirroredStrategyRunner` (spark-tensorflow-distributor)
-- `horovod_spark.run` (horovod.spark.run)
+- `horovod_spark.run` (horovod.spark.run), `horovod_spark.TorchEstimator`/`TorchModel` (horovod.spark.torch)
 - `HorovodRunner` (Databricks' sparkdl), the same class as ``sparkrunner.HorovodRunner``
 """
 

@@ -1,0 +1,135 @@
+"""Drop-ins for ``horovod.spark.torch.TorchEstimator`` / ``TorchModel``: Horovod's signature, sparkrunner's
+`sparkrunner.ml.TorchEstimator` underneath (DDP on sparkrunner's ranks, rows through `materialize`/`stream`).
+
+    from sparkrunner.compat.horovod_spark import TorchEstimator     # was: from horovod.spark.torch import ...
+    model = TorchEstimator(num_proc=2, store=store, model=net, optimizer=opt, loss=loss_fn,
+                           feature_cols=["features"], label_cols=["y"], batch_size=32, epochs=5).fit(df)
+    model.transform(df)                                              # appends "y__output", as Horovod's does
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import keyword_only
+
+from sparkrunner.compat.horovod_params import translated
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml.driver import torch_estimator
+from sparkrunner.ml.losses import BatchMeanLoss
+
+
+class TorchModel(torch_estimator.TorchModel):
+    """The fitted model, with Horovod's accessors (`getHistory`, `getOutputCols`, ...) besides sparkrunner's."""
+
+    def getHistory(self) -> dict[str, list[float]]:
+        """Each epoch's metrics (``loss``, ``val_loss``, and for classifiers ``accuracy``, ``val_accuracy``)."""
+        return self.history
+
+    def getRunId(self) -> str | None:
+        return self.run_id
+
+    def getFeatureColumns(self) -> list[str]:
+        return list(self.getOrDefault("feature_cols"))
+
+    def getOutputCols(self) -> list[str]:
+        """The column `transform` appends: Horovod's ``<label>__output`` unless set otherwise."""
+        return [self.getOrDefault("prediction_col")]
+
+    def setOutputCols(self, value: list[str]) -> TorchModel:
+        """Name the output column (one name: sparkrunner writes every output of a row into one column)."""
+        (name,) = value
+        return self._set(prediction_col=name)
+
+
+class TorchEstimator(torch_estimator.TorchEstimator):
+    """``horovod.spark.torch.TorchEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
+    refused), plus sparkrunner's own as keywords (`np`, `launcher`, `data`, `checkpoint_dir`, `max_failures`,
+    `tracking`). `fit` returns a `TorchModel` whose output column is ``<label>__output``."""
+
+    @keyword_only
+    def __init__(
+        self,
+        num_proc: int | None = None,
+        data_module: Any = None,
+        model: Any = None,
+        backend: Any = None,
+        store: Any = None,
+        optimizer: Any = None,
+        loss: Any = None,
+        loss_constructors: Any = None,
+        metrics: Any = None,
+        loss_weights: Any = None,
+        sample_weight_col: str | None = None,
+        gradient_compression: Any = None,
+        feature_cols: list[str] | None = None,
+        continuous_cols: Any = None,
+        categorical_cols: Any = None,
+        input_shapes: Any = None,
+        validation: float | str | None = None,
+        label_cols: list[str] | None = None,
+        callbacks: Any = None,
+        batch_size: int | None = None,
+        val_batch_size: Any = None,
+        epochs: int | None = None,
+        verbose: int = 1,
+        random_seed: int | None = None,
+        shuffle_buffer_size: Any = None,
+        shuffle: bool = True,
+        partitions_per_process: Any = None,
+        run_id: str | None = None,
+        train_minibatch_fn: Any = None,
+        train_steps_per_epoch: Any = None,
+        validation_steps_per_epoch: Any = None,
+        transformation_fn: Any = None,
+        train_reader_num_workers: Any = None,
+        val_reader_num_workers: Any = None,
+        reader_pool_type: str = "thread",
+        label_shapes: Any = None,
+        inmemory_cache_all: bool = False,
+        use_gpu: bool = True,
+        mp_start_method: Any = None,
+        backward_passes_per_step: int = 1,
+        **sparkrunner_params: Any,
+    ) -> None:
+        super().__init__(**_torch_params(self._input_kwargs))
+
+    @keyword_only
+    def setParams(self, **horovod_params: Any) -> TorchEstimator:
+        return self._set(**_torch_params(self._input_kwargs))
+
+    def _fit(self, dataset: Any) -> TorchModel:
+        fitted = super()._fit(dataset)
+        model = TorchModel()
+        fitted._copyValues(model)
+        model.state = fitted.state
+        return model
+
+
+def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
+    """`translated` Params, with Horovod's loss forms and Horovod's output column, ``<label>__output``, for one
+    label column (unless `prediction_col` is given)."""
+    params = translated(given)
+    if "loss" in params:
+        params["loss"] = _loss(params["loss"], params.get("sample_weight_col"))
+    labels = params.get("label_cols") or []
+    if len(labels) == 1 and "prediction_col" not in params:
+        params["prediction_col"] = f"{labels[0]}__output"
+    return params
+
+
+def _loss(loss: Any, sample_weight_col: str | None) -> Any:
+    """Horovod's loss forms: a one-element list, and a function that returns the batch's mean (rows then share
+    it; with sample weights the function must return one loss per row, as sparkrunner's own do)."""
+    import torch
+
+    if isinstance(loss, (list, tuple)):
+        if len(loss) != 1:
+            raise InvalidArgumentError(
+                f"loss={loss!r}: one loss per label column is not supported; give one loss over all label "
+                "columns (it receives the outputs and the labels side by side)"
+            )
+        (loss,) = loss
+    if callable(loss) and not isinstance(loss, torch.nn.Module) and sample_weight_col is None:
+        return BatchMeanLoss(loss)
+    return loss
