@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.ranks.loader import NumpyLoader
@@ -80,8 +81,12 @@ def _dataset(spec: KerasSpec, loader: NumpyLoader) -> Any:
                 yield (x, y, *[w.astype("float32") for w in weights])
             epoch += 1
 
-    matrix = tf.TensorSpec((None, None), tf.float32)
-    signature = (matrix, matrix, *([tf.TensorSpec((None,), tf.float32)] if spec.sample_weight_col else []))
+    widths = {column.name: int(np.prod(column.shape)) for column in loader.data.columns}
+    x, y = (
+        tf.TensorSpec((None, sum(widths[c] for c in cols)), tf.float32)
+        for cols in (spec.feature_cols, spec.label_cols)
+    )
+    signature = (x, y, *([tf.TensorSpec((None,), tf.float32)] if spec.sample_weight_col else []))
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return tf.data.Dataset.from_generator(batches, output_signature=signature).with_options(options)
