@@ -34,13 +34,14 @@ does anyway (Horovod's default, or "none" where Horovod's default is an empty li
 _EMPTY_MEANS_DEFAULT = {"callbacks", "metrics", "custom_objects"}
 
 
-def translated(given: Mapping[str, Any]) -> dict[str, Any]:
+def translated(given: Mapping[str, Any], also_passed: tuple[str, ...] = ()) -> dict[str, Any]:
     """sparkrunner Params for Horovod's keyword arguments `given` (only those the caller passed); sparkrunner's
-    own names (np, launcher, data, ...) pass through. Refuses what sparkrunner cannot honour, naming each."""
-    _refuse_unsupported(given)
+    own names (np, launcher, data, ...) and `also_passed` (what this estimator honours besides `PASSED_ON`)
+    pass through. Refuses what sparkrunner cannot honour, naming each; sets Horovod's output column name."""
+    _refuse_unsupported({k: v for k, v in given.items() if k not in also_passed})
     params: dict[str, Any] = {}
     for name, value in given.items():
-        if name in HONOURED_DEFAULTS or name == "input_shapes":
+        if (name in HONOURED_DEFAULTS and name not in also_passed) or name == "input_shapes":
             continue
         if name == "store":
             params["store"] = store_path(value)
@@ -50,6 +51,9 @@ def translated(given: Mapping[str, Any]) -> dict[str, Any]:
         elif name not in PASSED_ON or value is not None:  # Horovod's None means "its default": use ours
             params[name] = value
     _check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
+    labels = params.get("label_cols") or []
+    if len(labels) == 1 and "prediction_col" not in params:
+        params["prediction_col"] = f"{labels[0]}__output"
     return params
 
 

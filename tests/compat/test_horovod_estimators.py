@@ -55,3 +55,24 @@ def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
         assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
         again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
         np.testing.assert_allclose(again, scored, rtol=1e-6)
+
+
+def test_horovod_style_keras_fit_in_a_barrier_stage_learns_and_writes_the_label_output_column(
+    spark_local: Any, tmp_path: Path
+) -> None:
+    keras = pytest.importorskip("tf_keras")
+    from sparkrunner.compat.horovod_spark import KerasEstimator, KerasModel
+
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+    model = KerasEstimator(
+        num_proc=2, store=store_module.Store.create(str(tmp_path / "store")), model=net,
+        optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"], feature_cols=["x"], label_cols=["y"],
+        batch_size=32, epochs=10, verbose=0, launcher="direct", tracking=False,
+    ).fit(linear_rows(spark_local, 1000))  # fmt: skip
+
+    assert isinstance(model, KerasModel) and set(model.getHistory()) == {"loss", "mae"}
+    np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
+    rows = model.transform(linear_rows(spark_local, 200, partitions=2, seed=100)).collect()
+    x, scored = np.array([r["x"] for r in rows]), np.array([r["y__output"] for r in rows])
+    np.testing.assert_allclose(scored, x @ WEIGHTS + BIAS, atol=0.1)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from sparkrunner.compat.horovod_spark import TorchEstimator
+from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.losses import BatchMeanLoss
 
@@ -35,12 +35,34 @@ def horovod_init_args(module: str, cls: str) -> list[str]:
     return [a.arg for a in init.args.args[1:]]
 
 
-def test_the_drop_in_takes_every_argument_horovods_torch_estimator_takes() -> None:
+@pytest.mark.parametrize(
+    ("ours", "module"),
+    [(TorchEstimator, "horovod.spark.torch.estimator"), (KerasEstimator, "horovod.spark.keras.estimator")],
+    ids=["torch", "keras"],
+)
+def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
+    ours: Any, module: str
+) -> None:
     import inspect
 
-    ours = list(inspect.signature(TorchEstimator.__init__).parameters)
-    theirs = horovod_init_args("horovod.spark.torch.estimator", "TorchEstimator")
-    assert ours[1 : len(theirs) + 1] == theirs
+    names = list(inspect.signature(ours.__init__).parameters)
+    theirs = horovod_init_args(module, ours.__name__)
+    assert names[1 : len(theirs) + 1] == theirs
+
+
+def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> None:
+    """Metrics are Keras' own (compiled in every rank); custom_objects would need a different rebuild."""
+    got = params(KerasEstimator(metrics=["mae"], label_cols=["y"], random_seed=2, optimizer=None))
+    assert (got["metrics"], got["prediction_col"], got["seed"], got["optimizer"]) == (
+        ["mae"],
+        "y__output",
+        2,
+        "adam",
+    )
+    with pytest.raises(InvalidArgumentError, match=r"^custom_objects: Horovod's estimator argument"):
+        KerasEstimator(custom_objects={"Swish": object})
+    with pytest.raises(InvalidArgumentError, match=r"^checkpoint_callback, loss_weights: "):
+        KerasEstimator(checkpoint_callback=object(), loss_weights=[1.0])
 
 
 @pytest.mark.parametrize(
