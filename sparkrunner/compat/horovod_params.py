@@ -80,10 +80,11 @@ def _is_default(name: str, value: Any, default: Any) -> bool:
 
 
 def _check_input_shapes(shapes: Any, feature_cols: Any) -> None:
-    """None, or one 2-D shape ``[-1, n]`` for one feature column: the matrix sparkrunner feeds the model."""
+    """None, or for one feature column one row shape ``[n]`` (or ``[-1, n]`` with the batch): the matrix
+    sparkrunner feeds the model."""
     if shapes is None:
         return
-    flat = len(shapes) == 1 and len(shapes[0]) == 2 and shapes[0][0] in (-1, None)
+    flat = len(shapes) == 1 and (len(shapes[0]) == 1 or (len(shapes[0]) == 2 and shapes[0][0] in (-1, None)))
     if not flat or len(feature_cols or ()) != 1:
         raise InvalidArgumentError(
             f"input_shapes={shapes!r}: sparkrunner feeds the model one float32 matrix (rows, features) with the "

@@ -84,6 +84,7 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"store": "/data/store"}, {"store": "/data/store"}),
         ({"store": Path("/data/store")}, {"store": "/data/store"}),
         ({"input_shapes": [[-1, 3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
+        ({"input_shapes": [[3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
         ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
     ],

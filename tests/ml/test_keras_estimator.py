@@ -93,3 +93,22 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
     np.testing.assert_allclose(probability, local, rtol=1e-5, atol=1e-6)
     assert [r["prediction"] for r in rows] == list(probability.argmax(axis=1).astype(float))
     assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+
+
+def test_a_model_that_is_not_keras_and_keras_3_on_several_ranks_are_refused_before_any_rank(
+    spark_ml: Any,
+) -> None:
+    """Keras 3's fit fails under MultiWorkerMirroredStrategy on CPU (docs/ml.md), so it gets one rank only."""
+    import keras as keras3
+
+    from sparkrunner.errors import InvalidArgumentError
+
+    frame = linear_rows(spark_ml, 100)
+    base = dict(feature_cols=["x"], label_cols=["y"], launcher="direct", tracking=False, verbose=0)
+    with pytest.raises(InvalidArgumentError, match="model must be a Keras model, not Linear"):
+        import torch
+
+        KerasEstimator(model=torch.nn.Linear(3, 1), np=-1, **base).fit(frame)
+    model = keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
+    with pytest.raises(InvalidArgumentError, match="a Keras 3 model trains on one rank only here"):
+        KerasEstimator(model=model, np=-2, **base).fit(frame)
