@@ -95,20 +95,27 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
     assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
 
 
-def test_a_model_that_is_not_keras_and_keras_3_on_several_ranks_are_refused_before_any_rank(
-    spark_ml: Any,
+def test_keras_3_trains_on_one_rank_and_is_refused_on_several_like_a_model_that_is_not_keras(
+    spark_ml: Any, store: Path
 ) -> None:
     """Keras 3's fit fails under MultiWorkerMirroredStrategy on CPU (docs/ml.md), so it gets one rank only."""
     import keras as keras3
+    import torch
 
     from sparkrunner.errors import InvalidArgumentError
 
-    frame = linear_rows(spark_ml, 100)
+    frame = linear_rows(spark_ml, 600)
     base = dict(feature_cols=["x"], label_cols=["y"], launcher="direct", tracking=False, verbose=0)
     with pytest.raises(InvalidArgumentError, match="model must be a Keras model, not Linear"):
-        import torch
-
         KerasEstimator(model=torch.nn.Linear(3, 1), np=-1, **base).fit(frame)
-    model = keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
+    keras3.utils.set_random_seed(0)
+    net = keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
     with pytest.raises(InvalidArgumentError, match="a Keras 3 model trains on one rank only here"):
-        KerasEstimator(model=model, np=-2, **base).fit(frame)
+        KerasEstimator(model=net, np=-2, **base).fit(frame)
+
+    optimizer = keras3.optimizers.Adam(0.1)
+    model = KerasEstimator(model=net, optimizer=optimizer, epochs=6, np=-1, store=str(store), **base).fit(
+        frame
+    )
+    assert type(model.getModel()).__module__.startswith("keras.")
+    np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
