@@ -2,7 +2,8 @@
 
 - `TorchDistributor`, `DeepspeedTorchDistributor` (pyspark.ml.torch / pyspark.ml.deepspeed)
 - `MirroredStrategyRunner` (spark-tensorflow-distributor)
-- `horovod_spark.run` (horovod.spark.run)
+- `horovod_spark.run` (horovod.spark.run), `horovod_spark.TorchEstimator`/`TorchModel`,
+  `horovod_spark.KerasEstimator`/`KerasModel` (horovod.spark.torch, horovod.spark.keras)
 - `HorovodRunner` (Databricks' sparkdl), the same class as ``sparkrunner.HorovodRunner``
 """
 

@@ -1,4 +1,6 @@
-"""Drop-in for ``horovod.spark.run``, built on `sparkrunner.Runner`: every rank's value, in rank order.
+"""Drop-in for ``horovod.spark.run``, built on `sparkrunner.Runner`: every rank's value, in rank order; and for
+Horovod's Spark ML estimators, ``TorchEstimator``/``TorchModel`` and ``KerasEstimator``/``KerasModel``
+(`sparkrunner.compat.horovod_estimators`, imported on first use).
 
 ``from sparkrunner.compat import horovod_spark; horovod_spark.run(fn, args=(...), num_proc=4)``.
 ``use_gloo=True`` starts the ranks with the direct launcher and Horovod's Gloo rendezvous, ``use_mpi=True``
@@ -13,16 +15,30 @@ import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sparkrunner.compat.spark_facts import positive_int
-from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning, lazy_exports
 from sparkrunner.launch import mpirun_unavailable
 from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S
 
+if TYPE_CHECKING:
+    from sparkrunner.compat.horovod_estimators import KerasEstimator, KerasModel, TorchEstimator, TorchModel
+
 log = logging.getLogger(__name__)
+
+_LAZY = {
+    "TorchEstimator": "sparkrunner.compat.horovod_estimators",
+    "TorchModel": "sparkrunner.compat.horovod_estimators",
+    "KerasEstimator": "sparkrunner.compat.horovod_estimators",
+    "KerasModel": "sparkrunner.compat.horovod_estimators",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY)
+
+__all__ = ["KerasEstimator", "KerasModel", "TorchEstimator", "TorchModel", "run"]
 
 
 def run(

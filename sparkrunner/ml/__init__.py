@@ -15,11 +15,14 @@ from sparkrunner.errors import lazy_exports
 
 if TYPE_CHECKING:
     from sparkrunner.ml.driver.generic import FunctionEstimator, FunctionModel, ScoringModel
+    from sparkrunner.ml.driver.keras_estimator import KerasEstimator, KerasModel
     from sparkrunner.ml.driver.torch_estimator import TorchEstimator, TorchModel
 
 _LAZY = {
     "TorchEstimator": "sparkrunner.ml.driver.torch_estimator",
     "TorchModel": "sparkrunner.ml.driver.torch_estimator",
+    "KerasEstimator": "sparkrunner.ml.driver.keras_estimator",
+    "KerasModel": "sparkrunner.ml.driver.keras_estimator",
     "FunctionEstimator": "sparkrunner.ml.driver.generic",
     "FunctionModel": "sparkrunner.ml.driver.generic",
     "ScoringModel": "sparkrunner.ml.driver.generic",
@@ -29,4 +32,12 @@ _LAZY = {
 __getattr__ = lazy_exports("sparkrunner.ml", _LAZY)
 
 
-__all__ = ["FunctionEstimator", "FunctionModel", "ScoringModel", "TorchEstimator", "TorchModel"]
+__all__ = [
+    "FunctionEstimator",
+    "FunctionModel",
+    "KerasEstimator",
+    "KerasModel",
+    "ScoringModel",
+    "TorchEstimator",
+    "TorchModel",
+]

@@ -43,3 +43,15 @@ def probability_kind(loss: Any) -> str | None:
 def label_dtype(kind: str | None) -> str:
     """The dtype labels take for a loss: class indices for softmax and log-probability outputs."""
     return "int64" if kind in ("softmax", "exp") else "float32"
+
+
+class BatchMeanLoss:
+    """A loss function that reduces the batch to one number (as Horovod's estimators take them), giving every
+    row the batch's value: the rows' mean is then the same loss, with the same gradients."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, outputs: Any, labels: Any) -> Any:
+        value = self.fn(outputs, labels)
+        return value.expand(len(outputs)) if value.dim() == 0 else value

@@ -28,6 +28,8 @@ def columns(probability: str | None, raw: np.ndarray) -> dict[str, Any]:
 
 
 def _probabilities(kind: str, raw: np.ndarray) -> np.ndarray:
+    if kind == "given":  # the model's own softmax layer already gives them (Keras classifiers)
+        return raw
     if kind == "exp":  # log-probabilities (NLLLoss)
         return np.exp(raw)
     if kind == "sigmoid":  # one logit: P(1); [P(0), P(1)] as Spark ML's binary classifiers give

@@ -136,6 +136,25 @@ class TorchParams(TrainingParams):
 
 
 @with_accessors
+class KerasParams(TrainingParams):
+    """A Keras model (``tf_keras`` or Keras 3), its optimizer, loss and metrics, compiled again in each rank."""
+
+    model = param("model", "the Keras model to train (built: its inputs' shapes known)")
+    optimizer = param("optimizer", "a Keras optimizer or its name; default 'adam'")
+    loss = param("loss", "a Keras loss or its name, e.g. 'mse', 'sparse_categorical_crossentropy'")
+    metrics = param("metrics", "Keras metrics (names or objects), reported per epoch in `history`")
+    log_model = param(
+        "log_model",
+        "log the fitted model to the fit's MLflow run (keras/tensorflow flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(optimizer="adam", loss="mse", metrics=None, log_model=True)
+
+
+@with_accessors
 class FunctionParams(TrainingParams):
     """Your own training function and predict function."""
 

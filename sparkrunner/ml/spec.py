@@ -31,3 +31,22 @@ class TrainResult:
     model: bytes
     history: dict[str, list[float]] = field(default_factory=dict)
     output_size: int = 1
+
+
+@dataclass(frozen=True)
+class KerasSpec:
+    """One Keras `fit`: the model (`keras_models.packed`), its compile arguments and the loop's settings."""
+
+    package: str
+    """The model's Keras: ``tf_keras`` (trains under MultiWorkerMirroredStrategy) or Keras 3's ``keras``."""
+    model: bytes
+    compiled: bytes
+    """cloudpickle of ``(optimizer config, loss, metrics)``: the model is compiled again in each rank."""
+    feature_cols: tuple[str, ...]
+    label_cols: tuple[str, ...]
+    sample_weight_col: str | None
+    batch_size: int
+    epochs: int
+    seed: int = 0
+    shuffle: bool = True
+    verbose: int = 1

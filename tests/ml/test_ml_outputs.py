@@ -34,6 +34,14 @@ def test_one_logit_gives_two_class_probabilities() -> None:
     assert list(found["prediction"]) == [0.0, 1.0, 1.0]
 
 
+def test_probabilities_a_model_gives_itself_are_kept_and_their_argmax_is_the_class() -> None:
+    """A Keras classifier's softmax layer already gives probabilities: they pass through unchanged."""
+    given = torch.softmax(torch.tensor([[1.0, 3.0, 0.0], [2.0, -1.0, 0.5]], dtype=torch.float64), 1).numpy()
+    found = outputs.columns("given", given)
+    np.testing.assert_array_equal(np.array(found["probability"]), given)
+    assert list(found["prediction"]) == [1.0, 0.0]
+
+
 def test_regressor_columns_and_their_types() -> None:
     assert list(outputs.columns(None, np.array([[1.5], [2.5]]))["prediction"]) == [1.5, 2.5]
     several = outputs.columns(None, np.array([[1.0, 2.0], [3.0, 4.0]]))["prediction"]

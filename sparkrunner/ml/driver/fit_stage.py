@@ -39,7 +39,7 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
     get = stage.getOrDefault
     needed = [*get("feature_cols"), *get("label_cols"), *filter(None, [get("sample_weight_col")])]
     frames = training_data.split(df, list(dict.fromkeys(needed)), get("validation"), get("seed"))
-    ranks = _np(stage, df)
+    ranks = rank_count(stage, df)
     tracking = next((o for o in tracking_observer(get("tracking")) if isinstance(o, MlflowTracking)), None)
     runner = Runner(
         ranks,
@@ -70,7 +70,7 @@ def _check_enough(train: Any, val: Any, world: int, batch_size: int) -> None:
         row_split_steps(val.num_rows, world, 1, "drop")
 
 
-def _np(stage: Any, df: Any) -> int:
+def rank_count(stage: Any, df: Any) -> int:
     """`np`, else Horovod's `num_proc`, else every task slot of the session (as Horovod's estimators do)."""
     np, num_proc = stage.getOrDefault("np"), stage.getOrDefault("num_proc")
     if np is not None and num_proc is not None and np != num_proc:

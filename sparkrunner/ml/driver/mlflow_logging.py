@@ -56,3 +56,18 @@ def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
             serialization_format="pickle",  # any module, any batch size (pt2 is traced at one shape)
         )
     return str(info.model_uri)
+
+
+def log_keras_model(uri: str, run_id: str, model: Any, example: Any) -> str:
+    """Log a Keras `model` into run `run_id` (MLflow's keras flavor for Keras 3, tensorflow for tf_keras) with a
+    signature inferred from `example` (a float32 feature matrix); returns the model's URI."""
+    import mlflow
+    from mlflow.models import infer_signature
+
+    from sparkrunner.ml import keras_models
+
+    signature = infer_signature(example, keras_models.predict(model, example))
+    flavor = mlflow.keras if keras_models.package_of(model) == "keras" else mlflow.tensorflow
+    with tracking_uri_for_call(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
+        info = flavor.log_model(model, name="model", signature=signature, input_example=example[:2])
+    return str(info.model_uri)

@@ -1,0 +1,210 @@
+"""Drop-ins for ``horovod.spark.torch.TorchEstimator`` / ``TorchModel``: Horovod's signature, sparkrunner's
+`sparkrunner.ml.TorchEstimator` underneath (DDP on sparkrunner's ranks, rows through `materialize`/`stream`).
+
+    from sparkrunner.compat.horovod_spark import TorchEstimator     # was: from horovod.spark.torch import ...
+    model = TorchEstimator(num_proc=2, store=store, model=net, optimizer=opt, loss=loss_fn,
+                           feature_cols=["features"], label_cols=["y"], batch_size=32, epochs=5).fit(df)
+    model.transform(df)                                              # appends "y__output", as Horovod's does
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import keyword_only
+
+from sparkrunner.compat.horovod_params import translated
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml.driver import keras_estimator, torch_estimator
+from sparkrunner.ml.losses import BatchMeanLoss
+
+
+class HorovodModelAccessors:
+    """Horovod's accessors on a fitted model (`getHistory`, `getOutputCols`, ...), besides sparkrunner's own."""
+
+    history: dict[str, list[float]]
+    run_id: str | None
+    getOrDefault: Any
+    _set: Any
+
+    def getHistory(self) -> dict[str, list[float]]:
+        """Each epoch's metrics (``loss``, ``val_loss``, and the others the estimator reports)."""
+        return self.history
+
+    def getRunId(self) -> str | None:
+        return self.run_id
+
+    def getFeatureColumns(self) -> list[str]:
+        return list(self.getOrDefault("feature_cols"))
+
+    def getOutputCols(self) -> list[str]:
+        """The column `transform` appends: Horovod's ``<label>__output`` unless set otherwise."""
+        return [self.getOrDefault("prediction_col")]
+
+    def setOutputCols(self, value: list[str]) -> Any:
+        """Name the output column (one name: sparkrunner writes every output of a row into one column)."""
+        (name,) = value
+        return self._set(prediction_col=name)
+
+
+class TorchModel(HorovodModelAccessors, torch_estimator.TorchModel):
+    """``horovod.spark.torch.TorchModel``: sparkrunner's `TorchModel` with Horovod's accessors."""
+
+
+class KerasModel(HorovodModelAccessors, keras_estimator.KerasModel):
+    """``horovod.spark.keras.KerasModel``: sparkrunner's `KerasModel` with Horovod's accessors."""
+
+
+class TorchEstimator(torch_estimator.TorchEstimator):
+    """``horovod.spark.torch.TorchEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
+    refused), plus sparkrunner's own as keywords (`np`, `launcher`, `data`, `checkpoint_dir`, `max_failures`,
+    `tracking`). `fit` returns a `TorchModel` whose output column is ``<label>__output``."""
+
+    @keyword_only
+    def __init__(
+        self,
+        num_proc: int | None = None,
+        data_module: Any = None,
+        model: Any = None,
+        backend: Any = None,
+        store: Any = None,
+        optimizer: Any = None,
+        loss: Any = None,
+        loss_constructors: Any = None,
+        metrics: Any = None,
+        loss_weights: Any = None,
+        sample_weight_col: str | None = None,
+        gradient_compression: Any = None,
+        feature_cols: list[str] | None = None,
+        continuous_cols: Any = None,
+        categorical_cols: Any = None,
+        input_shapes: Any = None,
+        validation: float | str | None = None,
+        label_cols: list[str] | None = None,
+        callbacks: Any = None,
+        batch_size: int | None = None,
+        val_batch_size: Any = None,
+        epochs: int | None = None,
+        verbose: int = 1,
+        random_seed: int | None = None,
+        shuffle_buffer_size: Any = None,
+        shuffle: bool = True,
+        partitions_per_process: Any = None,
+        run_id: str | None = None,
+        train_minibatch_fn: Any = None,
+        train_steps_per_epoch: Any = None,
+        validation_steps_per_epoch: Any = None,
+        transformation_fn: Any = None,
+        train_reader_num_workers: Any = None,
+        val_reader_num_workers: Any = None,
+        reader_pool_type: str = "thread",
+        label_shapes: Any = None,
+        inmemory_cache_all: bool = False,
+        use_gpu: bool = True,
+        mp_start_method: Any = None,
+        backward_passes_per_step: int = 1,
+        **sparkrunner_params: Any,
+    ) -> None:
+        super().__init__(**_torch_params(self._input_kwargs))
+
+    @keyword_only
+    def setParams(self, **horovod_params: Any) -> TorchEstimator:
+        return self._set(**_torch_params(self._input_kwargs))
+
+    def _fit(self, dataset: Any) -> TorchModel:
+        return _as(TorchModel(), super()._fit(dataset))
+
+
+def _as(model: Any, fitted: Any) -> Any:
+    """`model` (a drop-in class) holding what `fitted` (sparkrunner's own model) holds."""
+    fitted._copyValues(model)
+    model.state = fitted.state
+    return model
+
+
+def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
+    """`translated` Params, with Horovod's loss forms."""
+    params = translated(given)
+    if "loss" in params:
+        params["loss"] = _loss(params["loss"], params.get("sample_weight_col"))
+    return params
+
+
+def _loss(loss: Any, sample_weight_col: str | None) -> Any:
+    """Horovod's loss forms: a one-element list, and a function that returns the batch's mean (rows then share
+    it; with sample weights the function must return one loss per row, as sparkrunner's own do)."""
+    import torch
+
+    if isinstance(loss, (list, tuple)):
+        if len(loss) != 1:
+            raise InvalidArgumentError(
+                f"loss={loss!r}: one loss per label column is not supported; give one loss over all label "
+                "columns (it receives the outputs and the labels side by side)"
+            )
+        (loss,) = loss
+    if callable(loss) and not isinstance(loss, torch.nn.Module) and sample_weight_col is None:
+        return BatchMeanLoss(loss)
+    return loss
+
+
+class KerasEstimator(keras_estimator.KerasEstimator):
+    """``horovod.spark.keras.KerasEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
+    refused; `metrics` is honoured), plus sparkrunner's own as keywords. `fit` returns a `KerasModel` whose
+    output column is ``<label>__output``."""
+
+    @keyword_only
+    def __init__(
+        self,
+        num_proc: int | None = None,
+        data_module: Any = None,
+        model: Any = None,
+        backend: Any = None,
+        store: Any = None,
+        custom_objects: Any = None,
+        optimizer: Any = None,
+        loss: Any = None,
+        loss_weights: Any = None,
+        sample_weight_col: str | None = None,
+        gradient_compression: Any = None,
+        metrics: Any = None,
+        feature_cols: list[str] | None = None,
+        label_cols: list[str] | None = None,
+        continuous_cols: Any = None,
+        categorical_cols: Any = None,
+        validation: float | str | None = None,
+        callbacks: Any = None,
+        batch_size: int | None = None,
+        val_batch_size: Any = None,
+        epochs: int | None = None,
+        verbose: int | None = None,
+        random_seed: int | None = None,
+        shuffle_buffer_size: Any = None,
+        shuffle: bool = True,
+        partitions_per_process: Any = None,
+        run_id: str | None = None,
+        train_steps_per_epoch: Any = None,
+        validation_steps_per_epoch: Any = None,
+        transformation_fn: Any = None,
+        train_reader_num_workers: Any = None,
+        val_reader_num_workers: Any = None,
+        reader_pool_type: str = "thread",
+        label_shapes: Any = None,
+        checkpoint_callback: Any = None,
+        inmemory_cache_all: bool = False,
+        backend_env: Any = None,
+        use_gpu: bool = True,
+        mp_start_method: Any = None,
+        **sparkrunner_params: Any,
+    ) -> None:
+        super().__init__(**translated(self._input_kwargs, _KERAS_ALSO))
+
+    @keyword_only
+    def setParams(self, **horovod_params: Any) -> KerasEstimator:
+        return self._set(**translated(self._input_kwargs, _KERAS_ALSO))
+
+    def _fit(self, dataset: Any) -> KerasModel:
+        return _as(KerasModel(), super()._fit(dataset))
+
+
+_KERAS_ALSO = ("metrics",)
+"""What sparkrunner's KerasEstimator honours that its TorchEstimator does not."""

@@ -1,0 +1,78 @@
+"""Horovod's TorchEstimator code, with only the import changed (`sparkrunner.compat.horovod_estimators`), fits
+on sparkrunner's ranks (np < 0 and a `local[2]` barrier stage, launcher "direct") and its TorchModel scores on
+the executors into Horovod's ``<label>__output`` column. Oracles: the function that generated the labels, and
+the fitted module's own forward pass on the driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sparkrunner.compat.horovod_spark import TorchEstimator, TorchModel
+from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+store_module = pytest.importorskip("horovod.spark.common.store")
+
+
+@pytest.mark.parametrize(
+    ("np_", "loss"),
+    [(-2, torch.nn.functional.mse_loss), (2, torch.nn.MSELoss())],
+    ids=["np<0-loss-function", "spark-loss-module"],
+)
+def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
+    spark_local: Any, tmp_path: Path, np_: int, loss: Any
+) -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 1)
+    estimator = TorchEstimator(
+        num_proc=np_ if np_ > 0 else None, store=store_module.LocalStore(str(tmp_path / "store")), model=net,
+        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss=loss, feature_cols=["x"],
+        label_cols=["y"], batch_size=32, epochs=25, validation=0.25, random_seed=1, verbose=0,
+        np=np_ if np_ < 0 else None, launcher="direct", tracking=False,
+    )  # fmt: skip
+    model = estimator.fit(linear_rows(spark_local, 1200))
+
+    assert isinstance(model, TorchModel)
+    trained = model.getModel()
+    np.testing.assert_allclose(trained.weight.detach().numpy()[0], WEIGHTS, atol=0.1)
+    assert len(model.getHistory()["val_loss"]) == 25 and model.getHistory()["val_loss"][-1] < 0.01
+    assert model.getOutputCols() == ["y__output"]
+
+    test = linear_rows(spark_local, 200, partitions=2, seed=100)
+    rows = model.transform(test).collect()
+    x, scored = np.array([r["x"] for r in rows]), np.array([r["y__output"] for r in rows])
+    np.testing.assert_allclose(scored, forward(trained, x)[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scored, x @ WEIGHTS + BIAS, atol=0.1)
+
+    if np_ > 0:  # Horovod's models save and load as Spark ML stages too; the class survives the round trip
+        model.setOutputCols(["estimate"]).write().save(str(tmp_path / "model"))
+        loaded = TorchModel.load(str(tmp_path / "model"))
+        assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
+        again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
+        np.testing.assert_allclose(again, scored, rtol=1e-6)
+
+
+def test_horovod_style_keras_fit_in_a_barrier_stage_learns_and_writes_the_label_output_column(
+    spark_local: Any, tmp_path: Path
+) -> None:
+    keras = pytest.importorskip("tf_keras")
+    from sparkrunner.compat.horovod_spark import KerasEstimator, KerasModel
+
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+    model = KerasEstimator(
+        num_proc=2, store=store_module.Store.create(str(tmp_path / "store")), model=net,
+        optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"], feature_cols=["x"], label_cols=["y"],
+        batch_size=32, epochs=10, verbose=0, launcher="direct", tracking=False,
+    ).fit(linear_rows(spark_local, 1000))  # fmt: skip
+
+    assert isinstance(model, KerasModel) and set(model.getHistory()) == {"loss", "mae"}
+    np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
+    rows = model.transform(linear_rows(spark_local, 200, partitions=2, seed=100)).collect()
+    x, scored = np.array([r["x"] for r in rows]), np.array([r["y__output"] for r in rows])
+    np.testing.assert_allclose(scored, x @ WEIGHTS + BIAS, atol=0.1)

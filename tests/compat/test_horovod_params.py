@@ -1,0 +1,190 @@
+"""Horovod's estimator arguments (`sparkrunner.compat.horovod_params`) through the drop-in
+`sparkrunner.compat.horovod_spark.TorchEstimator`: each passes on under its sparkrunner name, a Horovod Store
+becomes its prefix path, and each one sparkrunner cannot honour is refused by name. The oracles: Horovod's own
+source (its signature, its Store classes) and the values a Horovod user writes. No Spark, no ranks."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml.losses import BatchMeanLoss
+
+
+def params(stage: Any) -> dict[str, Any]:
+    return {p.name: v for p, v in stage.extractParamMap().items()}
+
+
+def horovod_init_args(module: str, cls: str) -> list[str]:
+    """The keyword arguments of Horovod's own `cls.__init__`, read from its installed source (importing it needs
+    Petastorm and TensorBoard, which this environment does not have)."""
+    spec = importlib.util.find_spec("horovod")  # not `module`'s own spec: finding it imports its package
+    if spec is None or spec.origin is None:
+        pytest.skip("horovod is not installed")
+    source = Path(spec.origin).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    tree = ast.parse(source.read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    init = next(n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    return [a.arg for a in init.args.args[1:]]
+
+
+@pytest.mark.parametrize(
+    ("ours", "module"),
+    [(TorchEstimator, "horovod.spark.torch.estimator"), (KerasEstimator, "horovod.spark.keras.estimator")],
+    ids=["torch", "keras"],
+)
+def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
+    ours: Any, module: str
+) -> None:
+    import inspect
+
+    names = list(inspect.signature(ours.__init__).parameters)
+    theirs = horovod_init_args(module, ours.__name__)
+    assert names[1 : len(theirs) + 1] == theirs
+
+
+def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> None:
+    """Metrics are Keras' own (compiled in every rank); custom_objects would need a different rebuild."""
+    got = params(KerasEstimator(metrics=["mae"], label_cols=["y"], random_seed=2, optimizer=None))
+    assert (got["metrics"], got["prediction_col"], got["seed"], got["optimizer"]) == (
+        ["mae"],
+        "y__output",
+        2,
+        "adam",
+    )
+    with pytest.raises(InvalidArgumentError, match=r"^custom_objects: Horovod's estimator argument"):
+        KerasEstimator(custom_objects={"Swish": object})
+    with pytest.raises(InvalidArgumentError, match=r"^checkpoint_callback, loss_weights: "):
+        KerasEstimator(checkpoint_callback=object(), loss_weights=[1.0])
+
+
+@pytest.mark.parametrize(
+    ("horovod", "sparkrunner"),
+    [
+        ({"num_proc": 3}, {"num_proc": 3}),
+        ({"feature_cols": ["a", "b"]}, {"feature_cols": ["a", "b"]}),
+        ({"label_cols": ["y"]}, {"label_cols": ["y"], "prediction_col": "y__output"}),
+        ({"batch_size": 64}, {"batch_size": 64}),
+        ({"batch_size": None}, {"batch_size": 32}),
+        ({"epochs": 7}, {"epochs": 7}),
+        ({"validation": 0.2}, {"validation": 0.2}),
+        ({"validation": "is_val"}, {"validation": "is_val"}),
+        ({"sample_weight_col": "w"}, {"sample_weight_col": "w"}),
+        ({"run_id": "run-7"}, {"run_id": "run-7"}),
+        ({"verbose": 0}, {"verbose": 0}),
+        ({"shuffle": False}, {"shuffle": False}),
+        ({"random_seed": 5}, {"seed": 5}),
+        ({"store": "/data/store"}, {"store": "/data/store"}),
+        ({"store": Path("/data/store")}, {"store": "/data/store"}),
+        ({"input_shapes": [[-1, 3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
+        ({"input_shapes": [[3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
+        ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
+        ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
+    ],
+)
+def test_each_horovod_argument_reaches_its_sparkrunner_param(
+    horovod: dict[str, Any], sparkrunner: dict[str, Any]
+) -> None:
+    got = params(TorchEstimator(model=torch.nn.Linear(3, 1), **horovod))
+    assert {k: got[k] for k in sparkrunner} == sparkrunner
+
+
+def test_a_horovod_store_object_gives_its_prefix_path(tmp_path: Path) -> None:
+    store_module = pytest.importorskip("horovod.spark.common.store")
+    local = store_module.LocalStore(str(tmp_path / "local"))
+    created = store_module.Store.create(f"file://{tmp_path}/created")
+    assert params(TorchEstimator(store=local))["store"] == local.prefix_path
+    assert params(TorchEstimator(store=created))["store"] == f"file://{tmp_path}/created"
+
+
+def test_anything_shaped_like_a_horovod_store_gives_its_prefix_path() -> None:
+    class HdfsLike:
+        prefix_path = "hdfs://namenode:8020/user/me/store"
+
+        def get_checkpoints(self, run_id: str) -> list[str]:
+            return []
+
+    assert params(TorchEstimator(store=HdfsLike()))["store"] == "hdfs://namenode:8020/user/me/store"
+
+
+def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> None:
+    """Horovod's losses return the batch mean; each row gets it, so the mean over rows is the same number."""
+    loss = params(TorchEstimator(loss=torch.nn.functional.mse_loss))["loss"]
+    out, y = torch.tensor([[1.0], [2.0], [4.0]]), torch.tensor([[0.0], [0.0], [0.0]])
+    assert isinstance(loss, BatchMeanLoss)
+    assert loss(out, y).tolist() == [7.0, 7.0, 7.0]  # (1 + 4 + 16) / 3
+    module = torch.nn.CrossEntropyLoss()
+    assert params(TorchEstimator(loss=[module]))["loss"] is module
+    assert params(TorchEstimator(loss=torch.nn.functional.l1_loss, sample_weight_col="w"))["loss"] is (
+        torch.nn.functional.l1_loss
+    )
+
+
+REFUSED = {
+    "data_module": object(),
+    "backend": object(),
+    "loss_constructors": [torch.nn.MSELoss],
+    "metrics": ["accuracy"],
+    "loss_weights": [0.5, 0.5],
+    "gradient_compression": "fp16",
+    "continuous_cols": ["a"],
+    "categorical_cols": ["b"],
+    "callbacks": [object()],
+    "val_batch_size": 128,
+    "shuffle_buffer_size": 1000,
+    "partitions_per_process": 4,
+    "train_minibatch_fn": lambda: None,
+    "train_steps_per_epoch": 10,
+    "validation_steps_per_epoch": 5,
+    "transformation_fn": lambda row: row,
+    "train_reader_num_workers": 8,
+    "val_reader_num_workers": 8,
+    "reader_pool_type": "process",
+    "label_shapes": [[-1, 1]],
+    "inmemory_cache_all": True,
+    "use_gpu": False,
+    "mp_start_method": "spawn",
+    "backward_passes_per_step": 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_each_argument_sparkrunner_cannot_honour_is_refused_by_name(name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"^{name}: Horovod's estimator argument"):
+        TorchEstimator(model=torch.nn.Linear(3, 1), **{name: REFUSED[name]})
+
+
+def test_several_refused_arguments_are_named_together() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^metrics, use_gpu: "):
+        TorchEstimator(use_gpu=False, metrics=["mse"])
+
+
+@pytest.mark.parametrize("shapes", [[[-1, 1, 28, 28]], [[-1, 2], [-1, 1]]], ids=["image", "one-per-column"])
+def test_input_shapes_other_than_the_fed_matrix_are_refused(shapes: list[list[int]]) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"input_shapes=.*reshape inside the model's forward"):
+        TorchEstimator(input_shapes=shapes, feature_cols=["a", "b"][: len(shapes)])
+
+
+@pytest.mark.parametrize(
+    ("store", "match"), [(3, "store=3: give a path or URI"), (object(), "store=<object .*Horovod Store")]
+)
+def test_a_store_that_is_no_path_and_no_store_is_refused(store: Any, match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        TorchEstimator(store=store)
+
+
+def test_one_loss_per_label_column_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="one loss per label column is not supported"):
+        TorchEstimator(loss=[torch.nn.MSELoss(), torch.nn.L1Loss()], label_cols=["a", "b"])
+
+
+def test_positional_arguments_are_refused_as_horovods_are() -> None:
+    with pytest.raises(TypeError, match="keyword arguments"):
+        TorchEstimator(2)  # type: ignore[misc]

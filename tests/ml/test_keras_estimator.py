@@ -1,0 +1,121 @@
+"""`KerasEstimator.fit` on real ranks under TensorFlow's MultiWorkerMirroredStrategy (np < 0 and a `local[2]`
+barrier stage, launcher "direct", tf_keras) and `KerasModel.transform` on real executors, as a Pipeline's last
+stage and through a save/load round trip. Oracles: the function that generated the labels, the fitted model's
+own forward pass on the driver, and MLflow's store (the logged model loaded back through pyfunc). Modules:
+`sparkrunner.ml.driver.keras_estimator`, `sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pytest
+from pyspark.ml import Pipeline, PipelineModel
+
+from sparkrunner.ml import KerasEstimator, KerasModel
+from tests.ml.nets import BIAS, WEIGHTS, class_rows, linear_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+keras = pytest.importorskip("tf_keras")
+
+
+def linear_model() -> Any:
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+
+
+def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
+    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
+) -> None:
+    estimator = KerasEstimator(
+        model=linear_model(), optimizer=keras.optimizers.Adam(0.05), loss="mse", feature_cols=["x"],
+        label_cols=["y"], batch_size=32, epochs=10, validation=0.25, np=-2, launcher="direct",
+        store=str(store), tracking=tracking_uri, verbose=0,
+    )  # fmt: skip
+    fitted = Pipeline(stages=[estimator]).fit(linear_rows(spark_ml, 1200))
+    model = fitted.stages[-1]
+
+    assert isinstance(model, KerasModel)
+    kernel, bias = model.getModel().get_weights()
+    np.testing.assert_allclose(kernel[:, 0], WEIGHTS, atol=0.1)
+    np.testing.assert_allclose(bias[0], BIAS, atol=0.1)
+    assert len(model.history["loss"]) == len(model.history["val_loss"]) == 10
+    assert model.history["val_loss"][-1] < 0.01 < model.history["val_loss"][0]
+    history = mlflow.MlflowClient(tracking_uri).get_metric_history(model.mlflow_run_id, "val_loss")
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
+        model.history["val_loss"]
+    )
+
+    test = linear_rows(spark_ml, 200, partitions=2, seed=100)
+    rows = fitted.transform(test).collect()
+    x, predictions = np.array([r["x"] for r in rows], np.float32), np.array([r["prediction"] for r in rows])
+    np.testing.assert_allclose(
+        predictions, model.getModel().predict(x, verbose=0)[:, 0], rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(predictions, x @ WEIGHTS + BIAS, atol=0.1)
+
+    with mlflow.tracking._tracking_service.utils._use_tracking_uri(tracking_uri):
+        logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    assert [s.shape for s in logged.metadata.signature.inputs.inputs] == [(-1, 3)]
+    np.testing.assert_allclose(np.asarray(logged.predict(x))[:, 0], predictions, rtol=1e-5, atol=1e-5)
+
+    fitted.write().save(str(tmp_path / "pipeline"))
+    loaded = PipelineModel.load(str(tmp_path / "pipeline"))
+    assert isinstance(loaded.stages[-1], KerasModel) and loaded.stages[-1].history == model.history
+    again = np.array([r["prediction"] for r in loaded.transform(test).collect()])
+    np.testing.assert_allclose(again, predictions, rtol=1e-6)
+
+
+def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities(
+    spark_ml: Any, store: Path
+) -> None:
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential(
+        [
+            keras.Input(shape=(2,)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model = KerasEstimator(
+        model=net, optimizer=keras.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"], feature_cols=["a", "b"], label_cols=["label"], batch_size=40, epochs=8,
+        validation=0.2, np=2, launcher="direct", store=str(store), tracking=False, verbose=0,
+    ).fit(class_rows(spark_ml, 1600))  # fmt: skip
+
+    assert set(model.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert model.history["val_accuracy"][-1] > 0.9
+    rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
+    probability = np.array([r["probability"] for r in rows])
+    local = model.getModel().predict(np.array([[r["a"], r["b"]] for r in rows], np.float32), verbose=0)
+    np.testing.assert_allclose(probability, local, rtol=1e-5, atol=1e-6)
+    assert [r["prediction"] for r in rows] == list(probability.argmax(axis=1).astype(float))
+    assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+
+
+def test_keras_3_trains_on_one_rank_and_is_refused_on_several_like_a_model_that_is_not_keras(
+    spark_ml: Any, store: Path
+) -> None:
+    """Keras 3's fit fails under MultiWorkerMirroredStrategy on CPU (docs/ml.md), so it gets one rank only."""
+    import keras as keras3
+    import torch
+
+    from sparkrunner.errors import InvalidArgumentError
+
+    frame = linear_rows(spark_ml, 600)
+    base = dict(feature_cols=["x"], label_cols=["y"], launcher="direct", tracking=False, verbose=0)
+    with pytest.raises(InvalidArgumentError, match="model must be a Keras model, not Linear"):
+        KerasEstimator(model=torch.nn.Linear(3, 1), np=-1, **base).fit(frame)
+    keras3.utils.set_random_seed(0)
+    net = keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
+    with pytest.raises(InvalidArgumentError, match="a Keras 3 model trains on one rank only here"):
+        KerasEstimator(model=net, np=-2, **base).fit(frame)
+
+    optimizer = keras3.optimizers.Adam(0.1)
+    model = KerasEstimator(model=net, optimizer=optimizer, epochs=6, np=-1, store=str(store), **base).fit(
+        frame
+    )
+    assert type(model.getModel()).__module__.startswith("keras.")
+    np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
