@@ -3,7 +3,7 @@ fault matrix (tests/scenarios/faults/test_fault_matrix.py), the CI-sized soak an
 
 Rank 1 meets the fault (rank 0 waits to be stopped, or returns `VALUE` when the run must succeed); faults the
 driver's side makes (an executor JVM killed, the job group cancelled) start once rank 1 leaves `ARMED` in the
-run's folder. Each rank writes its `MASTER_PORT`, so the test can check the port is free again afterwards.
+run's folder. Each rank records its temp folders and `MASTER_PORT` there (tests/scenarios/faults/leftovers.py).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sparkrunner.errors import (
     RunTimeoutError,
 )
 from tests.recovery.processes import executor_jvm_of, rank_pid
+from tests.scenarios.faults.leftovers import record_rank_folders
 from tests.waiting import poll_until
 
 VALUE = 42
@@ -43,7 +44,7 @@ START_TIMEOUT_S = 120.0
 def faulty_rank(fault: str, folder: str) -> Any:
     """Rank 1 meets `fault`; rank 0 returns `VALUE` for the faults a run survives, else waits to be stopped."""
     rank = int(os.environ.get("RANK") or os.environ["OMPI_COMM_WORLD_RANK"])
-    Path(folder, f"port-{rank}").write_text(os.environ.get("MASTER_PORT", ""))
+    record_rank_folders(folder, rank)
     if fault == "checkpointed":
         return _checkpointed(rank)
     if fault == "gloo":
@@ -151,7 +152,6 @@ class Outcome:
     error: BaseException | None
     seconds: float
     after_fault_s: float | None
-    ports: set[int]
 
 
 class DriverSideFault:
@@ -204,8 +204,7 @@ def run_with_fault(
     side.join()
     fault_at = folder / "fault-at"
     after = ended - float(fault_at.read_text()) if fault_at.exists() else None
-    ports = {int(text) for p in folder.glob("port-*") if (text := p.read_text())}
-    return Outcome(value, error, ended - started, after, ports)
+    return Outcome(value, error, ended - started, after)
 
 
 def judge(fault: str, outcome: Outcome) -> list[str]:

@@ -9,6 +9,8 @@ leftover scans."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 
 from tests.matrix import LAUNCHERS
 from tests.scenarios.faults.chaos import EXPECTED, SPARK_ONLY, judge, run_with_fault
-from tests.scenarios.faults.leftovers import Leftovers
+from tests.scenarios.faults.leftovers import Leftovers, use_private_temp_dir
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +27,27 @@ LOCAL_FAULTS = ["raise", "exit", "hang", "gloo"]
 """np=-2 runs only the faults whose handling differs there from Spark's (the rest: test_launcher_parity.py)."""
 
 
+@pytest.fixture(autouse=True)
+def private_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's temp dir is the test's own (restored afterwards): its listing is this run's only."""
+    monkeypatch.setenv("TMPDIR", os.environ.get("TMPDIR", ""))
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)
+    use_private_temp_dir(tmp_path / "tmp")
+
+
+def run_folder(tmp_path: Path) -> Path:
+    """Where the ranks of the test's run record what they did."""
+    (tmp_path / "run").mkdir()
+    return tmp_path / "run"
+
+
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 @pytest.mark.parametrize("fault", SPARK_FAULTS)
 def test_a_fault_in_spark_ends_the_same(fault: str, launcher: str, spark_cluster: Any, tmp_path: Path) -> None:
     before = Leftovers()
-    outcome = run_with_fault(fault, launcher, 2, tmp_path, spark_cluster)
+    outcome = run_with_fault(fault, launcher, 2, run_folder(tmp_path), spark_cluster)
     assert judge(fault, outcome) == []
-    assert before.after(outcome.ports) == []
+    assert before.after(tmp_path / "run") == []
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
@@ -39,6 +55,6 @@ def test_a_fault_in_spark_ends_the_same(fault: str, launcher: str, spark_cluster
 def test_a_fault_on_the_driver_ends_the_same(fault: str, launcher: str, tmp_path: Path) -> None:
     assert fault not in SPARK_ONLY
     before = Leftovers()
-    outcome = run_with_fault(fault, launcher, -2, tmp_path)
+    outcome = run_with_fault(fault, launcher, -2, run_folder(tmp_path))
     assert judge(fault, outcome) == []
-    assert before.after(outcome.ports) == []
+    assert before.after(tmp_path / "run") == []
