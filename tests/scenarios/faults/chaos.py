@@ -39,6 +39,9 @@ FAULT_END_S = 15.0
 STEPS = 6
 """Steps of the checkpointed run; rank 1 dies after the checkpoint of step `STEPS // 2` on attempt 0."""
 START_TIMEOUT_S = 120.0
+CUT_S = 3.0
+"""How long a host is cut off from the others (the two-host fixture): shorter than any of Spark's or the
+driver channel's timeouts, so the run must ride it out."""
 
 
 def faulty_rank(fault: str, folder: str) -> Any:
@@ -53,7 +56,7 @@ def faulty_rank(fault: str, folder: str) -> Any:
         Path(folder, "fault-at").write_text(repr(time.monotonic()))
         print(f"rank 1 meets {fault}", flush=True)
         _rank_one_faults(fault, folder)
-    if fault in ("none", "slow"):
+    if fault in ("none", "slow", "cut"):
         return VALUE if rank == 0 else None
     time.sleep(300)
     return None
@@ -68,8 +71,10 @@ def _rank_one_faults(fault: str, folder: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL if fault == "sigkill" else signal.SIGSTOP)
     if fault == "slow":
         time.sleep(3)
-    if fault in ("executor", "cancel"):
+    if fault in ("executor", "cancel", "cut"):
         Path(folder, ARMED).touch()
+    if fault == "cut":
+        time.sleep(CUT_S + 3)  # returns once its host is back
     if fault == "hang":
         time.sleep(300)
 
@@ -84,7 +89,7 @@ def _gloo_peer_leaves(rank: int, folder: str) -> Any:
     for step in range(1000):
         if rank == 1 and step == 3:
             Path(folder, "fault-at").write_text(repr(time.monotonic()))
-            print("rank 1 leaves the all-reduce", flush=True)
+            print("rank 1 meets gloo", flush=True)
             os._exit(5)
         dist.all_reduce(tensor)
         time.sleep(0.05)
@@ -113,35 +118,55 @@ def _checkpointed(rank: int) -> Any:
 
 @dataclass(frozen=True)
 class Expected:
-    """The outcome a fault must end with: the error type (None: the run returns), what its message must say,
-    and the most seconds the run may take, from its start (`timeout`) or from the fault."""
+    """The outcome a fault must end with: the error type (None: the run returns), what its message must say (in
+    Spark too: `spark_says`) and never say, the rank it names, whether rank 1's last line is its output tail,
+    and the most seconds the run may take: from its start (`timeout`) or from the fault."""
 
     error: type[BaseException] | None
     says: tuple[str, ...] = ()
     rank: int | None = 1
     timeout: float | None = None
     max_failures: int = 0
+    spark_says: tuple[str, ...] = ()
+    last_words: bool = False
+    stop_grace_s: float = 1.0
 
 
+DIED = "rank 1 failed with RankProcessDied: its process ended without reporting a result: "
+IN_TASK = DIED + "the rank process of barrier task "
 TIMED_OUT = f"the run did not finish within timeout={TIMEOUT_S} s"
+LONG_GRACE_S = 120.0
+"""A stop grace far longer than the run: a run that spent it on a SIGSTOPped rank would miss its bound."""
 EXPECTED: dict[str, Expected] = {
     "none": Expected(None),
     "slow": Expected(None),
+    "cut": Expected(None),
     "checkpointed": Expected(None, max_failures=1),
     "raise": Expected(RankFailedError, ("rank 1 failed with ValueError: rank 1 gives up",)),
-    "exit": Expected(RankProcessDiedError, ("rank 1 failed with RankProcessDied", "exit code 3")),
+    "exit": Expected(RankProcessDiedError, (DIED, "exit code 3"), spark_says=(IN_TASK,), last_words=True),
     "sigkill": Expected(
-        RankProcessDiedError, ("rank 1 failed with RankProcessDied", "exit code -9 (killed by SIGKILL)")
+        RankProcessDiedError,
+        (DIED, "exit code -9 (killed by SIGKILL)"),
+        spark_says=(IN_TASK,),
+        last_words=True,
     ),
-    "gloo": Expected(RankProcessDiedError, ("rank 1 failed with RankProcessDied", "exit code 5")),
-    "sigstop": Expected(RunTimeoutError, (TIMED_OUT,), None, TIMEOUT_S),
+    "gloo": Expected(RankProcessDiedError, (DIED, "exit code 5"), spark_says=(IN_TASK,), last_words=True),
+    "sigstop": Expected(RunTimeoutError, (TIMED_OUT,), None, TIMEOUT_S, stop_grace_s=LONG_GRACE_S),
     "hang": Expected(RunTimeoutError, (TIMED_OUT,), None, TIMEOUT_S),
+    # under mpirun both ranks ran under task 0's mpirun, in the JVM that was killed: either may be named
     "executor": Expected(
-        RankProcessDiedError, ("was lost: its JVM was killed with SIGKILL (exit code 137)",), None
+        RankProcessDiedError,
+        (
+            "its process ended without reporting a result: the Spark barrier stage failed: Spark executor ",
+            "was lost: its JVM was killed with SIGKILL (exit code 137)",
+        ),
+        None,
     ),
     "cancel": Expected(RunCancelledError, ("(cancelJobGroup)",), None),
 }
-SPARK_ONLY = {"executor", "cancel"}
+NEVER_SAYS = ("mpirun noticed", "exit code 137; ", "Primary job")
+"""mpirun's own words, which must never stand for the rank's: the same message whatever the launcher."""
+SPARK_ONLY = {"executor", "cancel", "cut"}
 
 
 @dataclass
@@ -155,12 +180,14 @@ class Outcome:
 
 
 class DriverSideFault:
-    """In the background: once rank 1 is armed, kill its executor's JVM or cancel the run's Spark job group."""
+    """In the background: once rank 1 is armed, kill its executor's JVM, cancel the run's Spark job group, or cut
+    rank 1's host off from the others for `CUT_S` (`cluster`: the two-host fixture's `NetnsCluster`)."""
 
-    def __init__(self, fault: str, folder: Path, runner: Runner, spark: Any) -> None:
+    def __init__(self, fault: str, folder: Path, runner: Runner, spark: Any, cluster: Any = None) -> None:
         self._act: Callable[[], None] | None = {
             "executor": lambda: os.kill(executor_jvm_of(rank_pid(1)), signal.SIGKILL),
             "cancel": lambda: spark.sparkContext.cancelJobGroup(_job_group(runner)),
+            "cut": lambda: cluster.cut_off(cluster.host_of(rank_pid(1)), CUT_S),
         }.get(fault)
         self._folder = folder
         self._thread = threading.Thread(target=self._when_armed, daemon=True)
@@ -184,15 +211,21 @@ def _job_group(runner: Runner) -> str:
 
 
 def run_with_fault(
-    fault: str, launcher: str, np: int, folder: Path, spark: Any = None, checkpoint_dir: str | None = None
+    fault: str,
+    launcher: str,
+    np: int,
+    folder: Path,
+    spark: Any = None,
+    checkpoint_dir: str | None = None,
+    cluster: Any = None,
 ) -> Outcome:
     """One run of `faulty_rank(fault)` on `np` ranks (np < 0: the driver's machine); its outcome, not judged."""
     expected = EXPECTED[fault]
     runner = Runner(
-        np=np, launcher=launcher, timeout=expected.timeout, stop_grace_s=1, start_timeout=START_TIMEOUT_S,
+        np=np, launcher=launcher, timeout=expected.timeout, stop_grace_s=expected.stop_grace_s, start_timeout=START_TIMEOUT_S,
         max_failures=expected.max_failures, checkpoint_dir=checkpoint_dir, tracking=False, progress=False,
     )  # fmt: skip
-    side = DriverSideFault(fault, folder, runner, spark)
+    side = DriverSideFault(fault, folder, runner, spark, cluster)
     value: Any = None
     error: BaseException | None = None
     started = time.monotonic()
@@ -207,7 +240,7 @@ def run_with_fault(
     return Outcome(value, error, ended - started, after)
 
 
-def judge(fault: str, outcome: Outcome) -> list[str]:
+def judge(fault: str, outcome: Outcome, in_spark: bool) -> list[str]:
     """What is wrong with `outcome` for `fault` (empty when it is the expected one)."""
     expected = EXPECTED[fault]
     error = outcome.error
@@ -221,7 +254,12 @@ def judge(fault: str, outcome: Outcome) -> list[str]:
         return wrong
     if type(error) is not expected.error:
         return [f"expected {expected.error.__name__}, got {error!r}"]
-    wrong += [f"the message does not say {text!r}: {error}" for text in expected.says if text not in str(error)]
+    says = (*expected.says, *(expected.spark_says if in_spark else ()))
+    wrong += [f"the message does not say {text!r}: {error}" for text in says if text not in str(error)]
+    wrong += [f"the message says {text!r}: {error}" for text in NEVER_SAYS if text in str(error)]
+    tail = getattr(error, "output_tail", ())[-1:]
+    if expected.last_words and tail != (f"rank 1 meets {fault}",):
+        wrong.append(f"rank 1's output tail ends {tail}, not with its last words")
     if expected.rank is not None and getattr(error, "rank", None) != expected.rank:
         wrong.append(f"expected rank {expected.rank} named, got {getattr(error, 'rank', None)}: {error}")
     if expected.timeout is not None and outcome.seconds > expected.timeout + TIMEOUT_SLACK_S:
