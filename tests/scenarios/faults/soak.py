@@ -48,7 +48,7 @@ class Cell:
 @dataclass
 class Soak:
     """`runs` runs of np=2 ranks in `spark` (the two-host fixture's `NetnsCluster` as `cluster`, if there),
-    faults and launchers drawn with `seed`. Call after one warm-up run, so the baseline counts the pools a first
+    faults (`plan`) and launchers drawn with `seed`. Call after one warm-up run, so the baseline counts the pools a first
     run starts (py4j's, Spark's Python workers)."""
 
     spark: Any
@@ -63,14 +63,20 @@ class Soak:
     def run(self) -> None:
         threads, rss_kb = _status("Threads"), _status("VmRSS")
         draw = random.Random(self.seed)
-        for number in range(self.runs):
-            self.one(draw.choice(self.faults), draw.choice(self.launchers), number)
+        for number, fault in enumerate(self.plan(draw)):
+            self.one(fault, draw.choice(self.launchers), number)
         if not poll_until(lambda: _status("Threads") <= threads, THREADS_BACK_S):
             names = sorted(t.name for t in threading.enumerate())
             self.leftovers.append(f"driver threads {_status('Threads')} > {threads} at the start: {names}")
         growth = (_status("VmRSS") - rss_kb) / 1024
         if growth >= RSS_GROWTH_MB:
             self.leftovers.append(f"the driver's RSS grew {growth:.0f} MB")
+
+    def plan(self, draw: random.Random) -> list[str]:
+        """`runs` faults in rounds of every fault once, each round shuffled: every fault is met as soon as
+        there are as many runs as faults, and no fault twice as often as another."""
+        rounds = -(-self.runs // len(self.faults))
+        return [f for _ in range(rounds) for f in draw.sample(self.faults, len(self.faults))][: self.runs]
 
     def one(self, fault: str, launcher: str, number: int) -> None:
         with tempfile.TemporaryDirectory(prefix="soak-run-") as scratch:
