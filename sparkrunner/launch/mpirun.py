@@ -194,7 +194,7 @@ class MpirunLauncher(Launcher):
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None
-        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop() as drop:
+        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop(within=tmp.path) as drop:
             drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
             drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
             env.update({**drop.env(), **session_dir_env(tmp.path)})

@@ -24,8 +24,14 @@ RANK_FOLDERS = (Env.SECRET_DIR, "OMPI_MCA_orte_tmpdir_base")
 
 
 def record_rank_folders(folder: str, rank: int) -> None:
-    """In a rank: write its temp folders (`RANK_FOLDERS`) and its MASTER_PORT to `folder` for `Leftovers`."""
-    named = [os.environ[name] for name in RANK_FOLDERS if os.environ.get(name)]
+    """In a rank: write its temp folders (`RANK_FOLDERS`) and its MASTER_PORT to `folder` for `Leftovers`. Read
+    from the environment the rank started with (/proc): it forgets its secret folder before the user's code."""
+    started_with = dict(
+        entry.split(b"=", 1)
+        for entry in Path("/proc/self/environ").read_bytes().split(b"\0")
+        if b"=" in entry
+    )
+    named = [started_with[name.encode()].decode() for name in RANK_FOLDERS if started_with.get(name.encode())]
     Path(folder, f"temp-folders-{rank}").write_text("\n".join(named))
     Path(folder, f"port-{rank}").write_text(os.environ.get("MASTER_PORT", ""))
 
