@@ -2,7 +2,7 @@
 fault matrix (tests/scenarios/faults/test_fault_matrix.py), the CI-sized soak and `bench/soak.py`.
 
 Rank 1 meets the fault (rank 0 waits to be stopped, or returns `VALUE` when the run must succeed); faults the
-driver's side makes (an executor JVM killed, the job group cancelled) start once rank 1 leaves `ARMED` in the
+driver's side makes (an executor JVM killed, the job group cancelled, a host cut off) start once rank 1 leaves `ARMED` in the
 run's folder. Each rank records its temp folders and `MASTER_PORT` there (tests/scenarios/faults/leftovers.py).
 """
 
@@ -200,7 +200,7 @@ class DriverSideFault:
             self._act()
 
     def join(self) -> None:
-        if self._thread.is_alive() or self._thread.ident is not None:
+        if self._act is not None:
             self._thread.join(timeout=10)
 
 
