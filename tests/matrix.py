@@ -30,6 +30,9 @@ LAUNCHERS = [
     ),
 ]
 
+RUNNABLE_LAUNCHERS: tuple[str, ...] = ("direct", *(("mpirun",) if _WHY_NO_MPIRUN is None else ()))
+"""The launchers that can run here, for tests that draw one per run rather than parametrize."""
+
 
 @dataclass(frozen=True)
 class Placement:

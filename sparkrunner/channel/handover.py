@@ -7,7 +7,9 @@ one-shot files into a private folder (0700, files 0600) and tells its children o
 mpirun a rank learns nothing else before it starts); mpirun's rsh agent takes ``agent-key-HOST``. Each file is
 deleted as it is read, and the spawner removes the folder with whatever was not taken when its ranks ended.
 A spawner that was killed (Spark kills a cancelled task's Python worker) cannot: its folder is named after its
-pid, and the next `SecretDrop` on that host removes the folders of spawners that are gone.
+pid, and the next `SecretDrop` on that host removes the folders of spawners that are gone. Barrier tasks make
+theirs in a folder that a watcher removes once the task is gone (`launch.temp_folder.WatchedSecretDrop`), so a
+lost executor leaves none behind either.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ _FOLDER_PREFIX = "sparkrunner-secrets-"
 class SecretDrop:
     """A private folder of one-shot secret files, removed by `close` (use it as a context manager)."""
 
-    def __init__(self) -> None:
+    def __init__(self, within: str | None = None) -> None:
+        """`within`: the folder to make it in (default: the temp dir), e.g. one removed when its maker is killed."""
         _remove_folders_of_ended_spawners()
-        self.path = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-")  # mode 0700
+        self.path = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-", dir=within)  # mode 0700
 
     def put(self, name: str, secret: bytes) -> None:
         fd = os.open(os.path.join(self.path, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -16,6 +16,7 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.temp_folder import WatchedSecretDrop
 from sparkrunner.timeouts import DIRECT_POLL_S
 from sparkrunner.topology import RankIndex, Topology
 
@@ -44,7 +45,7 @@ class DirectLauncher(Launcher):
     ) -> TaskOutcome:
         """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
         ranks = range(index, index + job.ranks_per_task)
-        with frameworks.task_services(topology, index, job.uses_horovod), SecretDrop() as drop:
+        with frameworks.task_services(topology, index, job.uses_horovod), WatchedSecretDrop() as drop:
             drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
             procs = [
                 RankProcess(  # echo: a copy goes to the executor log

@@ -103,13 +103,16 @@ def mpirun_command(
 
 
 _RANK_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
+_RANK_EXITED = re.compile(r"Process name: *\[\[\d+,\d+\],(\d+)\]\s+Exit code: *(\d+)")
 
 
 def rank_exit_from_banner(output: str, rank: int) -> int | None:
-    """-signal when mpirun's banner says `rank` was killed by a signal (Open MPI: "mpirun noticed that process
-    rank 1 with PID 0 on node h exited on signal 9 (Killed)."); None when it does not say."""
-    found = (int(sig) for r, sig in _RANK_SIGNALLED.findall(output) if int(r) == rank)
-    return next((-sig for sig in found), None)
+    """How mpirun's banner says `rank` ended: -signal when it was killed by a signal (Open MPI: "mpirun noticed
+    that process rank 1 with PID 0 on node h exited on signal 9 (Killed)."), its exit code when it exited
+    non-zero first ("Process name: [[938,1],1]" then "Exit code: 3"); None when it does not say."""
+    signalled = (-int(sig) for r, sig in _RANK_SIGNALLED.findall(output) if int(r) == rank)
+    exited = (int(code) for r, code in _RANK_EXITED.findall(output) if int(r) == rank)
+    return next(signalled, None) or next(exited, None)
 
 
 def session_dir_env(folder: str) -> dict[str, str]:
@@ -191,7 +194,7 @@ class MpirunLauncher(Launcher):
         env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
         interface = local_interface(topology.peers[0].host)
         network = interface.network if interface is not None else None
-        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop() as drop:
+        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop(within=tmp.path) as drop:
             drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
             drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
             env.update({**drop.env(), **session_dir_env(tmp.path)})

@@ -17,10 +17,10 @@ import threading
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch import gpus, processes
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.spark_executor import task_environment
+from sparkrunner.launch.temp_folder import WatchedSecretDrop
 from sparkrunner.topology import PortSlot, Topology
 
 
@@ -52,7 +52,7 @@ class TaskAgent:
     def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int, task: int) -> None:
         peer = topology.peers[index]
         # the ranks mpirun's daemon starts here inherit the daemon's environment: they find their secret here
-        self._secrets = SecretDrop()
+        self._secrets = WatchedSecretDrop()
         self._secrets.put_run_secret(run_secret, range(topology.local_world_size(index)))
         self._env = {
             **os.environ,

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
+from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.timeouts import FOLDER_WATCH_POLL_S
 
 _WATCH = 'while kill -0 "$1" 2>/dev/null && [ -d "$2" ]; do sleep "$3"; done; rm -rf -- "$2"'
@@ -49,3 +50,16 @@ class WatchedFolder:
 
     def __exit__(self, *_: object) -> None:
         self.remove()
+
+
+class WatchedSecretDrop(SecretDrop):
+    """A `SecretDrop` inside a `WatchedFolder` of its own: a barrier task killed with its executor (no `finally`
+    runs there) leaves no secret folder in the executor's temp dir."""
+
+    def __init__(self) -> None:
+        self._watched = WatchedFolder("sparkrunner-task-secrets-")
+        super().__init__(within=self._watched.path)
+
+    def close(self) -> None:
+        super().close()
+        self._watched.remove()

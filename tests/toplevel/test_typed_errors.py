@@ -83,3 +83,18 @@ def test_mpirun_banner_names_the_signal_of_that_rank_only(rank: int, code: int |
 
 def test_mpirun_banner_without_a_signal_says_nothing() -> None:
     assert rank_exit_from_banner("Primary job  terminated normally, but 1 process returned\n", 1) is None
+
+
+_EXIT_BANNER = """--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[938,1],1]
+  Exit code:    3
+--------------------------------------------------------------------------"""
+"""Open MPI 4's words (as mpirun printed them here) when rank 1 called os._exit(3) first."""
+
+
+@pytest.mark.parametrize(("rank", "code"), [(1, 3), (0, None), (11, None)])
+def test_mpirun_banner_names_the_exit_code_of_that_rank_only(rank: int, code: int | None) -> None:
+    assert rank_exit_from_banner(_EXIT_BANNER, rank) == code

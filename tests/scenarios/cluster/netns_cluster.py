@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -236,6 +237,19 @@ class NetnsCluster:
 
     def pids_in(self, ns: str) -> list[int]:
         return _namespace_pids(ns)
+
+    def host_of(self, pid: int) -> int:
+        """The host (its index) whose network namespace process `pid` runs in."""
+        return next(i for i, ns in enumerate(self.namespaces) if pid in _namespace_pids(ns))
+
+    def cut_off(self, i: int, seconds: float) -> None:
+        """Host i loses its link to every other host (and the master) for `seconds`, then gets it back."""
+        link = f"{self._bridge}v{i}"
+        _ip("link", "set", link, "down")
+        try:
+            time.sleep(seconds)
+        finally:
+            _ip("link", "set", link, "up")
 
     def run_in(self, i: int, argv: list[str]) -> str:
         """Run a command on host i (its network namespace) and return its stdout."""

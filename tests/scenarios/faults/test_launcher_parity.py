@@ -1,7 +1,8 @@
 """One outcome whatever the launcher: the same fault gives the same error on `direct` and `mpirun`
 (tests/matrix.py), placement np=-2 (ranks on the driver) or np=2 on local-cluster[2,1,1024]. Each case checks
 the error type, the cause first, the signal wording, the rank's own last output, no process left behind and
-nothing new in the temp dir."""
+nothing new in the temp dir. Every fault on Spark (and its leftovers: ports, /dev/shm, executors' temp folders):
+test_fault_matrix.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from sparkrunner.errors import RankProcessDiedError, RunTimeoutError
 from sparkrunner.timeouts import EXIT_WAIT_S
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
-from tests.recovery.processes import ExecutorKiller
 from tests.scenarios.faults.daemons import ranks_leave_daemons
 
 
@@ -71,92 +71,6 @@ def test_a_stopped_rank_is_killed_not_waited_on(launcher: str, temp_dir_unchange
         )
     assert time.monotonic() - started < grace, "the stop grace was spent on a rank that cannot act on SIGTERM"
     assert leftover_rank_processes(grace_s=10) == {}
-
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_a_stopped_rank_in_spark_is_not_waited_on(launcher: str, spark_cluster: Any) -> None:
-    """Only rank 1's barrier task can reach its process: it continues it once the driver says stop."""
-    grace = 120.0  # as above: the run must end long before a stop grace spent on the stopped rank would
-    started = time.monotonic()
-    with pytest.raises(RunTimeoutError):
-        Runner(np=2, launcher=launcher, timeout=20, stop_grace_s=grace).run(
-            rank_one_signals_itself, signal.SIGSTOP
-        )
-    assert time.monotonic() - started < grace, "the stop grace was spent on a rank that cannot act on SIGTERM"
-    assert leftover_rank_processes(grace_s=10) == {}
-
-
-CAUSE_FIRST = "rank {rank} failed with RankProcessDied: its process ended without reporting a result: "
-
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_a_sigkilled_rank_in_spark_reads_the_same(
-    launcher: str, spark_cluster: Any, temp_dir_unchanged: None
-) -> None:
-    with pytest.raises(RankProcessDiedError) as info:
-        Runner(np=2, launcher=launcher, stop_grace_s=1).run(rank_one_signals_itself, signal.SIGKILL)
-    error = info.value
-    assert (error.rank, error.exit_code, error.signal) == (1, -signal.SIGKILL, "SIGKILL"), str(error)
-    # the barrier task is the one whose process tree held the rank: its own (direct), task 0's mpirun's (mpirun)
-    cause = CAUSE_FIRST.format(rank=1) + "the rank process of barrier task "
-    assert str(error).startswith(cause), str(error)
-    assert "exit code -9 (killed by SIGKILL); its last output:\nrank 1 last words\n" in str(error), str(error)
-    assert error.output_tail[-1:] == ("rank 1 last words",), error.output_tail
-    assert "mpirun noticed" not in str(error) and "137" not in str(error), str(error)
-    assert leftover_rank_processes(grace_s=10) == {}
-
-
-OPEN_MPI_TMPDIR = "OMPI_MCA_orte_tmpdir_base"
-"""Open MPI's variable naming the folder its session folders go in (its ranks inherit it)."""
-
-
-def rank_one_waits_for_its_executor(marker: str) -> None:
-    """Rank 1 says a last word and leaves `marker` for the test, which then kills its executor's JVM. Each rank
-    first writes where its launcher keeps its temp folder (Open MPI's session folder: mpirun's), if anywhere."""
-    import time
-
-    folder = Path(marker).with_name(f"launcher-folder-{os.environ['RANK']}")
-    folder.write_text(os.environ.get(OPEN_MPI_TMPDIR, ""))
-    if os.environ["RANK"] == "1":
-        print("rank 1 waits for its executor's end", flush=True)
-        Path(marker).touch()
-    time.sleep(300)
-
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_a_killed_executor_reads_the_same(
-    launcher: str,
-    spark_cluster: Any,
-    tmp_path: Path,
-    temp_dir_unchanged: None,
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    marker = tmp_path / "rank1-waits"
-    killer = ExecutorKiller(marker, seconds=300)
-    try:
-        with pytest.raises(RankProcessDiedError) as info:
-            Runner(np=2, launcher=launcher, stop_grace_s=1, start_timeout=180).run(
-                rank_one_waits_for_its_executor, str(marker)
-            )
-    finally:
-        assert len(killer.join()) == 1, "the executor hosting rank 1 was never killed"
-    error = info.value
-    # under mpirun both ranks ran under task 0's mpirun, in the JVM that was killed: either may be named
-    assert error.rank in ((1,) if launcher == "direct" else (0, 1)), str(error)
-    # the same cause on both launchers: Spark's word on the lost executor (the rank's task never reported)
-    lost = "the Spark barrier stage failed: Spark executor "
-    assert str(error).startswith(CAUSE_FIRST.format(rank=error.rank) + lost), str(error)
-    assert "was lost: its JVM was killed with SIGKILL (exit code 137)" in str(error), str(error)
-    if error.rank == 1:
-        assert error.output_tail[-1:] == ("rank 1 waits for its executor's end",), error.output_tail
-    assert leftover_rank_processes(grace_s=10) == {}
-    # the launcher's temp folders, in the executors' temp dir, are gone too: the killed task could not remove them
-    folders = {f.read_text() for f in tmp_path.glob("launcher-folder-*")} - {""}
-    assert len(folders) == (1 if launcher == "mpirun" else 0), folders
-    deadline = time.monotonic() + 10
-    while any(os.path.exists(f) for f in folders) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [f for f in folders if os.path.exists(f)], "a killed task's launcher folder was left behind"
 
 
 DAEMON_LIFE_S = 25.0

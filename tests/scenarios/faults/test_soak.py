@@ -1,0 +1,29 @@
+"""The chaos soak, CI-sized: `RUNS` seeded runs of np=2 on local-cluster[2,1,1024] (the shared session), each
+with a fault drawn from tests/scenarios/faults/soak.py's list on either launcher; every run ends as expected
+within its bound and leaves nothing, and afterwards the driver's threads and RSS are back. `bench/soak.py` runs
+the same with 200 runs and on the two-host fixture too."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.matrix import RUNNABLE_LAUNCHERS
+from tests.scenarios.faults.soak import SOAK_FAULTS, Soak
+
+pytestmark = pytest.mark.slow
+
+RUNS = 12
+"""Every fault of the soak at least once (`Soak.plan`), four of them twice."""
+SEED = 31
+
+
+def test_a_seeded_soak_ends_every_run_as_expected(spark_cluster: Any, private_temp_dir: Any) -> None:
+    soak = Soak(spark_cluster, RUNS, SEED, launchers=RUNNABLE_LAUNCHERS)
+    soak.one("none", "direct", -1)  # the warm-up: the pools a first run starts belong to the baseline
+    soak.table.clear()
+    soak.run()
+    print(soak.report(f"soak: {RUNS} runs, seed {SEED}"))
+    assert soak.passed, soak.report("soak")
+    assert {fault for fault, _ in soak.table} == set(SOAK_FAULTS)
