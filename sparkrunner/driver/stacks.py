@@ -62,7 +62,7 @@ class StackCollector:
                 self._replies = {}
                 request = self._request
             self._broadcast(request)
-            wanted = {r.rank for r in live}
+            wanted = {r.rank for r in live if not _stopped_here(r)}  # a stopped process cannot answer
             with self._cond:
                 self._cond.wait_for(lambda: wanted <= self._replies.keys(), timeout)
                 replies = dict(self._replies)
@@ -74,19 +74,26 @@ class StackCollector:
 
 def _rank_stack(rank: LiveRank, reply: Stacks | None, tail: list[str], timeout: float) -> RankStack:
     if reply is None:
-        why = f"did not answer within {timeout:g} s ({_silence_reason(rank)})"
+        if _stopped_here(rank):
+            why = "did not answer: its process is stopped (SIGSTOP?)"
+        else:
+            why = f"did not answer within {timeout:g} s ({_silence_reason(rank)})"
         return RankStack(rank.rank, rank.host, rank.pid, why, None, tail)
     return RankStack(rank.rank, rank.host, rank.pid, reply.where, reply.threads, tail)
 
 
+def _stopped_here(rank: LiveRank) -> bool:
+    """Whether `rank` runs on the driver's own machine and /proc shows it stopped: it is not waited for."""
+    if rank.host != socket.gethostname():
+        return False
+    stat = proc_stat(rank.pid)
+    return stat is not None and stat.state in ("T", "t")
+
+
 def _silence_reason(rank: LiveRank) -> str:
-    """Why a rank may not answer; on the driver's own machine /proc tells whether it is stopped."""
-    if rank.host == socket.gethostname():
-        stat = proc_stat(rank.pid)
-        if stat is None:
-            return "its process is gone"
-        if stat.state in ("T", "t"):
-            return "its process is stopped (SIGSTOP?)"
+    """Why a rank that is not stopped here may not answer."""
+    if rank.host == socket.gethostname() and proc_stat(rank.pid) is None:
+        return "its process is gone"
     return "stopped?, or busy in C code that holds the GIL"
 
 
