@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sparkrunner import Runner
 from sparkrunner.errors import (
@@ -25,6 +25,7 @@ from sparkrunner.errors import (
     RunCancelledError,
     RunTimeoutError,
 )
+from sparkrunner.options import LauncherName
 from tests.recovery.processes import executor_jvm_of, rank_pid
 from tests.scenarios.faults.leftovers import record_rank_folders
 from tests.waiting import poll_until
@@ -222,7 +223,7 @@ def run_with_fault(
     """One run of `faulty_rank(fault)` on `np` ranks (np < 0: the driver's machine); its outcome, not judged."""
     expected = EXPECTED[fault]
     runner = Runner(
-        np=np, launcher=launcher, timeout=expected.timeout, stop_grace_s=expected.stop_grace_s, start_timeout=START_TIMEOUT_S,
+        np=np, launcher=cast(LauncherName, launcher), timeout=expected.timeout, stop_grace_s=expected.stop_grace_s, start_timeout=START_TIMEOUT_S,
         max_failures=expected.max_failures, checkpoint_dir=checkpoint_dir, tracking=False, progress=False,
     )  # fmt: skip
     side = DriverSideFault(fault, folder, runner, spark, cluster)
