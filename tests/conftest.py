@@ -130,6 +130,17 @@ def no_rank_left_behind() -> Iterator[None]:
     assert not leftover, f"rank processes left behind: {leftover}"
 
 
+@pytest.fixture(autouse=True)
+def tracking_store_kept() -> Iterator[None]:
+    """No test may change the MLflow store the tests after it use (MLflow's `_use_tracking_uri` unsets
+    MLFLOW_TRACKING_URI on the way out: a test that called it sent a later test's runs to ./mlflow.db)."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    assert os.environ.get("MLFLOW_TRACKING_URI") == before, (
+        "the test changed MLFLOW_TRACKING_URI for later tests"
+    )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop_spark_session()
     shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)

@@ -27,7 +27,7 @@ def linear_model() -> Any:
 
 
 def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
-    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
+    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     estimator = KerasEstimator(
         model=linear_model(), optimizer=keras.optimizers.Adam(0.05), loss="mse", feature_cols=["x"],
@@ -56,8 +56,9 @@ def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
     )
     np.testing.assert_allclose(predictions, x @ WEIGHTS + BIAS, atol=0.1)
 
-    with mlflow.tracking._tracking_service.utils._use_tracking_uri(tracking_uri):
-        logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    # the fit's store, as a user names it (MLflow's _use_tracking_uri would unset the session's variable)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
     assert [s.shape for s in logged.metadata.signature.inputs.inputs] == [(-1, 3)]
     np.testing.assert_allclose(np.asarray(logged.predict(x))[:, 0], predictions, rtol=1e-5, atol=1e-5)
 
