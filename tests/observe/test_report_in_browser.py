@@ -148,9 +148,11 @@ def test_a_long_run_draws_a_curve_per_rank_after_labelled_start_up_and_setup_ban
     assert throughput["circle"] >= 20 and "too short" not in notes
     bands = {t.split(",")[0]: t for t in throughput["titles"] if t.startswith(("start-up", "setup"))}
     assert set(bands) == {"start-up", "setup"}, throughput["titles"][:5]
-    # the ranks slept SETUP_S before their first step: the setup band lasts at least that long
-    setup_s = float(bands["setup"].split("(")[1].split(" s)")[0])
-    assert setup_s >= SETUP_S * 0.9, bands["setup"]
+    # the ranks slept SETUP_S before their first step, so the setup band (on the run's clock) ends after SETUP_S;
+    # its length is not checked: it starts when the last rank is up, and under load the ranks start apart
+    setup = bands["setup"]
+    ends_at, lasts = float(setup.split(" to ")[1].split(" s")[0]), float(setup.split("(")[1].split(" s)")[0])
+    assert ends_at >= SETUP_S * 0.9 and lasts > 0, setup
     assert "start-up" in caption and "setup" in caption
 
 
