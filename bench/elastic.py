@@ -39,6 +39,7 @@ MASTER = "local-cluster[2,2,1024]"
 def one_run(spark: Any, launcher: LauncherName) -> dict[str, float]:
     from sparkrunner import Runner
     from sparkrunner.placement.slots import task_slots
+    from tests.helpers import driver_url
     from tests.recovery.elastic_scenario import ExecutorHolder, elastic_fit, make_data
     from tests.waiting import wait_until
 
@@ -50,7 +51,7 @@ def one_run(spark: Any, launcher: LauncherName) -> dict[str, float]:
             np=(2, 4), launcher=launcher, max_failures=1, checkpoint_dir=str(folder / "checkpoints"),
             start_timeout=300, stop_grace_s=30, tracking=False, progress=False,
         )  # fmt: skip
-        holder = ExecutorHolder(folder, spark.sparkContext.applicationId)
+        holder = ExecutorHolder(folder, driver_url(spark))
         slots = SlotsBack(spark, holder)
         try:
             runner.run(elastic_fit, data, str(folder))

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.waiting import poll_until
 
@@ -143,3 +144,12 @@ def file_stats(folders: dict[str, Path]) -> dict[str, tuple[int, int]]:
         for path in folder.rglob("*")
         if path.is_file()
     }
+
+
+def driver_url(spark: Any) -> str:
+    """The `--driver-url` on the command line of every executor JVM of `spark`'s application.
+
+    Unlike the application id (`app-<second>-0000` on each local-cluster), no other Spark application on this
+    machine shares it: two test workers may start their clusters in the same second."""
+    conf = spark.sparkContext.getConf()
+    return f"spark://CoarseGrainedScheduler@{conf.get('spark.driver.host')}:{conf.get('spark.driver.port')}"

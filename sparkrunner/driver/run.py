@@ -323,7 +323,12 @@ def _shut_down(
     session.close()
     leftover = processes.sweep_run(run_id, grace_s=SWEEP_GRACE_S)  # the run as a whole has ended
     if leftover:
-        log.warning("killed %d leftover process(es) of run %s: %s", len(leftover), run_id, leftover)
+        log.warning(
+            "killed %d leftover process(es) of run %s: %s",
+            len(leftover),
+            run_id,
+            processes.described(leftover),
+        )
 
 
 def _results(session: AttemptChannel, ranks: Iterable[int]) -> list[Any]:

@@ -147,16 +147,29 @@ def ended(pid: int) -> bool:
     return stat is None or stat.state == "Z"
 
 
-def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> list[int]:
+def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> dict[int, str]:
     """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
-    to `grace_s` for them to end on their own first; returns the pids that had to be killed."""
+    to `grace_s` for them to end on their own first; returns the pids that had to be killed, with their
+    command lines (what was left says which part of the stop path missed it)."""
     deadline = time.monotonic() + grace_s
     leftover = processes_of_run(run_id, task)
     while leftover and time.monotonic() < deadline:
         time.sleep(SWEEP_POLL_S)
         leftover = processes_of_run(run_id, task)
+    commands = {pid: command_line(pid) for pid in leftover}
     kill_and_wait(leftover)
-    return leftover
+    return commands
+
+
+def command_line(pid: int, limit: int = 120) -> str:
+    """`pid`'s argv joined by spaces and cut at `limit` characters, for a log line ("" once it has ended)."""
+    argv = b" ".join(part for part in proc_strings(pid, "cmdline") if part).decode(errors="replace")
+    return argv if len(argv) <= limit else argv[: limit - 3] + "..."
+
+
+def described(commands: dict[int, str]) -> str:
+    """`sweep_run`'s answer as a log line reads it: "pid (command), ..."."""
+    return ", ".join(f"{pid} ({command or 'ended'})" for pid, command in commands.items())
 
 
 class RankProcess:

@@ -24,6 +24,7 @@ from sparkrunner.frameworks.horovod_env import horovod_installed
 from sparkrunner.launch.gpus import device_ids, host_devices
 from sparkrunner.topology import Peer, Topology
 from tests.conftest import CLUSTER_MASTER, spark_session
+from tests.helpers import driver_url
 from tests.matrix import LAUNCHERS
 
 EXECUTOR_VISIBLE = "7,6"  # the executors' own CUDA_VISIBLE_DEVICES
@@ -91,15 +92,15 @@ def gpu_idioms() -> dict[str, Any]:
     }
 
 
-def executor_gpus(app_id: str) -> dict[int, str]:
+def executor_gpus(spark: Any) -> dict[int, str]:
     """Executor JVM pid -> the device its GPU address points at, read from the resources file Spark's worker
     wrote for that executor (the oracle: Spark's own assignment, not sparkrunner's topology)."""
     import psutil
 
-    found = {}
+    found, ours = {}, driver_url(spark)
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if proc.info["name"] == "java" and app_id in cmdline and "--resourcesFile" in cmdline:
+        if proc.info["name"] == "java" and ours in cmdline and "--resourcesFile" in cmdline:
             allocations = json.loads(Path(cmdline[cmdline.index("--resourcesFile") + 1]).read_text())
             (gpu,) = [a["addresses"] for a in allocations if a["id"]["resourceName"] == "gpu"]
             found[proc.pid] = MAPPED[gpu[0]]
@@ -111,7 +112,7 @@ def test_every_gpu_idiom_picks_the_ranks_own_task_gpu(spark_with_fake_gpus: Any,
     """Spark placement, np=2, two GPU tasks on one host (torchrun's model): every rank sees both tasks' GPUs
     and `CUDA_VISIBLE_DEVICES[LOCAL_RANK]` (= `hvd.local_rank()`, = Open MPI's local rank) is its own task's."""
     views = Runner(np=2, launcher=launcher, tracking=False).run_all(gpu_idioms)
-    own_gpu = executor_gpus(spark_with_fake_gpus.sparkContext.applicationId)
+    own_gpu = executor_gpus(spark_with_fake_gpus)
     assert sorted(own_gpu.values()) == sorted(MAPPED.values()), own_gpu
     if (
         launcher == "mpirun"

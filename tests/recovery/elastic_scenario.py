@@ -158,14 +158,19 @@ class ExecutorHolder:
     def __init__(
         self,
         marker_dir: Path,
-        app_id: str,
+        driver_url: str,
         seconds: float = 300,
         worker_of: Callable[[int], int] | None = None,
     ) -> None:
         self.killed_at: float | None = None
         self.released_at: float | None = None
         self.held: int | None = None
-        self._dir, self._app, self._seconds, self._worker_of = marker_dir, app_id, seconds, worker_of
+        self._dir, self._driver_url, self._seconds, self._worker_of = (
+            marker_dir,
+            driver_url,
+            seconds,
+            worker_of,
+        )
         self._thread = threading.Thread(target=self._play, daemon=True)
         self._thread.start()
 
@@ -176,7 +181,7 @@ class ExecutorHolder:
                 line = _cmdline(int(pid))
             except OSError:
                 continue
-            if "CoarseGrainedExecutorBackend" in line and self._app in line:
+            if "CoarseGrainedExecutorBackend" in line and self._driver_url in line.split():
                 found.add(int(pid))
         return found
 

@@ -15,6 +15,7 @@ from sparkrunner import Runner
 from sparkrunner.data import ParquetData
 from sparkrunner.placement.slots import task_slots
 from tests.conftest import spark_session
+from tests.helpers import driver_url
 from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
     ExecutorHolder,
@@ -60,7 +61,7 @@ def test_shrinks_on_a_lost_executor_and_grows_back_at_a_checkpoint(
         np=(2, 4), launcher=launcher, max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
         start_timeout=180, timeout=480, stop_grace_s=20, tracking=False, progress=False,
     )  # fmt: skip
-    holder = ExecutorHolder(tmp_path, spark.sparkContext.applicationId)
+    holder = ExecutorHolder(tmp_path, driver_url(spark))
     try:
         result = runner.run(elastic_fit, data, str(tmp_path))
     finally:

@@ -139,7 +139,12 @@ class WarmRanks:
         live.placement.stop()
         leftover = processes.sweep_run(live.run_id, grace_s=SWEEP_GRACE_S)
         if leftover:
-            log.warning("killed %d leftover process(es) of warm session %s", len(leftover), live.run_id)
+            log.warning(
+                "killed %d leftover process(es) of warm session %s: %s",
+                len(leftover),
+                live.run_id,
+                processes.described(leftover),
+            )
 
     def close(self) -> None:
         """Stop the ranks now; a later run would start new ones."""

@@ -16,7 +16,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError
-from tests.helpers import leftover_rank_processes
+from tests.helpers import driver_url, leftover_rank_processes
 from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
     ExecutorHolder,
@@ -69,8 +69,9 @@ def test_elastic_run_shrinks_when_a_host_is_lost_and_grows_when_it_returns(
         checkpoint_dir=str(tmp_path / "checkpoints"), start_timeout=180, timeout=480, stop_grace_s=20,
         tracking=False, progress=False,
     )  # fmt: skip
-    app = two_hosts.spark.sparkContext.applicationId
-    holder = ExecutorHolder(tmp_path, app, worker_of=partial(worker_of, two_hosts.cluster))
+    holder = ExecutorHolder(
+        tmp_path, driver_url(two_hosts.spark), worker_of=partial(worker_of, two_hosts.cluster)
+    )
     try:
         result = runner.run(elastic_fit, data, str(tmp_path))
     finally:
