@@ -4,7 +4,9 @@ mpirun exits only when the output pipes of its local ranks are closed, and a dae
 bare `os.fork()` holds its rank's pipe for as long as it lives. Task 0 cannot tell on its own whether the
 ranks on other hosts are done, but the driver can. So task 0 asks the driver (`Wait`), and the driver answers
 `RunOver` once every rank has reported and hung up. mpirun then gets `RUN_OVER_EXIT_WAIT_S` to exit on its
-own. After that its process tree is ended, as on a timeout, and the task's sweep takes the daemon.
+own. After that its process tree is ended, as on a timeout, and the task's sweep takes the daemon. When the driver
+aborts the ranks instead (a failure, a timeout, a cancelled job: the cause is already known), mpirun's tree is
+ended at once.
 """
 
 from __future__ import annotations
@@ -41,10 +43,16 @@ class RunOverWatch:
 
     def _watch(self, conn: channel.Connection) -> None:
         try:
-            while not isinstance(m.receive(conn), m.RunOver):
-                pass  # what the driver tells every connection (Stop, Abort) is for the ranks
+            while not isinstance(message := m.receive(conn), (m.RunOver, m.Abort)):
+                pass  # what the driver tells every connection (Stop) is for the ranks
         except channel.ChannelError:
             return  # closed: mpirun ended first, or the driver is gone
+        if isinstance(message, m.Abort):
+            # the driver gave up on the ranks and has told why: mpirun must not outlive them (a cancelled
+            # task's Python worker, and with it mpirun, may be left running by Spark)
+            self.ended_mpirun = True
+            self._proc.kill()
+            return
         try:
             self._proc.wait(RUN_OVER_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
