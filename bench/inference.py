@@ -142,7 +142,10 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
         probability="softmax",
     )  # fmt: skip
     batch_udf = predict_batch_udf(
-        make_predict_fn, return_type=ArrayType(FloatType()), batch_size=batch_size, input_tensor_shapes=[[WIDTH]]
+        make_predict_fn,
+        return_type=ArrayType(FloatType()),
+        batch_size=batch_size,
+        input_tensor_shapes=[[WIDTH]],
     )
     pyfunc_udf = _pyfunc_udf(spark, model.mlflow_model_uri)
     return {
@@ -150,7 +153,9 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
         "sparkrunner ScoringModel(model_uri)": ours_uri.transform,
         "predict_batch_udf": lambda df: df.withColumn("prediction", batch_udf("x")),
         "mlflow.pyfunc.spark_udf": lambda df: df.withColumn("prediction", pyfunc_udf(F.col("x"))),
-        "mapInPandas + broadcast state_dict": lambda df: df.mapInPandas(map_in_pandas, "prediction array<float>"),
+        "mapInPandas + broadcast state_dict": lambda df: df.mapInPandas(
+            map_in_pandas, "prediction array<float>"
+        ),
     }
 
 
@@ -193,8 +198,10 @@ def report(name: str, rows: int, results: dict[str, tuple[float, int, int]], wor
     """The table of one model: rows/s, loads, loading processes; ours / the best peer."""
     lines = [f"{name}: {rows:,} rows, Python workers {workers}"]
     rates = {label: rows / seconds for label, (seconds, _, _) in results.items()}
-    for label, (seconds, count, processes) in results.items():
-        lines.append(f"  {label:38s} {rates[label]:11,.0f} rows/s   loads {count:4d} in {processes} processes")
+    for label, (_, count, processes) in results.items():
+        lines.append(
+            f"  {label:38s} {rates[label]:11,.0f} rows/s   loads {count:4d} in {processes} processes"
+        )
     best_peer = max((r, label) for label, r in rates.items() if not label.startswith("sparkrunner"))
     for label in (label for label in rates if label.startswith("sparkrunner")):
         lines.append(
