@@ -90,14 +90,29 @@ def horovod_estimator(df: Any, store: Path, epochs: int, batch_size: int) -> Non
 
 
 def horovod_unavailable() -> str | None:
-    """Why Horovod's Spark estimator cannot run in this interpreter (None when it imports)."""
-    try:
-        import horovod.spark.torch  # noqa: F401
-        import petastorm  # noqa: F401
-    except Exception as error:  # any import failure is the answer, reported as is
-        line = traceback.format_exception_only(type(error), error)[-1].strip()
-        return f"{line} (Horovod's Spark estimators import Petastorm, which needs pyarrow < 15 and numpy < 2)"
-    return None
+    """Why Horovod's Spark estimator cannot run in this interpreter (None when it and Petastorm import)."""
+    import importlib
+
+    failures = []
+    for module in ("petastorm", "horovod.spark.torch"):
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # any import failure is the answer, reported as is
+            failures.append(
+                f"import {module}: {traceback.format_exception_only(type(error), error)[-1].strip()}"
+            )
+    if not failures:
+        return None
+    return (
+        "; ".join(failures) + ". Petastorm needs pyarrow < 15 and numpy < 2 (here: pyarrow "
+        f"{_version('pyarrow')}, numpy {_version('numpy')}); the pinned .venv-petastorm has neither pyspark nor Horovod"
+    )
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
 
 
 def main() -> None:
