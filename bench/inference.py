@@ -1,0 +1,247 @@
+"""Rows/s of scoring a DataFrame on the executors: sparkrunner's `TorchModel.transform` (a fitted model) and
+`ScoringModel(model_uri=...)` (the same model, logged in MLflow by the fit) against
+`pyspark.ml.functions.predict_batch_udf`, `mlflow.pyfunc.spark_udf`, and a hand-written `mapInPandas` that
+rebuilds the network from a broadcast `state_dict` in every partition (what notebooks/04 did before). Same
+model, same persisted DataFrame (64 float features per row), same batch size; an MLP and a small CNN.
+
+Each contender's output is computed in full (`write.format("noop")`): one warm-up pass, then `--repeats` timed
+passes; rows/s from the median. Every load of a model in any process (built or unpickled) appends its pid to a
+file, so the loads per contender and the Python workers that did them are counted outside the code measured.
+
+    PYTHONPATH=$PWD .venv/bin/python -m bench.inference [--rows 1000000] [--repeats 3] [--models mlp cnn]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.spark_session import quiet_session
+from bench.timing import timed
+
+WIDTH = 64
+CLASSES = 10
+LOADS = "SPARKRUNNER_BENCH_LOADS"
+"""The file every model load appends its pid to (set before Spark starts: the Python workers inherit it)."""
+
+
+def count_load() -> None:
+    """Append this process's pid to the load file: one line per model built or unpickled."""
+    path = os.environ.get(LOADS)
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+class Counted(torch.nn.Module):
+    """A module that counts each time a process builds it or unpickles it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        count_load()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        count_load()
+
+
+class MLP(Counted):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(WIDTH, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+            torch.nn.Linear(256, CLASSES),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class CNN(Counted):
+    """8x8 one-channel images, as 64 features a row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3, padding=1),
+            torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, CLASSES),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.reshape(-1, 1, 8, 8))
+
+
+MODELS: dict[str, type[Counted]] = {"mlp": MLP, "cnn": CNN}
+
+
+def frame(spark: Any, rows: int, partitions: int, label: bool = False) -> Any:
+    """`rows` rows of `WIDTH` seeded random floats in column ``x`` (and a class ``y`` when `label`)."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(rows, numPartitions=partitions)
+    df = df.select(F.array(*[F.rand(i) for i in range(WIDTH)]).cast("array<float>").alias("x"))
+    return df.withColumn("y", F.floor(F.rand(WIDTH) * CLASSES).cast("long")) if label else df
+
+
+def fitted(spark: Any, name: str, batch_size: int) -> Any:
+    """A `TorchModel` fitted for one epoch on 2,000 rows (np=-1): the model every contender scores."""
+    from sparkrunner.ml import TorchEstimator
+
+    estimator = TorchEstimator(
+        model=MODELS[name](), loss="cross_entropy", feature_cols=["x"], label_cols=["y"],
+        batch_size=batch_size, epochs=1, np=-1, launcher="direct", verbose=0,
+    )  # fmt: skip
+    return estimator.fit(frame(spark, 2000, 2, label=True))
+
+
+def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, Callable[[Any], Any]]:
+    """Each contender: a function from the DataFrame to the scored DataFrame."""
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, FloatType
+
+    from sparkrunner.ml import ScoringModel
+
+    state = spark.sparkContext.broadcast(model.getModel().state_dict())
+    cls = MODELS[name]
+
+    def make_predict_fn() -> Callable[[Any], Any]:
+        net = cls()
+        net.load_state_dict(state.value)
+        net.eval()
+
+        def predict(x: Any) -> Any:
+            with torch.no_grad():
+                return net(torch.from_numpy(x)).numpy()
+
+        return predict
+
+    def map_in_pandas(frames: Iterator[Any]) -> Iterator[Any]:
+        import numpy as np
+        import pandas as pd
+
+        net = cls()  # the notebook's shape: the network rebuilt from the broadcast in every partition
+        net.load_state_dict(state.value)
+        net.eval()
+        for pdf in frames:
+            x = np.stack(pdf["x"].to_numpy()).astype(np.float32)
+            with torch.no_grad():
+                out = net(torch.from_numpy(x)).numpy()
+            yield pd.DataFrame({"prediction": list(out)})
+
+    ours_uri = ScoringModel(
+        model_uri=model.mlflow_model_uri, feature_cols=["x"], batch_size=batch_size, output_size=CLASSES,
+        probability="softmax",
+    )  # fmt: skip
+    batch_udf = predict_batch_udf(
+        make_predict_fn,
+        return_type=ArrayType(FloatType()),
+        batch_size=batch_size,
+        input_tensor_shapes=[[WIDTH]],
+    )
+    pyfunc_udf = _pyfunc_udf(spark, model.mlflow_model_uri)
+    return {
+        "sparkrunner TorchModel.transform": model.transform,
+        "sparkrunner ScoringModel(model_uri)": ours_uri.transform,
+        "predict_batch_udf": lambda df: df.withColumn("prediction", batch_udf("x")),
+        "mlflow.pyfunc.spark_udf": lambda df: df.withColumn("prediction", pyfunc_udf(F.col("x"))),
+        "mapInPandas + broadcast state_dict": lambda df: df.mapInPandas(
+            map_in_pandas, "prediction array<float>"
+        ),
+    }
+
+
+def _pyfunc_udf(spark: Any, uri: str) -> Any:
+    import mlflow.pyfunc
+    from pyspark.sql.types import ArrayType, FloatType
+
+    return mlflow.pyfunc.spark_udf(spark, uri, result_type=ArrayType(FloatType()), env_manager="local")
+
+
+def loads(path: Path) -> tuple[int, int]:
+    """(model loads, distinct processes that loaded) recorded in the load file since it was emptied."""
+    pids = path.read_text().split() if path.exists() else []
+    return len(pids), len(set(pids))
+
+
+def measure(df: Any, score: Callable[[Any], Any], repeats: int, load_file: Path) -> tuple[float, int, int]:
+    """(median seconds of a full pass, model loads, processes that loaded) over the warm-up and timed passes."""
+    load_file.write_text("")
+    out = score(df)
+    times = timed(lambda: out.write.format("noop").mode("overwrite").save(), repeats)
+    return statistics.median(times), *loads(load_file)
+
+
+def python_workers(spark: Any) -> int:
+    """Distinct Python worker processes that run this session's tasks (a pass that reports its pid)."""
+    rows = spark.range(64, numPartitions=16).mapInPandas(_pid, "pid long").distinct().collect()
+    return len(rows)
+
+
+def _pid(frames: Iterator[Any]) -> Iterator[Any]:
+    import pandas as pd
+
+    for _ in frames:
+        pass
+    yield pd.DataFrame({"pid": [os.getpid()]})
+
+
+def report(name: str, rows: int, results: dict[str, tuple[float, int, int]], workers: int) -> list[str]:
+    """The table of one model: rows/s, loads, loading processes; ours / the best peer."""
+    lines = [f"{name}: {rows:,} rows, Python workers {workers}"]
+    rates = {label: rows / seconds for label, (seconds, _, _) in results.items()}
+    for label, (_, count, processes) in results.items():
+        lines.append(
+            f"  {label:38s} {rates[label]:11,.0f} rows/s   loads {count:4d} in {processes} processes"
+        )
+    best_peer = max((r, label) for label, r in rates.items() if not label.startswith("sparkrunner"))
+    for label in (label for label in rates if label.startswith("sparkrunner")):
+        lines.append(
+            f"  {label} / best peer ({best_peer[1]}): {rates[label] / best_peer[0]:.2f}x (target >= 1.2x)"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["mlp", "cnn"])
+    args = parser.parse_args(argv)
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="sparkrunner-bench-inference-") as tmp:
+        load_file = Path(tmp) / "loads"
+        os.environ[LOADS] = str(load_file)  # before Spark starts: its Python workers inherit it
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+        os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tmp}/mlflow.db")
+        spark = quiet_session(args.master)
+        df = frame(spark, args.rows, args.partitions).persist()
+        df.count()
+        lines = []
+        for name in args.models:
+            model = fitted(spark, name, args.batch_size)
+            results = {
+                label: measure(df, score, args.repeats, load_file)
+                for label, score in contenders(spark, model, name, args.batch_size).items()
+            }
+            lines += report(name, args.rows, results, python_workers(spark))
+        lines.append(f"master {args.master}, {args.partitions} partitions, batch {args.batch_size}, "
+                     f"repeats {args.repeats}, load average {os.getloadavg()}")  # fmt: skip
+        print("\n".join(lines), file=sys.stdout, flush=True)
+        df.unpersist()
+        return lines
+
+
+if __name__ == "__main__":
+    main()
