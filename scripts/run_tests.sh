@@ -51,11 +51,9 @@ IMAGE_LOG=${TMPDIR:-/tmp}/sparkrunner-image-build.$$.log
 start_image_build() {
   setsid nice -n 19 bash docker/build_image.sh > "$IMAGE_LOG" 2>&1 &
   IMAGE_BUILD=$!
+  # an interrupted run takes the build (its own session: buildah and pip included) down with it
+  trap 'kill -- -"$IMAGE_BUILD" 2>/dev/null || true' EXIT
 }
-# an interrupted run takes what runs beside the main suite down with it: the build (its own session: buildah and
-# pip included) and the Spark 3.5 subset
-IMAGE_BUILD='' SPARK35=''
-trap '[ -z "$IMAGE_BUILD" ] || kill -- -"$IMAGE_BUILD" 2>/dev/null; [ -z "$SPARK35" ] || pkill -P "$SPARK35" 2>/dev/null; true' EXIT
 image_tests() {
   if ! wait "$IMAGE_BUILD"; then
     echo "run_tests: the image build failed; its log:" >&2
@@ -73,21 +71,11 @@ elif [ $# -gt 0 ]; then
 else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
-  # the Spark 3.5 subset (one pytest process of its own: its session tag, MLflow store and Spark) runs beside
-  # the main suite from the start, instead of after it: three pytest processes still mostly wait
-  SPARK35_LOG=${TMPDIR:-/tmp}/sparkrunner-spark35.$$.log
-  (
-    SECONDS=0 rc=0
-    spark35 -k "$SPARK35_DESELECT" "${SPARK35_TESTS[@]}" || rc=$?
-    echo "== phase Spark 3.5 subset (beside the main suite): ${SECONDS} s (exit ${rc})"
-    exit $rc
-  ) > "$SPARK35_LOG" 2>&1 &
-  SPARK35=$!
   bash scripts/phase.sh "main suite" .venv/bin/python -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
-  echo "== run_tests: the Spark 3.5 environment (its output follows once it has ended)"
-  wait "$SPARK35" || status=$?
-  cat "$SPARK35_LOG"
-  rm -f "$SPARK35_LOG"
+  echo "== run_tests: the Spark 3.5 environment"
+  SECONDS=0
+  spark35 -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}" || status=$?
+  echo "== phase Spark 3.5 subset: ${SECONDS} s"
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
   else
