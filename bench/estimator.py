@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.inference import MLP, frame
-from bench.spark_session import quiet_session
+from bench.spark_session import checkout_on_pythonpath, quiet_session
 
 NP = 2
 
@@ -123,8 +123,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default=f"local[{NP}]")
     args = parser.parse_args()
-    root = Path(__file__).resolve().parent.parent
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+    checkout_on_pythonpath()
     spark = quiet_session(args.master)
     df = frame(spark, args.rows, 2 * NP, label=True).persist()
     df.count()

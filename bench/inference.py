@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from bench.spark_session import quiet_session
+from bench.spark_session import checkout_on_pythonpath, quiet_session
 from bench.timing import timed
 
 WIDTH = 64
@@ -219,11 +219,10 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["mlp", "cnn"])
     args = parser.parse_args(argv)
-    root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="sparkrunner-bench-inference-") as tmp:
         load_file = Path(tmp) / "loads"
         os.environ[LOADS] = str(load_file)  # before Spark starts: its Python workers inherit it
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
+        checkout_on_pythonpath()
         os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tmp}/mlflow.db")
         spark = quiet_session(args.master)
         df = frame(spark, args.rows, args.partitions).persist()

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+
+def checkout_on_pythonpath() -> None:
+    """Put this checkout first on PYTHONPATH, before a SparkSession starts: Spark's Python workers (which inherit
+    it) then import the bench's own modules and this checkout's sparkrunner."""
+    root = Path(__file__).resolve().parent.parent
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
 
 
 def quiet_session(master: str, **conf: str) -> Any:

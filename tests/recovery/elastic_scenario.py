@@ -165,12 +165,8 @@ class ExecutorHolder:
         self.killed_at: float | None = None
         self.released_at: float | None = None
         self.held: int | None = None
-        self._dir, self._driver_url, self._seconds, self._worker_of = (
-            marker_dir,
-            driver_url,
-            seconds,
-            worker_of,
-        )
+        self._dir, self._seconds, self._worker_of = marker_dir, seconds, worker_of
+        self._driver_url = driver_url
         self._thread = threading.Thread(target=self._play, daemon=True)
         self._thread.start()
 
