@@ -52,7 +52,7 @@ if os.environ.get(_OWN_STORE_ENV) or "MLFLOW_TRACKING_URI" not in os.environ:
 
 _session: dict[str, Any] = {}
 
-pytest_plugins = ["tests.scenarios.cluster.fixtures"]
+pytest_plugins = ["tests.scenarios.cluster.fixtures", "tests.group_order"]
 
 LOCAL_MASTER = "local[2]"
 CLUSTER_MASTER = "local-cluster[2,1,1024]"
@@ -196,7 +196,7 @@ def _worker_group(item: pytest.Item) -> str:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Apply the `slow` marker honestly, so that `make test-fast` (-m "not slow") stays under 3 minutes, and the
-    group each test runs in under `--dist loadgroup`."""
+    group each test runs in under `--dist loadgroup` (tests/group_order.py orders the groups)."""
     for item in items:
         if _is_slow(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
