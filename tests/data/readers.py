@@ -31,10 +31,18 @@ def both_readers(test: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(test)
     def run(*args: Any, reader: str, **kwargs: Any) -> Any:
         if reader == "petastorm" and not HAVE_PETASTORM:
-            return _run_in_petastorm_env(os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0])
+            return _run_in_petastorm_env(_current_test_id())
         return test(*args, reader=reader, **kwargs)
 
     return run
+
+
+def _current_test_id() -> str:
+    """The running test's id as a pytest command line names it: without the ` (call)` phase, nor the
+    `@<group>` that pytest-xdist appends under `--dist loadgroup` (after the last `]`, as xdist reads it)."""
+    node_id = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+    at = node_id.rfind("@")
+    return node_id[:at] if at > node_id.rfind("]") else node_id
 
 
 def _run_in_petastorm_env(node_id: str) -> None:
