@@ -117,15 +117,21 @@ def _exit_detail(
     pid = state.pid if state is not None else None
 
     def known() -> str | None:
-        """The rank's own task's report, else the placement's word (a lost executor), else any task's."""
+        """The rank's own task's report, else the placement's word (a lost executor, also when mpirun says it
+        lost a daemon on another host), else any task's."""
         own = _rank_report(session, rank, state) if task is not None else None
         other = next(iter(reports.values()), None)
-        said = placement.failure(pid) if own is None else None
+        said = placement.failure(pid) if own is None or task_reports.lost_a_daemon(own) else None
         return said or next((task_reports.describe(r) for r in (own, other) if r is not None), None)
 
     def settled() -> bool:  # the rank's own task's report; under mpirun, task 0's too (its banner)
         own = reports.get(task) if task is not None else None
-        return own is not None and (own.launcher != "mpirun" or 0 in reports)
+        mpirun_lost_a_host = any(task_reports.lost_a_daemon(r) for r in reports.values())
+        return (
+            own is not None
+            and (own.launcher != "mpirun" or 0 in reports)
+            and (not mpirun_lost_a_host or placement.failure(pid) is not None)
+        )
 
     if wait and task is None:
         wait_until(session, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)

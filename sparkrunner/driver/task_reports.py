@@ -11,6 +11,15 @@ import signal
 from sparkrunner.channel.messages import TaskReport
 from sparkrunner.errors import ERROR_TAIL_LINES
 
+MPIRUN_LOST_A_DAEMON = 255
+"""mpirun's exit code when it lost a daemon on another host (the rsh agent returns ssh's 255 when its connection
+breaks, and mpirun then ends with it): the cause is that host's barrier task, whose executor Spark names."""
+
+
+def lost_a_daemon(report: TaskReport) -> bool:
+    """Whether `report` is task 0's mpirun ending because a daemon on another host went away."""
+    return report.launcher == "mpirun" and report.exit_code == MPIRUN_LOST_A_DAEMON
+
 
 def exit_text(code: int) -> str:
     """``exit code 3``, or ``exit code -9 (killed by SIGKILL)``."""

@@ -1,4 +1,4 @@
-"""Fixtures of the fault scenarios."""
+"""Fixtures of the scenarios: the fault scenarios and the two-host faults."""
 
 from __future__ import annotations
 
