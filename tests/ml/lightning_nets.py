@@ -35,11 +35,11 @@ class LinearRegression(pl.LightningModule):
 
 
 class CrashOnce(pl.Callback):
-    """Rank 0 appends "attempt:epoch" to `log` as each epoch starts; rank 1 dies (os._exit) as epoch `crash_at`
+    """Rank 0 appends "attempt:epoch" to `path` as each epoch starts; rank 1 dies (os._exit) as epoch `crash_at`
     of the first attempt starts, after a barrier that lets rank 0 finish the previous epoch's checkpoint."""
 
-    def __init__(self, log: str, crash_at: int) -> None:
-        self.log, self.crash_at = log, crash_at
+    def __init__(self, path: str, crash_at: int) -> None:
+        self.path, self.crash_at = path, crash_at
 
     def on_train_epoch_start(self, trainer: Any, _: Any) -> None:
         import os
@@ -50,7 +50,7 @@ class CrashOnce(pl.Callback):
 
         context = rank_context()
         if context.rank == 0:
-            with open(self.log, "a") as f:
+            with open(self.path, "a") as f:
                 f.write(f"{context.attempt}:{trainer.current_epoch}\n")
         if context.attempt == 0 and trainer.current_epoch == self.crash_at:
             dist.barrier()
