@@ -62,7 +62,9 @@ def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
     rows = loaded.transform(linear_rows(spark_ml, 200, partitions=2, seed=100)).collect()
     x = np.array([r["x"] for r in rows])
     predictions = np.array([r["prediction"] for r in rows])
-    np.testing.assert_allclose(predictions, forward(fitted.stages[0].getModel(), x)[:, 0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        predictions, forward(fitted.stages[0].getModel(), x)[:, 0], rtol=1e-5, atol=1e-5
+    )
     np.testing.assert_allclose(predictions, [r["y"] for r in rows], atol=0.15)
 
 
@@ -88,5 +90,3 @@ def test_bad_input_fails_before_any_rank_starts(spark_ml: Any, store: Path, trac
         estimator(-2, store, tracking_uri, trainer_args={"max_epochs": 3}).fit(frame)
     with pytest.raises(InvalidArgumentError, match="missing"):
         estimator(-2, store, tracking_uri, label_cols=["missing"]).fit(frame)
-
-

@@ -77,7 +77,7 @@ def _batches(spec: TrainSpec, loader: NumpyLoader) -> Any:
     columns as float32 ``(rows, width)``, integer label columns as int64 ``(rows,)``; a new shuffle each epoch."""
     import torch
 
-    class Batches(torch.utils.data.IterableDataset):  # type: ignore[type-arg]
+    class Batches(torch.utils.data.IterableDataset):
         epoch = 0
 
         def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -108,7 +108,7 @@ def _recorder(
     """A callback that restores resumed optimizers' states, appends each epoch's logged metrics to `history`,
     checkpoints, and logs a line."""
 
-    class EpochRecorder(pl.Callback):  # type: ignore[misc,name-defined]
+    class EpochRecorder(pl.Callback):
         def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
             epoch = start + trainer.current_epoch
             metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if np.ndim(v.cpu()) == 0}
