@@ -112,10 +112,10 @@ class TorchEstimator(torch_estimator.TorchEstimator):
         return self._set(**_torch_params(self._input_kwargs))
 
     def _fit(self, dataset: Any) -> TorchModel:
-        return _as(TorchModel(), super()._fit(dataset))
+        return as_drop_in(TorchModel(), super()._fit(dataset))
 
 
-def _as(model: Any, fitted: Any) -> Any:
+def as_drop_in(model: Any, fitted: Any) -> Any:
     """`model` (a drop-in class) holding what `fitted` (sparkrunner's own model) holds."""
     fitted._copyValues(model)
     model.state = fitted.state
@@ -203,7 +203,7 @@ class KerasEstimator(keras_estimator.KerasEstimator):
         return self._set(**translated(self._input_kwargs, _KERAS_ALSO))
 
     def _fit(self, dataset: Any) -> KerasModel:
-        return _as(KerasModel(), super()._fit(dataset))
+        return as_drop_in(KerasModel(), super()._fit(dataset))
 
 
 _KERAS_ALSO = ("metrics",)

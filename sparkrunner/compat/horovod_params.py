@@ -26,7 +26,10 @@ HONOURED_DEFAULTS: dict[str, Any] = {
     "transformation_fn": None, "train_reader_num_workers": 2, "val_reader_num_workers": 2,
     "reader_pool_type": "thread", "label_shapes": None, "inmemory_cache_all": False, "use_gpu": True,
     "mp_start_method": None, "backward_passes_per_step": 1, "custom_objects": None,
-    "checkpoint_callback": None, "backend_env": None,
+    "checkpoint_callback": None, "backend_env": None, "transformation_edit_fields": None,
+    "transformation_removed_fields": None, "num_gpus": None, "logger": None, "log_every_n_steps": 50,
+    "loader_num_epochs": None, "terminate_on_nan": False, "profiler": None, "debug_data_loader": False,
+    "train_async_data_loader_queue_size": None, "val_async_data_loader_queue_size": None,
 }  # fmt: skip
 """Horovod's arguments that sparkrunner has no counterpart for, with the value that means what sparkrunner
 does anyway (Horovod's default, or "none" where Horovod's default is an empty list)."""
@@ -34,14 +37,18 @@ does anyway (Horovod's default, or "none" where Horovod's default is an empty li
 _EMPTY_MEANS_DEFAULT = {"callbacks", "metrics", "custom_objects"}
 
 
-def translated(given: Mapping[str, Any], also_passed: tuple[str, ...] = ()) -> dict[str, Any]:
+def translated(
+    given: Mapping[str, Any], also_passed: tuple[str, ...] = (), not_passed: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """sparkrunner Params for Horovod's keyword arguments `given` (only those the caller passed); sparkrunner's
     own names (np, launcher, data, ...) and `also_passed` (what this estimator honours besides `PASSED_ON`)
-    pass through. Refuses what sparkrunner cannot honour, naming each; sets Horovod's output column name."""
-    _refuse_unsupported({k: v for k, v in given.items() if k not in also_passed})
+    pass through; `not_passed` (of `PASSED_ON`, what this estimator has no Param for) is refused unless None.
+    Refuses what sparkrunner cannot honour, naming each; sets Horovod's output column name."""
+    _refuse_unsupported({k: v for k, v in given.items() if k not in also_passed}, not_passed)
     params: dict[str, Any] = {}
     for name, value in given.items():
-        if (name in HONOURED_DEFAULTS and name not in also_passed) or name == "input_shapes":
+        skipped = name in HONOURED_DEFAULTS and name not in also_passed
+        if skipped or name in not_passed or name == "input_shapes":
             continue
         if name == "store":
             params["store"] = store_path(value)
@@ -57,10 +64,11 @@ def translated(given: Mapping[str, Any], also_passed: tuple[str, ...] = ()) -> d
     return params
 
 
-def _refuse_unsupported(given: Mapping[str, Any]) -> None:
+def _refuse_unsupported(given: Mapping[str, Any], not_passed: tuple[str, ...]) -> None:
+    table = {**HONOURED_DEFAULTS, **dict.fromkeys(not_passed)}
     refused = sorted(
         name
-        for name, default in HONOURED_DEFAULTS.items()
+        for name, default in table.items()
         if name in given and not _is_default(name, given[name], default)
     )
     if refused:

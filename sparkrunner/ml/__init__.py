@@ -16,6 +16,7 @@ from sparkrunner.errors import lazy_exports
 if TYPE_CHECKING:
     from sparkrunner.ml.driver.generic import FunctionEstimator, FunctionModel, ScoringModel
     from sparkrunner.ml.driver.keras_estimator import KerasEstimator, KerasModel
+    from sparkrunner.ml.driver.lightning_estimator import LightningEstimator
     from sparkrunner.ml.driver.torch_estimator import TorchEstimator, TorchModel
 
 _LAZY = {
@@ -23,6 +24,7 @@ _LAZY = {
     "TorchModel": "sparkrunner.ml.driver.torch_estimator",
     "KerasEstimator": "sparkrunner.ml.driver.keras_estimator",
     "KerasModel": "sparkrunner.ml.driver.keras_estimator",
+    "LightningEstimator": "sparkrunner.ml.driver.lightning_estimator",
     "FunctionEstimator": "sparkrunner.ml.driver.generic",
     "FunctionModel": "sparkrunner.ml.driver.generic",
     "ScoringModel": "sparkrunner.ml.driver.generic",
@@ -37,6 +39,7 @@ __all__ = [
     "FunctionModel",
     "KerasEstimator",
     "KerasModel",
+    "LightningEstimator",
     "ScoringModel",
     "TorchEstimator",
     "TorchModel",

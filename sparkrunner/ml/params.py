@@ -136,6 +136,26 @@ class TorchParams(TrainingParams):
 
 
 @with_accessors
+class LightningParams(TrainingParams):
+    """A LightningModule (its own optimizers and losses), the Trainer's callbacks and further arguments."""
+
+    model = param("model", "the LightningModule to train (training_step gets {column: tensor} batches)")
+    callbacks = param("callbacks", "Lightning callbacks for the Trainer of every rank")
+    trainer_args = param(
+        "trainer_args", "further keyword arguments of lightning's Trainer (e.g. gradient_clip_val)"
+    )
+    log_model = param(
+        "log_model",
+        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(callbacks=None, trainer_args=None, log_model=True)
+
+
+@with_accessors
 class KerasParams(TrainingParams):
     """A Keras model (``tf_keras`` or Keras 3), its optimizer, loss and metrics, compiled again in each rank."""
 

@@ -10,7 +10,8 @@ class TrainSpec:
     """One `fit`: the pickled (model, optimizer, loss), the columns and the loop's settings."""
 
     payload: bytes
-    """cloudpickle of ``(model, optimizer, loss)``: pickled once on the driver, where a failure is clear."""
+    """cloudpickle of ``(model, optimizer, loss)``, or Lightning's ``(module, callbacks, trainer_args)``:
+    pickled once on the driver, where a failure is clear."""
     feature_cols: tuple[str, ...]
     label_cols: tuple[str, ...]
     sample_weight_col: str | None

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
+from sparkrunner.compat.horovod_spark_lightning import TorchEstimator as LightningTorchEstimator
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.losses import BatchMeanLoss
 
@@ -37,8 +38,12 @@ def horovod_init_args(module: str, cls: str) -> list[str]:
 
 @pytest.mark.parametrize(
     ("ours", "module"),
-    [(TorchEstimator, "horovod.spark.torch.estimator"), (KerasEstimator, "horovod.spark.keras.estimator")],
-    ids=["torch", "keras"],
+    [
+        (TorchEstimator, "horovod.spark.torch.estimator"),
+        (KerasEstimator, "horovod.spark.keras.estimator"),
+        (LightningTorchEstimator, "horovod.spark.lightning.estimator"),
+    ],
+    ids=["torch", "keras", "lightning"],
 )
 def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
     ours: Any, module: str

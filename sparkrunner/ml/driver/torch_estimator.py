@@ -79,27 +79,7 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec()
-        fitted = fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec)
-        result: TrainResult = fitted.result
-        model = TorchModel(
-            feature_cols=self.getOrDefault("feature_cols"),
-            batch_size=self.getOrDefault("batch_size"),
-            prediction_col=self.getOrDefault("prediction_col"),
-            probability_col=self.getOrDefault("probability_col"),
-        )
-        model.state = ModelState(
-            result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
-            self.getOrDefault("run_id"), self._logged(dataset, fitted, result),
-        )  # fmt: skip
-        return model
-
-    def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
-        """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
-        if fitted.tracking is None or not fitted.mlflow_run_id or not self.getOrDefault("log_model"):
-            return None
-        example = mlflow_logging.feature_example(dataset, self.getOrDefault("feature_cols"))
-        module = cloudpickle.loads(result.model)
-        return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
+        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
 
     def _spec(self) -> TrainSpec:
         get = self.getOrDefault
@@ -168,6 +148,31 @@ class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
     @classmethod
     def read(cls) -> StateReader:
         return StateReader(cls)
+
+
+def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec: TrainSpec) -> TorchModel:
+    """The `TorchModel` of a fit whose rank 0 returned a pickled torch module (TorchEstimator's and
+    LightningEstimator's), logged to the fit's MLflow run when tracking and `log_model` are on."""
+    get = stage.getOrDefault
+    result: TrainResult = fitted.result
+    model = TorchModel(
+        feature_cols=get("feature_cols"), batch_size=get("batch_size"), prediction_col=get("prediction_col"),
+        probability_col=get("probability_col"),
+    )  # fmt: skip
+    model.state = ModelState(
+        result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
+        get("run_id"), _logged(stage, dataset, fitted, result),
+    )  # fmt: skip
+    return model
+
+
+def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
+    """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
+    if fitted.tracking is None or not fitted.mlflow_run_id or not stage.getOrDefault("log_model"):
+        return None
+    example = mlflow_logging.feature_example(dataset, stage.getOrDefault("feature_cols"))
+    module = cloudpickle.loads(result.model)
+    return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
 
 
 def _is_module(value: Any) -> bool:

@@ -1,0 +1,106 @@
+"""`LightningEstimator`: a PyTorch Lightning `LightningModule` trained by a Lightning `Trainer` in each of
+sparkrunner's ranks (DDP across them) as a Spark ML stage; `fit` returns a `TorchModel`, which scores it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import keyword_only
+from pyspark.ml import Estimator
+from pyspark.ml.util import MLWritable
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml.driver import checks, fit_stage
+from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model
+from sparkrunner.ml.entry import RankEntry
+from sparkrunner.ml.params import LightningParams
+from sparkrunner.ml.spec import TrainSpec
+
+_TRAIN = RankEntry("sparkrunner.ml.ranks.lightning_training", "train")
+_RESERVED = ("strategy", "max_epochs", "callbacks", "default_root_dir", "use_distributed_sampler")
+
+
+class LightningEstimator(Estimator, LightningParams, MLWritable):
+    """Trains a ``pytorch_lightning.LightningModule`` on `np` ranks; `fit(df)` returns a `TorchModel`.
+
+    ``training_step``/``validation_step`` receive each batch as ``{column: tensor}`` (as Horovod's Lightning
+    estimator gives them): feature and float columns as float32 ``(rows, width)``, integer labels as int64
+    ``(rows,)``. ``forward`` receives the `feature_cols` side by side as one float32 matrix (what `transform`
+    scores). What the module logs per epoch (``self.log``) becomes the model's `history`. See docs/ml.md.
+    """
+
+    _input_kwargs: dict[str, Any]
+
+    @keyword_only
+    def __init__(
+        self,
+        *,
+        model: Any = None,
+        callbacks: list[Any] | None = None,
+        trainer_args: dict[str, Any] | None = None,
+        feature_cols: list[str] | None = None,
+        label_cols: list[str] | None = None,
+        batch_size: int = 32,
+        epochs: int = 1,
+        validation: float | str | None = None,
+        sample_weight_col: str | None = None,
+        num_proc: int | None = None,
+        np: int | None = None,
+        launcher: str = "direct",
+        data: str = "materialize",
+        store: str | None = None,
+        checkpoint_dir: str | None = None,
+        max_failures: int = 0,
+        tracking: Any = None,
+        run_id: str | None = None,
+        verbose: int = 1,
+        seed: int = 0,
+        shuffle: bool = True,
+        log_model: bool = True,
+        prediction_col: str = "prediction",
+        probability_col: str = "probability",
+    ) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @keyword_only
+    def setParams(self, **params: Any) -> LightningEstimator:
+        return self._set(**self._input_kwargs)
+
+    def write(self) -> Any:
+        raise InvalidArgumentError(
+            "an unfitted LightningEstimator holds a live LightningModule, which Spark ML's writer cannot save: "
+            "save the fitted TorchModel (model.write().save(path)), or the Pipeline after fit"
+        )
+
+    def _fit(self, dataset: Any) -> TorchModel:
+        fit_stage.check_input(self, dataset)
+        spec = self._spec()
+        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
+
+    def _spec(self) -> TrainSpec:
+        get = self.getOrDefault
+        module, callbacks, trainer_args = get("model"), get("callbacks"), get("trainer_args")
+        if not _is_lightning_module(module):
+            raise InvalidArgumentError(
+                f"model must be a pytorch_lightning.LightningModule, not {type(module).__name__}"
+            )
+        reserved = sorted(set(trainer_args or {}) & set(_RESERVED))
+        if reserved:
+            raise InvalidArgumentError(
+                f"trainer_args cannot set {', '.join(reserved)}: the estimator sets them (epochs= for "
+                "max_epochs, callbacks= for callbacks, checkpoint_dir= for checkpoints)"
+            )
+        payload = checks.pickled("model, callbacks or trainer_args", (module, callbacks, trainer_args))
+        return TrainSpec(
+            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
+            get("batch_size"), get("epochs"), None, get("seed"), get("shuffle"), get("verbose"),
+        )  # fmt: skip
+
+
+def _is_lightning_module(value: Any) -> bool:
+    try:
+        import pytorch_lightning as pl
+    except ImportError as exc:
+        raise InvalidArgumentError("LightningEstimator needs pytorch-lightning installed") from exc
+    return isinstance(value, pl.LightningModule)

@@ -1,0 +1,141 @@
+"""The training of `LightningEstimator`, in every rank: the user's LightningModule fitted by a Lightning
+`Trainer` under `sparkrunner.lightning.ddp()`, each rank's batches from its own shard (equal steps on every
+rank), each epoch's logged metrics kept as the history, a checkpoint per epoch when the run has a folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from sparkrunner.channel.environment import Env
+from sparkrunner.data.ranks.loader import NumpyLoader
+from sparkrunner.ml import features
+from sparkrunner.ml.ranks.training import Data, validation_batch_size
+from sparkrunner.ml.spec import TrainResult, TrainSpec
+from sparkrunner.ranks.api import log_to_driver, rank_context
+from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
+
+
+def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResult | None:
+    """Fit `spec`'s LightningModule on this rank's shard of `train_data`; rank 0 returns it and its history."""
+    import pytorch_lightning as pl
+    import torch
+
+    import sparkrunner.lightning
+
+    torch.manual_seed(spec.seed)
+    module, callbacks, trainer_args = cloudpickle.loads(spec.payload)
+    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    validation = None
+    if val_data is not None:
+        size = validation_batch_size(val_data.num_rows, rank_context().world_size, spec.batch_size)
+        validation = _batches(spec, NumpyLoader(val_data, size, columns=columns, shuffle=False))
+    start, history, optimizer_states = _resume(module)
+    recorder = _recorder(pl, spec, history, start, optimizer_states)
+    with tempfile.TemporaryDirectory() as root:
+        trainer = pl.Trainer(
+            **{
+                "accelerator": "gpu" if torch.cuda.is_available() else "cpu",
+                "logger": False,
+                "enable_checkpointing": False,
+                "enable_progress_bar": False,
+                "enable_model_summary": False,
+                **(trainer_args or {}),
+                "strategy": sparkrunner.lightning.ddp("pytorch_lightning"),
+                "max_epochs": spec.epochs - start,
+                "default_root_dir": root,
+                "use_distributed_sampler": False,
+                "callbacks": [*(callbacks or []), recorder],
+            }
+        )
+        if start < spec.epochs:
+            trainer.fit(module, _batches(spec, loader), validation)
+    if rank_context().rank != 0:
+        return None
+    module.to("cpu").eval()
+    return TrainResult(cloudpickle.dumps(module), history, _output_size(module, spec, loader))
+
+
+def _output_size(module: Any, spec: TrainSpec, loader: NumpyLoader) -> int:
+    """The width of the module's output on one row of zeros shaped like the features (what scoring holds)."""
+    import torch
+
+    widths = {column.name: int(np.prod(column.shape)) for column in loader.data.columns}
+    with torch.no_grad():
+        out = module(torch.zeros(1, sum(widths[c] for c in spec.feature_cols)))
+    return int(out.shape[1]) if out.dim() > 1 else 1
+
+
+def _batches(spec: TrainSpec, loader: NumpyLoader) -> Any:
+    """A DataLoader of ``{column: tensor}`` batches (Horovod's Lightning estimator's shape): feature and float
+    columns as float32 ``(rows, width)``, integer label columns as int64 ``(rows,)``; a new shuffle each epoch."""
+    import torch
+
+    class Batches(torch.utils.data.IterableDataset):
+        epoch = 0
+
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            loader.set_epoch(self.epoch)
+            self.epoch += 1
+            for batch in loader:
+                yield {column: _tensor(spec, column, values) for column, values in batch.items()}
+
+        def __len__(self) -> int:
+            return len(loader)
+
+    return torch.utils.data.DataLoader(Batches(), batch_size=None)
+
+
+def _tensor(spec: TrainSpec, column: str, values: np.ndarray) -> Any:
+    import torch
+
+    if column in spec.label_cols and np.issubdtype(values.dtype, np.integer) and values.ndim == 1:
+        return torch.from_numpy(values.astype(np.int64))
+    if column == spec.sample_weight_col:
+        return torch.from_numpy(values.astype(np.float32))
+    return torch.from_numpy(features.matrix([values]))
+
+
+def _recorder(
+    pl: Any, spec: TrainSpec, history: dict[str, list[float]], start: int, optimizer_states: list[Any]
+) -> Any:
+    """A callback that restores resumed optimizers' states, appends each epoch's logged metrics to `history`,
+    checkpoints, and logs a line."""
+
+    class EpochRecorder(pl.Callback):
+        def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+            epoch = start + trainer.current_epoch
+            metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if np.ndim(v.cpu()) == 0}
+            for name, value in metrics.items():
+                history.setdefault(name, []).append(value)
+            if os.environ.get(Env.CHECKPOINT_DIR):
+                optimizers = [o.state_dict() for o in trainer.optimizers]
+                state = {"model": module.state_dict(), "optimizers": optimizers, "epoch": epoch}
+                save_checkpoint({**state, "history": history}, step=epoch)
+            if spec.verbose and trainer.global_rank == 0:
+                line = ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
+                log_to_driver(f"epoch {epoch + 1}/{spec.epochs}: {line}")
+
+        def on_train_start(self, trainer: Any, module: Any) -> None:
+            for optimizer, saved in zip(trainer.optimizers, optimizer_states, strict=False):
+                optimizer.load_state_dict(saved)
+
+    return EpochRecorder()
+
+
+def _resume(module: Any) -> tuple[int, dict[str, list[float]], list[Any]]:
+    """The epoch to start at and the history so far: from the run's latest checkpoint, after a failure."""
+    if not os.environ.get(Env.CHECKPOINT_DIR):
+        return 0, {}, []
+    state = load_checkpoint(map_location="cpu")
+    if state is None:
+        return 0, {}, []
+    module.load_state_dict(state["model"])
+    log_to_driver(f"resuming from the checkpoint of epoch {state['epoch'] + 1}")
+    return state["epoch"] + 1, state["history"], state["optimizers"]

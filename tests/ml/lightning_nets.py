@@ -1,0 +1,58 @@
+"""A LightningModule for the Lightning estimator tests: a linear regression that logs its train and validation
+loss per epoch, synced over the ranks (shipped by value to the ranks and the executors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+
+
+class LinearRegression(pl.LightningModule):
+    """y ~ x . w + b on the batch's ``x`` (float32 (rows, 3)) and ``y`` (float32 (rows, 1)) columns."""
+
+    def __init__(self, lr: float = 0.1) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(3, 1)
+        self.lr = lr
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+    def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
+        loss = torch.nn.functional.mse_loss(self(batch["x"]), batch["y"])
+        self.log("train_loss", loss, on_epoch=True, on_step=False, sync_dist=True)
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> None:
+        loss = torch.nn.functional.mse_loss(self(batch["x"]), batch["y"])
+        self.log("val_loss", loss, on_epoch=True, sync_dist=True)
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+class CrashOnce(pl.Callback):
+    """Rank 0 appends "attempt:epoch" to `path` as each epoch starts; rank 1 dies (os._exit) as epoch `crash_at`
+    of the first attempt starts, after a barrier that lets rank 0 finish the previous epoch's checkpoint."""
+
+    def __init__(self, path: str, crash_at: int) -> None:
+        self.path, self.crash_at = path, crash_at
+
+    def on_train_epoch_start(self, trainer: Any, _: Any) -> None:
+        import os
+
+        import torch.distributed as dist
+
+        from sparkrunner import rank_context
+
+        context = rank_context()
+        if context.rank == 0:
+            with open(self.path, "a") as f:
+                f.write(f"{context.attempt}:{trainer.current_epoch}\n")
+        if context.attempt == 0 and trainer.current_epoch == self.crash_at:
+            dist.barrier()
+            if context.rank == 1:
+                os._exit(3)

@@ -1,0 +1,92 @@
+"""`LightningEstimator.fit` on real ranks (np < 0, and a Spark barrier stage of `local[2]` with launcher
+"direct"), in a Pipeline saved and loaded, against oracles outside the code under test: the function that
+generated the labels, the fitted module's own forward pass on the driver, and MLflow's store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pytest
+import torch
+from pyspark.ml import Pipeline, PipelineModel
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml import LightningEstimator, TorchModel
+from tests.ml.lightning_nets import CrashOnce, LinearRegression
+from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+EPOCHS = 12
+
+
+def estimator(np_: int, store: Path, tracking_uri: str, **params: Any) -> LightningEstimator:
+    defaults = dict(
+        model=LinearRegression(), feature_cols=["x"], label_cols=["y"], batch_size=16, epochs=EPOCHS,
+        validation=0.25, np=np_, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
+    )  # fmt: skip
+    return LightningEstimator(**{**defaults, **params})
+
+
+@pytest.mark.parametrize("np_", [-2, 2], ids=["np<0", "spark"])
+def test_fit_learns_the_generating_function_and_logs_each_epoch(
+    spark_ml: Any, store: Path, tracking_uri: str, np_: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = estimator(np_, store, tracking_uri).fit(linear_rows(spark_ml, 1200))
+
+    trained = model.getModel()
+    np.testing.assert_allclose(trained.layer.weight.detach().numpy()[0], WEIGHTS, atol=0.15)
+    np.testing.assert_allclose(trained.layer.bias.item(), BIAS, atol=0.15)
+    assert len(model.history["train_loss"]) == len(model.history["val_loss"]) == EPOCHS
+    assert model.history["val_loss"][-1] < 0.02 < model.history["val_loss"][0]
+    logged = mlflow.MlflowClient(tracking_uri).get_metric_history(model.mlflow_run_id, "val_loss")
+    assert [m.value for m in sorted(logged, key=lambda m: m.step)] == pytest.approx(model.history["val_loss"])
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)  # the fit's store, as a user names it
+    loaded = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    x = np.random.default_rng(0).random((5, 3), dtype=np.float32)
+    np.testing.assert_allclose(loaded.predict(x), forward(trained, x), rtol=1e-6)
+
+
+def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
+    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
+) -> None:
+    pipeline = Pipeline(stages=[estimator(-2, store, tracking_uri, epochs=EPOCHS, validation=None)])
+    fitted = pipeline.fit(linear_rows(spark_ml, 1200))
+    fitted.write().save(str(tmp_path / "pipeline"))
+    loaded = PipelineModel.load(str(tmp_path / "pipeline"))
+
+    assert isinstance(loaded.stages[0], TorchModel)
+    rows = loaded.transform(linear_rows(spark_ml, 200, partitions=2, seed=100)).collect()
+    x = np.array([r["x"] for r in rows])
+    predictions = np.array([r["prediction"] for r in rows])
+    np.testing.assert_allclose(
+        predictions, forward(fitted.stages[0].getModel(), x)[:, 0], rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(predictions, [r["y"] for r in rows], atol=0.15)
+
+
+def test_a_failed_epoch_resumes_from_the_latest_checkpoint(
+    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
+) -> None:
+    """A callback kills rank 1 as epoch 3 of 4 starts (after epoch 2's checkpoint): the retry trains the last
+    two epochs only, and the history still has one entry per epoch."""
+    marks = tmp_path / "epochs"
+    model = estimator(
+        -2, store, tracking_uri, epochs=4, validation=None, max_failures=1, callbacks=[CrashOnce(str(marks), 2)],
+    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
+
+    assert marks.read_text().split() == ["0:0", "0:1", "0:2", "1:0", "1:1"]
+    assert len(model.history["train_loss"]) == 4
+
+
+def test_bad_input_fails_before_any_rank_starts(spark_ml: Any, store: Path, tracking_uri: str) -> None:
+    frame = linear_rows(spark_ml, 100)
+    with pytest.raises(InvalidArgumentError, match="LightningModule"):
+        estimator(-2, store, tracking_uri, model=torch.nn.Linear(3, 1)).fit(frame)
+    with pytest.raises(InvalidArgumentError, match="max_epochs"):
+        estimator(-2, store, tracking_uri, trainer_args={"max_epochs": 3}).fit(frame)
+    with pytest.raises(InvalidArgumentError, match="missing"):
+        estimator(-2, store, tracking_uri, label_cols=["missing"]).fit(frame)
