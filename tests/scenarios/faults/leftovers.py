@@ -58,6 +58,29 @@ def _shm_entries() -> set[str]:
     return set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
 
 
+def _shm_in_use() -> set[str]:
+    """The /dev/shm entries some live process maps or holds open (/proc/*/maps and /proc/*/fd): those belong to a
+    run still going, such as another pytest worker's 4-rank mpirun run, not to a run that ended."""
+    used: set[str] = set()
+    prefix = SHM + "/"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            used.update(
+                line.split(prefix, 1)[1].split()[0]
+                for line in (proc / "maps").read_text().splitlines()
+                if prefix in line
+            )
+        with contextlib.suppress(OSError):
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith(prefix):
+                        used.add(target[len(prefix) :].split()[0])
+    return used
+
+
 def bindable(port: int) -> bool:
     """A server could listen on `port` again now (SO_REUSEADDR, as servers bind: TIME_WAIT does not count)."""
     with socket.socket() as probe:
@@ -80,7 +103,7 @@ class Leftovers:
         found = [f"process {pid}: {cmd}" for pid, cmd in rank_processes().items()]
         found += [f"temp entry {name}" for name in sorted(_temp_entries() - self.temp)]
         found += [f"rank temp folder {path}" for path in sorted(folders) if os.path.exists(path)]
-        found += [f"/dev/shm/{name}" for name in sorted(_shm_entries() - self.shm)]
+        found += [f"/dev/shm/{name}" for name in sorted(_shm_entries() - self.shm - _shm_in_use())]
         return found + [f"port {port} still bound" for port in sorted(ports) if not bindable(port)]
 
     def after(self, run_folder: Path) -> list[str]:
