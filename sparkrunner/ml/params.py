@@ -115,7 +115,22 @@ class TrainingParams(ScoringParams):
 
 
 @with_accessors
-class TorchParams(TrainingParams):
+class PytorchFlavorParams(TrainingParams):
+    """Training whose fitted model MLflow logs in its pytorch flavor (the torch and Lightning estimators)."""
+
+    log_model = param(
+        "log_model",
+        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(log_model=True)
+
+
+@with_accessors
+class TorchParams(PytorchFlavorParams):
     """A torch model, its optimizer and its loss."""
 
     model = param("model", "the torch.nn.Module to train")
@@ -124,19 +139,13 @@ class TorchParams(TrainingParams):
     )
     loss = param("loss", "a torch loss, loss(outputs, labels) per row, or a name: " + ", ".join(LOSS_NAMES))
 
-    log_model = param(
-        "log_model",
-        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
-        TypeConverters.toBoolean,
-    )
-
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse", log_model=True)
+        self._setDefault(optimizer=None, loss="mse")
 
 
 @with_accessors
-class LightningParams(TrainingParams):
+class LightningParams(PytorchFlavorParams):
     """A LightningModule (its own optimizers and losses), the Trainer's callbacks and further arguments."""
 
     model = param("model", "the LightningModule to train (training_step gets {column: tensor} batches)")
@@ -144,15 +153,10 @@ class LightningParams(TrainingParams):
     trainer_args = param(
         "trainer_args", "further keyword arguments of lightning's Trainer (e.g. gradient_clip_val)"
     )
-    log_model = param(
-        "log_model",
-        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
-        TypeConverters.toBoolean,
-    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(callbacks=None, trainer_args=None, log_model=True)
+        self._setDefault(callbacks=None, trainer_args=None)
 
 
 @with_accessors

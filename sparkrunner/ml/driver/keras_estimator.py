@@ -12,7 +12,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import keras_models
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
-from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter
+from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter, unfitted_cannot_be_saved
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import KerasParams, ScoringParams
@@ -69,10 +69,7 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
         return self._set(**self._input_kwargs)
 
     def write(self) -> Any:
-        raise InvalidArgumentError(
-            "an unfitted KerasEstimator holds a live model, which Spark ML's writer cannot save: save the fitted "
-            "KerasModel (model.write().save(path)), or the Pipeline after fit"
-        )
+        raise unfitted_cannot_be_saved("KerasEstimator", "a live model", "KerasModel")
 
     def _fit(self, dataset: Any) -> KerasModel:
         fit_stage.check_input(self, dataset)

@@ -11,6 +11,7 @@ from pyspark.ml.util import MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, fit_stage
+from sparkrunner.ml.driver.persistence import unfitted_cannot_be_saved
 from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import LightningParams
@@ -68,10 +69,7 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
         return self._set(**self._input_kwargs)
 
     def write(self) -> Any:
-        raise InvalidArgumentError(
-            "an unfitted LightningEstimator holds a live LightningModule, which Spark ML's writer cannot save: "
-            "save the fitted TorchModel (model.write().save(path)), or the Pipeline after fit"
-        )
+        raise unfitted_cannot_be_saved("LightningEstimator", "a live LightningModule", "TorchModel")
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)

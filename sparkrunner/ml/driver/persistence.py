@@ -11,6 +11,8 @@ from typing import Any
 
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReader, MLWriter
 
+from sparkrunner.errors import InvalidArgumentError
+
 _STATE_KEY = "sparkrunner"
 
 
@@ -72,3 +74,12 @@ class StateReader(MLReader[Any]):
             payload=bytes(row["payload"]), predictor=predictor, **metadata[_STATE_KEY]
         )
         return instance
+
+
+def unfitted_cannot_be_saved(estimator: str, holds: str, fitted: str) -> InvalidArgumentError:
+    """The error `write()` of an unfitted estimator raises: what it holds live cannot go through Spark ML's
+    writer, and what to save instead."""
+    return InvalidArgumentError(
+        f"an unfitted {estimator} holds {holds}, which Spark ML's writer cannot save: save the fitted {fitted} "
+        "(model.write().save(path)), or the Pipeline after fit"
+    )

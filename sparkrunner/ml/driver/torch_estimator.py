@@ -13,7 +13,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import losses
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
-from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter
+from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter, unfitted_cannot_be_saved
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import ScoringParams, TorchParams
@@ -71,10 +71,7 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
         return self._set(**self._input_kwargs)
 
     def write(self) -> Any:
-        raise InvalidArgumentError(
-            "an unfitted TorchEstimator holds a live model and optimizer, which Spark ML's writer cannot save: "
-            "save the fitted TorchModel (model.write().save(path)), or the Pipeline after fit"
-        )
+        raise unfitted_cannot_be_saved("TorchEstimator", "a live model and optimizer", "TorchModel")
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
