@@ -19,6 +19,10 @@ from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+# Every JVM the tests start (Spark drivers and executors, the namespace hosts' master and workers, Connect servers,
+# spark-submit) lives seconds to minutes, where the optimising JIT compiler and G1's threads are most of its CPU:
+# C1 alone and the serial collector halve a local-cluster session's CPU time (docs/development.md).
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # Tag every process this session starts, so process-table checks ignore other sessions on this machine. The
 # suite runs on several pytest-xdist workers (scripts/run_tests.sh): a worker's tag extends the one it inherited,
 # so the workers of one run ignore each other's processes too.
