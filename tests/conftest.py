@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes
+from tests.jvm_flags import TEST_JVM_FLAGS
 from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Every JVM the tests start (Spark drivers and executors, the namespace hosts' master and workers, Connect servers,
-# spark-submit) lives seconds to minutes, where the optimising JIT compiler and G1's threads are most of its CPU:
-# C1 alone and the serial collector halve a local-cluster session's CPU time (docs/development.md).
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# spark-submit): C1 alone and the serial collector, which halve a short-lived session's CPU time.
+os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_FLAGS)
 # Tag every process this session starts, so process-table checks ignore other sessions on this machine. The
 # suite runs on several pytest-xdist workers (scripts/run_tests.sh): a worker's tag extends the one it inherited,
 # so the workers of one run ignore each other's processes too.
