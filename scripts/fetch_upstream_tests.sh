@@ -14,4 +14,10 @@ fetch spark-tensorflow-distributor/test_mirrored_strategy_runner.py \
 # Horovod's own suite (tests/frameworks/horovod/test_horovod_upstream.py): not in Horovod's sdist, which ships no test/ folder
 fetch horovod/test_torch.py horovod/horovod/v0.28.1/test/parallel/test_torch.py
 fetch horovod/common.py horovod/horovod/v0.28.1/test/utils/common.py
+# Horovod's estimator suites (tests/compat/upstream.py), with the helpers they import from test/utils
+for f in test_spark_torch test_spark_lightning test_spark_keras; do
+  fetch "horovod/integration/$f.py" "horovod/horovod/v0.28.1/test/integration/$f.py"
+done
+fetch horovod/integration/spark_common.py horovod/horovod/v0.28.1/test/utils/spark_common.py
+fetch horovod/integration/common.py horovod/horovod/v0.28.1/test/utils/common.py
 echo "upstream test files in $dest"
