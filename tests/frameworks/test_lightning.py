@@ -17,8 +17,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SAMPLES, BATCH, EPOCHS = 22, 4, 2
 
 
-def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
-    """One rank: a tiny regression fitted by Lightning's Trainer, as written for one machine plus the strategy."""
+def fit_one_replica(
+    samples: int, batch: int, epochs: int, stock: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One rank: a tiny regression fitted by Lightning's Trainer, as written for one machine plus the strategy;
+    `stock` instead passes these Trainer options unchanged (code written for TorchDistributor, e.g. `"ddp"`)."""
     import os
     import socket
     import tempfile
@@ -46,7 +49,7 @@ def fit_one_replica(samples: int, batch: int, epochs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         trainer = pl.Trainer(
             accelerator="cpu",
-            strategy=sparkrunner.lightning.ddp(),
+            **(stock or {"strategy": sparkrunner.lightning.ddp()}),
             max_epochs=epochs,
             default_root_dir=root,
             logger=False,

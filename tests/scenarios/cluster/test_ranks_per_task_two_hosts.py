@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import pytest
 
 from sparkrunner import Runner
@@ -72,3 +73,25 @@ def test_two_ranks_per_task_on_each_of_two_hosts(one_slot_per_host: TwoHosts, la
         assert {v["SPARKRUNNER_STARTED_BY_TASK"] for v in by_host[host]} == {node}
     assert leftover_rank_processes(grace_s=10) == {}
     assert run_leftovers_on_hosts(cluster) == {ns: [] for ns in cluster.namespaces}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_stock_lightning_ddp_one_rank_per_host(one_slot_per_host: TwoHosts, launcher: str) -> None:
+    """Lightning code written for TorchDistributor, `Trainer(strategy="ddp", devices=1, num_nodes=2)`, one rank
+    per host: it trains unchanged, as one process stepping on both ranks' batches together."""
+    from tests.frameworks.test_lightning import BATCH, EPOCHS, SAMPLES, fit_one_replica
+    from tests.scenarios.cluster.test_two_hosts import single_process_fit
+
+    stock = {"strategy": "ddp", "devices": 1, "num_nodes": HOSTS}
+    runner = Runner(
+        np=HOSTS, spark=one_slot_per_host.spark, launcher=launcher, start_timeout=180, timeout=300
+    )
+    views = runner.run_all(fit_one_replica, SAMPLES, BATCH, EPOCHS, stock)
+    assert sorted(v["host"] for v in views) == sorted(one_slot_per_host.cluster.hostnames), views
+    assert [(v["rank"], v["global_rank"], v["world_size"]) for v in views] == [
+        (r, r, HOSTS) for r in range(HOSTS)
+    ]
+    assert views[0]["initial"] != views[1]["initial"], "each rank starts from its own weights: DDP must sync"
+    expected = np.concatenate(single_process_fit(views[0]["initial"], world=HOSTS))
+    for view in views:
+        assert np.allclose(np.concatenate(view["weights"]), expected, atol=1e-6), view
