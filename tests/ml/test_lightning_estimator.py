@@ -53,10 +53,10 @@ def test_fit_in_spark_learns_the_generating_function_and_logs_each_epoch(
 def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
     spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
 ) -> None:
-    """np < 0 under mpirun, the rows streamed, a validation column (every fourth row)."""
+    """np < 0, the rows streamed, a validation column (every fourth row)."""
     from pyspark.sql import functions as F
 
-    stage = estimator(-2, store, tracking_uri, validation="is_val", launcher="mpirun", data="stream")
+    stage = estimator(-2, store, tracking_uri, validation="is_val", data="stream")
     fitted = Pipeline(stages=[stage]).fit(
         linear_rows(spark_ml, 1200).withColumn("is_val", F.col("id") % 4 == 0)
     )
