@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -110,16 +111,18 @@ def line_of(path: Path, text: str) -> int:
 _TCP_LISTEN = "0A"  # the state column of /proc/net/tcp for a listening socket
 
 
-def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
+def fd_targets(pid: int) -> list[str]:
+    """What process `pid`'s open file descriptors point at (/proc/PID/fd links: paths, "socket:[inode]", ...);
+    descriptors closed while they are read are left out."""
+    targets = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(int(target[len("socket:[") : -1]))
-    return inodes
+        with contextlib.suppress(OSError):
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return targets
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    return {int(t[len("socket:[") : -1]) for t in fd_targets(pid) if t.startswith("socket:[")}
 
 
 def listening_sockets(pid: int) -> set[tuple[str, int]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkrunner.channel.environment import Env
-from tests.helpers import rank_processes
+from tests.helpers import fd_targets, rank_processes
 from tests.waiting import poll_until
 
 SHM = "/dev/shm"
@@ -62,23 +62,19 @@ def _shm_in_use() -> set[str]:
     """The /dev/shm entries some live process maps or holds open (/proc/*/maps and /proc/*/fd): those belong to a
     run still going, such as another pytest worker's 4-rank mpirun run, not to a run that ended."""
     used: set[str] = set()
-    prefix = SHM + "/"
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            used.update(
-                line.split(prefix, 1)[1].split()[0]
-                for line in (proc / "maps").read_text().splitlines()
-                if prefix in line
-            )
-        with contextlib.suppress(OSError):
-            for fd in (proc / "fd").iterdir():
-                with contextlib.suppress(OSError):
-                    target = os.readlink(fd)
-                    if target.startswith(prefix):
-                        used.add(target[len(prefix) :].split()[0])
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                used.update(_shm_names((proc / "maps").read_text().splitlines()))
+            with contextlib.suppress(OSError):
+                used.update(_shm_names(fd_targets(int(proc.name))))
     return used
+
+
+def _shm_names(lines: list[str]) -> set[str]:
+    """The /dev/shm entry each line names (a maps line, or a descriptor's target), the rest ignored."""
+    prefix = SHM + "/"
+    return {line.split(prefix, 1)[1].split()[0] for line in lines if prefix in line}
 
 
 def bindable(port: int) -> bool:
