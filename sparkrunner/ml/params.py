@@ -16,6 +16,15 @@ def param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Para
     return Param(Params._dummy(), name, doc, typeConverter=converter)
 
 
+def log_model_param(flavor: str) -> Param[Any]:
+    """The `log_model` switch of an estimator whose fitted model MLflow logs in `flavor`."""
+    return param(
+        "log_model",
+        f"log the fitted model to the fit's MLflow run ({flavor} flavor, with a signature)",
+        TypeConverters.toBoolean,
+    )
+
+
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -118,11 +127,7 @@ class TrainingParams(ScoringParams):
 class PytorchFlavorParams(TrainingParams):
     """Training whose fitted model MLflow logs in its pytorch flavor (the torch and Lightning estimators)."""
 
-    log_model = param(
-        "log_model",
-        "log the fitted model to the fit's MLflow run (pytorch flavor, with a signature)",
-        TypeConverters.toBoolean,
-    )
+    log_model = log_model_param("pytorch")
 
     def __init__(self) -> None:
         super().__init__()
@@ -167,11 +172,7 @@ class KerasParams(TrainingParams):
     optimizer = param("optimizer", "a Keras optimizer or its name; default 'adam'")
     loss = param("loss", "a Keras loss or its name, e.g. 'mse', 'sparse_categorical_crossentropy'")
     metrics = param("metrics", "Keras metrics (names or objects), reported per epoch in `history`")
-    log_model = param(
-        "log_model",
-        "log the fitted model to the fit's MLflow run (keras/tensorflow flavor, with a signature)",
-        TypeConverters.toBoolean,
-    )
+    log_model = log_model_param("keras/tensorflow")
 
     def __init__(self) -> None:
         super().__init__()
