@@ -72,6 +72,11 @@ FINISH_GRACE_S = _timing(
 EXIT_WAIT_S = _timing(
     "EXIT_WAIT_S", 30.0, "after a successful run, for the rank processes to exit on their own"
 )
+OUTPUT_END_WAIT_S = _timing(
+    "OUTPUT_END_WAIT_S",
+    5.0,
+    "after a successful run whose ranks exited, for the driver to take in the last lines their output relays sent",
+)
 SWEEP_GRACE_S = _timing("SWEEP_GRACE_S", 2.0, "for a run's leftover processes to end before they are killed")
 SWEEP_POLL_S = _timing("SWEEP_POLL_S", 0.05, "between two looks for a run's leftover processes")
 FAILURE_SETTLE_S = _timing(

@@ -243,6 +243,11 @@ class AttemptChannel:
             done = self.report.all_done()
         return done and all(s.task is None and s.pid and processes.ended(s.pid) for s in states)
 
+    def output_delivered(self) -> bool:
+        """True once the output relay of every rank that connected has hung up, after its last line was shown;
+        the caller holds `changed`."""
+        return self.report.output_ended.issuperset(self.report.ranks)
+
     def _ranks_on_this_machine(self) -> list[int]:
         """Pids of the live ranks that run on the driver (np < 0), the only pids that mean something here."""
         with self.changed:

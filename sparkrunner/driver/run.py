@@ -34,7 +34,7 @@ from sparkrunner.placement import Placement
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
 from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.script import module_call, script_call
-from sparkrunner.timeouts import EXIT_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
+from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -317,6 +317,9 @@ def _shut_down(
         with session.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
             while not (placement.finished() or session.ranks_ended_here()) and time.monotonic() < deadline:
                 session.changed.wait(SUPERVISE_POLL_S / 2)
+            # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
+            # now would drop a rank's last lines
+            causes.wait_until(session, session.output_delivered, OUTPUT_END_WAIT_S)
     else:
         session.stop_ranks(stop_grace_s)
     placement.stop()
