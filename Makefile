@@ -1,4 +1,4 @@
-# The two commands of the README: `make demo` (set up, then train on the digits data) and `make test`.
+# The two commands of the README: `make demo` (set up, then fit and score a Spark ML pipeline on the digits data) and `make test`.
 # `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh, cached by
 # the hash of its inputs); `make image-test` builds it when this tree changed it and tests it from inside.
 # `make test` ends with both (scripts/run_tests.sh).
@@ -8,7 +8,7 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/python examples/train_digits.py
+	.venv/bin/python examples/digits_pipeline.py
 
 # mypy's cache outlives the clone (fresh CI clones check in seconds what they did not change)
 lint: export MYPY_CACHE_DIR = $(or $(SPARKRUNNER_CACHE),$(HOME)/.cache/sparkrunner)/mypy
