@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 PREDICTION, PROBABILITY = "prediction", "probability"
+PROBABILITY_KINDS = (None, "softmax", "exp", "sigmoid")
+"""How a model's outputs become class probabilities: None for a regressor (see `columns`)."""
 
 
 def spark_types(probability: str | None, output_size: int) -> dict[str, str]:

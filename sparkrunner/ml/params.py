@@ -25,6 +25,15 @@ def log_model_param(flavor: str) -> Param[Any]:
     )
 
 
+def probability_param() -> Param[Any]:
+    """The `probability` rule of a stage whose model's loss does not say whether it is a classifier."""
+    return param(
+        "probability",
+        "a classifier's outputs: 'softmax' (logits), 'exp' (log-probabilities), 'sigmoid' (one logit); "
+        "None: a regressor",
+    )
+
+
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -158,10 +167,11 @@ class LightningParams(PytorchFlavorParams):
     trainer_args = param(
         "trainer_args", "further keyword arguments of lightning's Trainer (e.g. gradient_clip_val)"
     )
+    probability = probability_param()
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(callbacks=None, trainer_args=None)
+        self._setDefault(callbacks=None, trainer_args=None, probability=None)
 
 
 @with_accessors

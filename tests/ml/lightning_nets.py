@@ -8,6 +8,8 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from tests.ml.nets import classifier
+
 
 class LinearRegression(pl.LightningModule):
     """y ~ x . w + b on the batch's ``x`` (float32 (rows, 3)) and ``y`` (float32 (rows, 1)) columns."""
@@ -32,6 +34,26 @@ class LinearRegression(pl.LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+class TwoClasses(pl.LightningModule):
+    """Logits of two classes from the ``a`` and ``b`` columns side by side (`tests.ml.nets.class_rows`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = classifier()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
+        features = torch.cat([batch["a"], batch["b"]], dim=1)
+        loss = torch.nn.functional.cross_entropy(self(features), batch["label"])
+        self.log("train_loss", loss, on_epoch=True, on_step=False, sync_dist=True)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=0.05)
 
 
 class CrashOnce(pl.Callback):

@@ -15,8 +15,8 @@ from pyspark.ml import Pipeline, PipelineModel
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import LightningEstimator, TorchModel
-from tests.ml.lightning_nets import CrashOnce, LinearRegression
-from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+from tests.ml.lightning_nets import CrashOnce, LinearRegression, TwoClasses
+from tests.ml.nets import BIAS, WEIGHTS, class_rows, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -96,3 +96,24 @@ def test_bad_input_fails_before_any_rank_starts(spark_ml: Any, store: Path, trac
         estimator(-2, store, tracking_uri, trainer_args={"max_epochs": 3}).fit(frame)
     with pytest.raises(InvalidArgumentError, match="missing"):
         estimator(-2, store, tracking_uri, label_cols=["missing"]).fit(frame)
+
+
+def test_a_classifier_named_by_its_probability_rule_scores_classes_and_probabilities(
+    spark_ml: Any, store: Path, tracking_uri: str
+) -> None:
+    """Lightning's loss lives in the module, so `probability="softmax"` says the outputs are logits: `transform`
+    appends the class and the softmax, as the fitted module's own forward pass gives them on the driver."""
+    params: dict[str, Any] = dict(
+        model=TwoClasses(), feature_cols=["a", "b"], label_cols=["label"], validation=None, epochs=6,
+        batch_size=32, log_model=False,
+    )  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match="probability='logits' is unknown"):
+        estimator(-2, store, tracking_uri, probability="logits", **params).fit(class_rows(spark_ml, 40))
+    model = estimator(-2, store, tracking_uri, probability="softmax", **params).fit(class_rows(spark_ml, 800))
+
+    rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
+    x = np.array([[r["a"], r["b"]] for r in rows], dtype=np.float32)
+    expected = torch.softmax(torch.from_numpy(forward(model.getModel(), x)), dim=1).numpy()
+    np.testing.assert_allclose(np.array([r["probability"] for r in rows]), expected, rtol=1e-5, atol=1e-6)
+    assert [r["prediction"] for r in rows] == expected.argmax(axis=1).astype(float).tolist()
+    assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9

@@ -17,8 +17,10 @@ from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, fit_stage
 from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
-from sparkrunner.ml.params import FunctionParams, ScoringParams, param, with_accessors
+from sparkrunner.ml.outputs import PROBABILITY_KINDS
+from sparkrunner.ml.params import FunctionParams, ScoringParams, param, probability_param, with_accessors
 from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
+from sparkrunner.options import check_choice
 
 _NAMES = ("prediction", "probability")
 
@@ -147,9 +149,7 @@ class ScoringModel(Model, ScoringParams):
     builder = param("builder", "builder() -> the model, called once per Python worker")
     predict_fn = param("predict_fn", "predict_fn(model, features) -> outputs (rows, output_size)")
     output_size = param("output_size", "outputs per row (classes, for a classifier)", TypeConverters.toInt)
-    probability = param("probability", "a classifier's outputs: 'softmax' (logits), 'exp' (log-probabilities), "
-        "'sigmoid' (one logit); None: a regressor",
-    )  # fmt: skip
+    probability = probability_param()
     _input_kwargs: dict[str, Any]
 
     @keyword_only
@@ -176,11 +176,7 @@ class ScoringModel(Model, ScoringParams):
 
     def _transform(self, dataset: Any) -> Any:
         get = self.getOrDefault
-        probability = get("probability")
-        if probability not in (None, "softmax", "exp", "sigmoid"):
-            raise InvalidArgumentError(
-                f"probability={probability!r}: use 'softmax', 'exp', 'sigmoid' or None"
-            )
+        probability = check_choice("probability", get("probability"), PROBABILITY_KINDS)
         scorer = BatchScorer(self._source(), get("batch_size"), probability, get("predict_fn"))
         names = {key: get(f"{key}_col") for key in _NAMES}
         return scored(dataset, get("feature_cols"), scorer, get("output_size"), names)

@@ -14,8 +14,10 @@ from sparkrunner.ml.driver import checks, fit_stage
 from sparkrunner.ml.driver.persistence import unfitted_cannot_be_saved
 from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model
 from sparkrunner.ml.entry import RankEntry
+from sparkrunner.ml.outputs import PROBABILITY_KINDS
 from sparkrunner.ml.params import LightningParams
 from sparkrunner.ml.spec import TrainSpec
+from sparkrunner.options import check_choice
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.lightning_training", "train")
 _RESERVED = ("strategy", "max_epochs", "callbacks", "default_root_dir", "use_distributed_sampler")
@@ -58,6 +60,7 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
         seed: int = 0,
         shuffle: bool = True,
         log_model: bool = True,
+        probability: str | None = None,
         prediction_col: str = "prediction",
         probability_col: str = "probability",
     ) -> None:
@@ -89,10 +92,11 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
                 f"trainer_args cannot set {', '.join(reserved)}: the estimator sets them (epochs= for "
                 "max_epochs, callbacks= for callbacks, checkpoint_dir= for checkpoints)"
             )
+        probability = check_choice("probability", get("probability"), PROBABILITY_KINDS)
         payload = checks.pickled("model, callbacks or trainer_args", (module, callbacks, trainer_args))
         return TrainSpec(
             payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
-            get("batch_size"), get("epochs"), None, get("seed"), get("shuffle"), get("verbose"),
+            get("batch_size"), get("epochs"), probability, get("seed"), get("shuffle"), get("verbose"),
         )  # fmt: skip
 
 
