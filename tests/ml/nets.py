@@ -4,6 +4,8 @@ and the executors, as a notebook's would be)."""
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,12 +61,13 @@ def forward(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
 
 
 class CrashOnce(torch.nn.Linear):
-    """A linear model whose rank 1 dies (os._exit) at its `crash_after`+1-th training step of the first attempt;
+    """A linear model whose rank 1 dies (os._exit) at its `crash_after`+1-th training step of the first attempt,
+    or, given a `marker` path, touches it there and waits to die with its executor (the test kills that JVM);
     every training step appends "attempt rank" to `log`."""
 
-    def __init__(self, log: str, crash_after: int) -> None:
+    def __init__(self, log: str, crash_after: int, marker: str = "") -> None:
         super().__init__(3, 1)
-        self.log, self.crash_after, self.calls = log, crash_after, 0
+        self.log, self.crash_after, self.calls, self.marker = log, crash_after, 0, marker
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         from sparkrunner import rank_context
@@ -75,5 +78,8 @@ class CrashOnce(torch.nn.Linear):
                 f.write(f"{context.attempt} {context.rank}\n")
             self.calls += 1
             if context.attempt == 0 and context.rank == 1 and self.calls > self.crash_after:
-                os._exit(3)
+                if not self.marker:
+                    os._exit(3)
+                Path(self.marker).touch()
+                time.sleep(300)  # the executor JVM's end ends this process long before
         return super().forward(x)

@@ -15,9 +15,11 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError
+from sparkrunner.ml import TorchEstimator
 from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
+from tests.ml.nets import CrashOnce, linear_rows
 from tests.recovery.processes import ExecutorKiller
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
 from tests.waiting import wait_until
@@ -153,3 +155,29 @@ def test_max_failures_zero_raises_the_first_error_as_before(spark_cluster: Any) 
     assert info.value.rank == 1 and info.value.exc_type == "ValueError"
     assert runner.last_run is not None and len(runner.last_run.attempts) == 1
     assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def test_a_torch_estimator_fit_resumes_from_its_latest_epoch_after_an_executor_jvm_is_killed(
+    spark_cluster: Any, tmp_path: Path
+) -> None:
+    """Placement: Spark barrier stage (np=2), launcher direct, the rows materialized. 400 rows, batch 20: 10 steps
+    per epoch and rank. At rank 1's 26th step (epoch 3 of 4) of attempt 0 the test SIGKILLs the executor JVM that
+    hosts it; the retry trains epochs 3 and 4 only (20 steps per rank, counted by the model's own log)."""
+    log, marker = tmp_path / "steps.txt", tmp_path / "rank1-waits"
+    killer = ExecutorKiller(marker, seconds=300)
+    try:
+        model = TorchEstimator(
+            model=CrashOnce(str(log), crash_after=25, marker=str(marker)), loss="mse", feature_cols=["x"],
+            label_cols=["y"], batch_size=20, epochs=4, np=2, launcher="direct", max_failures=1,
+            checkpoint_dir=str(tmp_path / "checkpoints"), store=str(tmp_path / "store"), tracking=False,
+            log_model=False, verbose=0,
+        ).fit(linear_rows(spark_cluster, 400))  # fmt: skip
+    finally:
+        killed = killer.join()
+        wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
+    assert killed, "the executor JVM was never killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed[0], 0)
+    steps = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20
+    assert len(model.history["loss"]) == 4
