@@ -6,6 +6,10 @@ own forward pass on the driver, and MLflow's store (the logged model loaded back
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from pyspark.ml import Pipeline, PipelineModel
 
 from sparkrunner.ml import KerasEstimator, KerasModel
 from tests.ml.nets import BIAS, WEIGHTS, class_rows, linear_rows
+from tests.recovery.processes import rank_pid
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 keras = pytest.importorskip("tf_keras")
@@ -120,3 +125,57 @@ def test_keras_3_trains_on_one_rank_and_is_refused_on_several_like_a_model_that_
     )
     assert type(model.getModel()).__module__.startswith("keras.")
     np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
+
+
+class CheckpointWatch:
+    """In the background: note each epoch's checkpoint file as it appears under `folder` (any depth), and SIGKILL
+    rank 1's process (found in the process table) once the checkpoint of epoch `kill_after` is there."""
+
+    def __init__(self, folder: Path, kill_after: int, seconds: float = 240) -> None:
+        self.appeared: list[int] = []
+        self.killed: int | None = None
+        self._folder, self._kill_after, self._seconds = folder, kill_after, seconds
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _epochs(self) -> set[int]:
+        return {int(p.name.split("-")[1].split(".")[0]) for p in self._folder.rglob("checkpoint-*.*")}
+
+    def _watch(self) -> None:
+        seen: set[int] = set()
+        deadline = time.monotonic() + self._seconds
+        while not self._done.is_set() and time.monotonic() < deadline:
+            now = self._epochs()
+            self.appeared += sorted(now - seen)
+            seen = now
+            if self.killed is None and self._kill_after in now:
+                self.killed = rank_pid(1)
+                os.kill(self.killed, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+
+def test_a_fit_whose_rank_is_killed_resumes_from_the_latest_epoch(
+    spark_ml: Any, store: Path, tmp_path: Path
+) -> None:
+    """np < 0, launcher direct, max_failures=1. The test SIGKILLs rank 1 once epoch 2's checkpoint exists: the
+    retry restores the weights and the optimizer and trains epochs 3 to 7 only, so every epoch's checkpoint
+    appears once (a restart from scratch would write epoch 0's again), and the fit still learns the function."""
+    watch = CheckpointWatch(tmp_path / "checkpoints", kill_after=2)
+    try:
+        model = KerasEstimator(
+            model=linear_model(), optimizer=keras.optimizers.Adam(0.05), loss="mse", feature_cols=["x"],
+            label_cols=["y"], batch_size=16, epochs=8, np=-2, launcher="direct", max_failures=1,
+            checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store), tracking=False, verbose=0,
+        ).fit(linear_rows(spark_ml, 800))  # fmt: skip
+    finally:
+        watch.stop()
+    assert watch.killed is not None, "rank 1 was never killed"
+    assert watch.appeared == list(range(8))
+    assert len(model.history["loss"]) == 8
+    kernel, bias = model.getModel().get_weights()
+    np.testing.assert_allclose([*kernel[:, 0], bias[0]], [*WEIGHTS, BIAS], atol=0.15)
