@@ -1,5 +1,5 @@
-"""`KerasEstimator.fit` on real ranks under TensorFlow's MultiWorkerMirroredStrategy (np < 0 and a `local[2]`
-barrier stage, launcher "direct", tf_keras) and `KerasModel.transform` on real executors, as a Pipeline's last
+"""`KerasEstimator.fit` on real ranks under TensorFlow's MultiWorkerMirroredStrategy (np < 0 with the rows
+streamed, and a `local[2]` barrier stage with the rows materialized; launcher "direct", tf_keras) and `KerasModel.transform` on real executors, as a Pipeline's last
 stage and through a save/load round trip. Oracles: the function that generated the labels, the fitted model's
 own forward pass on the driver, and MLflow's store (the logged model loaded back through pyfunc). Modules:
 `sparkrunner.ml.driver.keras_estimator`, `sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
@@ -37,9 +37,9 @@ def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
     estimator = KerasEstimator(
         model=linear_model(), optimizer=keras.optimizers.Adam(0.05), loss="mse", feature_cols=["x"],
         label_cols=["y"], batch_size=32, epochs=10, validation=0.25, np=-2, launcher="direct",
-        store=str(store), tracking=tracking_uri, verbose=0,
+        data="stream", store=str(store), tracking=tracking_uri, verbose=0,
     )  # fmt: skip
-    fitted = Pipeline(stages=[estimator]).fit(linear_rows(spark_ml, 1200))
+    fitted = Pipeline(stages=[estimator]).fit(linear_rows(spark_ml, 1200))  # streamed: no copy of the rows
     model = fitted.stages[-1]
 
     assert isinstance(model, KerasModel)
