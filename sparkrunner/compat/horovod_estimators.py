@@ -124,10 +124,14 @@ def as_drop_in(model: Any, fitted: Any) -> Any:
 
 def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
     """`translated` Params, with Horovod's loss forms."""
-    params = translated(given)
+    params = translated(given, _TORCH_ALSO)
     if "loss" in params:
         params["loss"] = _loss(params["loss"], params.get("sample_weight_col"))
     return params
+
+
+_TORCH_ALSO = ("backward_passes_per_step",)
+"""What sparkrunner's TorchEstimator honours that its other estimators do not."""
 
 
 def _loss(loss: Any, sample_weight_col: str | None) -> Any:
