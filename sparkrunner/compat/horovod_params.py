@@ -59,7 +59,7 @@ def translated(
                 params[RENAMED[name]] = value
         elif name not in PASSED_ON or value is not None:  # Horovod's None means "its default": use ours
             params[name] = value
-    _check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
+    check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
     output = output_col(params.get("label_cols"))
     if output is not None and "prediction_col" not in params:
         params["prediction_col"] = output
@@ -118,7 +118,7 @@ def _is_default(name: str, value: Any, default: Any) -> bool:
     return bool(value is default or value == default)
 
 
-def _check_input_shapes(shapes: Any, feature_cols: Any) -> None:
+def check_input_shapes(shapes: Any, feature_cols: Any) -> None:
     """None, or for one feature column one row shape ``[n]`` (or ``[-1, n]`` with the batch): the matrix
     sparkrunner feeds the model."""
     if shapes is None:

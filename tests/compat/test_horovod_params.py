@@ -121,16 +121,16 @@ def test_anything_shaped_like_a_horovod_store_gives_its_prefix_path() -> None:
 
 
 def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> None:
-    """Horovod's losses return the batch mean; each row gets it, so the mean over rows is the same number."""
+    """Horovod's losses return the batch mean; each row gets it, so the mean over rows is the same number. With
+    sample weights Horovod calls them with reduction="none"."""
     loss = params(TorchEstimator(loss=torch.nn.functional.mse_loss))["loss"]
     out, y = torch.tensor([[1.0], [2.0], [4.0]]), torch.tensor([[0.0], [0.0], [0.0]])
     assert isinstance(loss, BatchMeanLoss)
     assert loss(out, y).tolist() == [7.0, 7.0, 7.0]  # (1 + 4 + 16) / 3
     module = torch.nn.CrossEntropyLoss()
     assert params(TorchEstimator(loss=[module]))["loss"] is module
-    assert params(TorchEstimator(loss=torch.nn.functional.l1_loss, sample_weight_col="w"))["loss"] is (
-        torch.nn.functional.l1_loss
-    )
+    weighted = params(TorchEstimator(loss=torch.nn.functional.l1_loss, sample_weight_col="w"))["loss"]
+    assert weighted(out, y).tolist() == [[1.0], [2.0], [4.0]]  # one per row: Horovod's reduction="none"
 
 
 REFUSED = {
