@@ -13,10 +13,13 @@ from typing import Any
 
 from pyspark import keyword_only
 
-from sparkrunner.compat.horovod_params import translated
+from sparkrunner.compat.horovod_params import check_input_shapes, output_col, translated
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.ml.driver import keras_estimator, torch_estimator
-from sparkrunner.ml.losses import BatchMeanLoss
+from sparkrunner.ml import losses
+from sparkrunner.ml.driver import checks, keras_estimator, torch_estimator
+from sparkrunner.ml.driver.persistence import ModelState
+from sparkrunner.ml.driver.scoring import ml_functions
+from sparkrunner.ml.losses import BatchMeanLoss, UnreducedLoss
 
 
 class HorovodModelAccessors:
@@ -48,7 +51,88 @@ class HorovodModelAccessors:
 
 
 class TorchModel(HorovodModelAccessors, torch_estimator.TorchModel):
-    """``horovod.spark.torch.TorchModel``: sparkrunner's `TorchModel` with Horovod's accessors."""
+    """``horovod.spark.torch.TorchModel``: sparkrunner's `TorchModel` with Horovod's accessors and constructor,
+    so a model trained elsewhere scores as Horovod's does: ``TorchModel(model=net, feature_columns=["x"],
+    label_columns=["y"], input_shapes=[[n]])``. Several outputs per row come back as an ML vector."""
+
+    @keyword_only
+    def __init__(
+        self,
+        history: Any = None,
+        model: Any = None,
+        feature_columns: list[str] | None = None,
+        input_shapes: Any = None,
+        label_columns: list[str] | None = None,
+        optimizer: Any = None,
+        run_id: str | None = None,
+        _metadata: dict[str, Any] | None = None,
+        loss: Any = None,
+        loss_constructors: Any = None,
+        **params: Any,
+    ) -> None:
+        super().__init__(**params)
+        self.optimizer = optimizer
+        if model is not None:
+            self._set(**_hand_built_params(feature_columns, label_columns, input_shapes))
+            width = _input_width(self.getOrDefault("feature_cols"), input_shapes, _metadata)
+            payload = checks.pickled("model", model, to="the executors")
+            self.state = ModelState(
+                payload,
+                _output_size(model, width),
+                losses.probability_kind(loss),
+                history or {},
+                run_id=run_id,
+            )
+
+    def getOptimizer(self) -> Any:
+        """The optimizer given to the constructor (Horovod's model keeps it; a fit's model has none)."""
+        return self.optimizer
+
+    def _transform(self, dataset: Any) -> Any:
+        scored = super()._transform(dataset)
+        if self.state.probability is not None or self.state.output_size == 1:
+            return scored
+        name = self.getOrDefault("prediction_col")
+        return scored.withColumn(name, ml_functions(dataset).array_to_vector(scored[name]))
+
+
+def _hand_built_params(feature_columns: Any, label_columns: Any, input_shapes: Any) -> dict[str, Any]:
+    """The Params of a model built by hand, from Horovod's constructor's names."""
+    if not feature_columns:
+        raise InvalidArgumentError(
+            "feature_columns is empty: name the columns the model reads, e.g. feature_columns=['features']"
+        )
+    check_input_shapes(input_shapes, feature_columns)
+    output = output_col(label_columns)
+    return {"feature_cols": list(feature_columns), **({"prediction_col": output} if output else {})}
+
+
+def _input_width(feature_cols: list[str], input_shapes: Any, metadata: dict[str, Any] | None) -> int:
+    """The width of the feature matrix the model is fed: from `input_shapes` (``[[n]]``), else from Horovod's
+    column metadata (``util._get_metadata(df)``: each column's ``shape``)."""
+    if input_shapes is not None:
+        return int(input_shapes[0][-1])
+    if metadata is not None and all(c in metadata for c in feature_cols):
+        return sum(int(metadata[c]["shape"]) for c in feature_cols)
+    raise InvalidArgumentError(
+        "a TorchModel built by hand needs input_shapes=[[n]] (the width of its feature matrix) or Horovod's "
+        "_metadata=util._get_metadata(df), so that the width of the model's output is known before scoring"
+    )
+
+
+def _output_size(model: Any, width: int) -> int:
+    """Outputs per row: the model's forward pass on one row of zeros."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return int(model(torch.zeros(1, width)).numel())
+    finally:
+        model.train(was_training)
 
 
 class KerasModel(HorovodModelAccessors, keras_estimator.KerasModel):
@@ -124,15 +208,19 @@ def as_drop_in(model: Any, fitted: Any) -> Any:
 
 def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
     """`translated` Params, with Horovod's loss forms."""
-    params = translated(given)
+    params = translated(given, _TORCH_ALSO)
     if "loss" in params:
         params["loss"] = _loss(params["loss"], params.get("sample_weight_col"))
     return params
 
 
+_TORCH_ALSO = ("backward_passes_per_step",)
+"""What sparkrunner's TorchEstimator honours that its other estimators do not."""
+
+
 def _loss(loss: Any, sample_weight_col: str | None) -> Any:
     """Horovod's loss forms: a one-element list, and a function that returns the batch's mean (rows then share
-    it; with sample weights the function must return one loss per row, as sparkrunner's own do)."""
+    it); with sample weights the function is called with ``reduction="none"``, as Horovod calls it."""
     import torch
 
     if isinstance(loss, (list, tuple)):
@@ -142,8 +230,8 @@ def _loss(loss: Any, sample_weight_col: str | None) -> Any:
                 "columns (it receives the outputs and the labels side by side)"
             )
         (loss,) = loss
-    if callable(loss) and not isinstance(loss, torch.nn.Module) and sample_weight_col is None:
-        return BatchMeanLoss(loss)
+    if callable(loss) and not isinstance(loss, torch.nn.Module):
+        return BatchMeanLoss(loss) if sample_weight_col is None else UnreducedLoss(loss)
     return loss
 
 

@@ -5,10 +5,12 @@ translated into sparkrunner's `sparkrunner.ml` Params: the same names pass throu
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.compat.spark_facts import positive_int
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 
 PASSED_ON = (
     "num_proc", "model", "optimizer", "loss", "feature_cols", "label_cols", "batch_size", "epochs",
@@ -19,7 +21,7 @@ PASSED_ON = (
 RENAMED = {"random_seed": "seed"}
 
 HONOURED_DEFAULTS: dict[str, Any] = {
-    "data_module": None, "backend": None, "loss_constructors": None, "metrics": None, "loss_weights": None,
+    "data_module": None, "loss_constructors": None, "metrics": None, "loss_weights": None,
     "gradient_compression": None, "continuous_cols": None, "categorical_cols": None, "callbacks": None,
     "val_batch_size": None, "shuffle_buffer_size": None, "partitions_per_process": 10,
     "train_minibatch_fn": None, "train_steps_per_epoch": None, "validation_steps_per_epoch": None,
@@ -45,10 +47,10 @@ def translated(
     pass through; `not_passed` (of `PASSED_ON`, what this estimator has no Param for) is refused unless None.
     Refuses what sparkrunner cannot honour, naming each; sets Horovod's output column name."""
     _refuse_unsupported({k: v for k, v in given.items() if k not in also_passed}, not_passed)
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = _from_backend(given)
     for name, value in given.items():
         skipped = name in HONOURED_DEFAULTS and name not in also_passed
-        if skipped or name in not_passed or name == "input_shapes":
+        if skipped or name in not_passed or name in ("input_shapes", "backend"):
             continue
         if name == "store":
             params["store"] = store_path(value)
@@ -57,10 +59,39 @@ def translated(
                 params[RENAMED[name]] = value
         elif name not in PASSED_ON or value is not None:  # Horovod's None means "its default": use ours
             params[name] = value
-    _check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
-    labels = params.get("label_cols") or []
-    if len(labels) == 1 and "prediction_col" not in params:
-        params["prediction_col"] = f"{labels[0]}__output"
+    check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
+    output = output_col(params.get("label_cols"))
+    if output is not None and "prediction_col" not in params:
+        params["prediction_col"] = output
+    return params
+
+
+def output_col(label_cols: Any) -> str | None:
+    """Horovod's name for the output column of one label column: ``<label>__output``."""
+    labels = list(label_cols or ())
+    return f"{labels[0]}__output" if len(labels) == 1 else None
+
+
+def _from_backend(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Horovod's `backend` (what started its ranks) is accepted, with a warning that sparkrunner places the
+    ranks itself; its ``num_processes()`` becomes `num_proc` when neither `num_proc` nor `np` is given."""
+    backend = given.get("backend")
+    if backend is None:
+        return {}
+    sized = given.get("num_proc") is None and given.get("np") is None
+    counted = getattr(backend, "num_processes", None)
+    params = (
+        {"num_proc": positive_int("backend.num_processes()", counted())}
+        if sized and callable(counted)
+        else {}
+    )
+    warnings.warn(
+        f"backend={backend!r}: sparkrunner places the ranks itself (a Spark barrier stage, or processes on the "
+        "driver for np < 0), so the backend starts nothing"
+        + (f"; its num_processes() gives num_proc={params['num_proc']}" if params else ""),
+        SparkRunnerWarning,
+        stacklevel=2,
+    )
     return params
 
 
@@ -87,7 +118,7 @@ def _is_default(name: str, value: Any, default: Any) -> bool:
     return bool(value is default or value == default)
 
 
-def _check_input_shapes(shapes: Any, feature_cols: Any) -> None:
+def check_input_shapes(shapes: Any, feature_cols: Any) -> None:
     """None, or for one feature column one row shape ``[n]`` (or ``[-1, n]`` with the batch): the matrix
     sparkrunner feeds the model."""
     if shapes is None:

@@ -55,3 +55,14 @@ class BatchMeanLoss:
     def __call__(self, outputs: Any, labels: Any) -> Any:
         value = self.fn(outputs, labels)
         return value.expand(len(outputs)) if value.dim() == 0 else value
+
+
+class UnreducedLoss:
+    """A loss function called with ``reduction="none"`` (one loss per row), as Horovod's estimators call theirs
+    when rows carry sample weights."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __call__(self, outputs: Any, labels: Any) -> Any:
+        return self.fn(outputs, labels, reduction="none")

@@ -152,10 +152,15 @@ class TorchParams(PytorchFlavorParams):
         "optimizer", "a torch optimizer over model's parameters, or optimizer(params); default Adam(lr=1e-3)"
     )
     loss = param("loss", "a torch loss, loss(outputs, labels) per row, or a name: " + ", ".join(LOSS_NAMES))
+    backward_passes_per_step = param(
+        "backward_passes_per_step",
+        "batches whose gradients are summed before each optimizer step (gradient accumulation)",
+        TypeConverters.toInt,
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse")
+        self._setDefault(optimizer=None, loss="mse", backward_passes_per_step=1)
 
 
 @with_accessors

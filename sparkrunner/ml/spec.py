@@ -22,6 +22,8 @@ class TrainSpec:
     seed: int = 0
     shuffle: bool = True
     verbose: int = 1
+    backward_passes_per_step: int = 1
+    """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from sparkrunner.compat.horovod_spark import TorchEstimator, TorchModel
+from sparkrunner.errors import InvalidArgumentError
 from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -55,6 +56,45 @@ def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
         assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
         again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
         np.testing.assert_allclose(again, scored, rtol=1e-6)
+
+
+def test_a_torch_model_built_by_hand_with_horovods_keywords_scores_as_horovods_does(spark_local: Any) -> None:
+    """Horovod's ``TorchModel(history=, model=, feature_columns=, label_columns=, input_shapes=, optimizer=,
+    run_id=)`` / ``_metadata=``: one output per row in ``<label>__output`` as a number, several as an ML vector
+    (Horovod's types). Oracles: the generating function and the modules' own forward pass on the driver."""
+    from pyspark.ml.linalg import VectorUDT
+
+    net = torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        net.weight.copy_(torch.from_numpy(WEIGHTS[None].astype(np.float32)))
+        net.bias.fill_(BIAS)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    model = TorchModel(
+        history=None, model=net, feature_columns=["x"], label_columns=["y"], input_shapes=[[3]],
+        optimizer=optimizer, run_id="by-hand",
+    )  # fmt: skip
+    assert (model.getOutputCols(), model.getRunId(), model.getHistory()) == (["y__output"], "by-hand", {})
+    assert model.getOptimizer() is optimizer
+
+    test = linear_rows(spark_local, 100, partitions=2, seed=5)
+    rows = model.transform(test).collect()
+    x = np.array([r["x"] for r in rows])
+    np.testing.assert_allclose([r["y__output"] for r in rows], x @ WEIGHTS + BIAS, rtol=1e-5, atol=1e-5)
+
+    wide_net = torch.nn.Linear(3, 2)
+    wide = TorchModel(
+        model=wide_net, feature_columns=["x"], label_columns=["y"], _metadata={"x": {"shape": 3}}
+    )
+    scored = wide.transform(test)
+    assert isinstance(scored.schema["y__output"].dataType, VectorUDT)
+    rows = scored.collect()
+    got = np.array([r["y__output"].toArray() for r in rows])
+    np.testing.assert_allclose(got, forward(wide_net, [r["x"] for r in rows]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_torch_model_built_by_hand_without_its_input_width_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"needs input_shapes=\[\[n\]\]"):
+        TorchModel(model=torch.nn.Linear(3, 1), feature_columns=["x"], label_columns=["y"])
 
 
 def test_horovod_style_keras_fit_in_a_barrier_stage_learns_and_writes_the_label_output_column(

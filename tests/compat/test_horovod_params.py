@@ -15,7 +15,7 @@ import torch
 
 from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
 from sparkrunner.compat.horovod_spark_lightning import TorchEstimator as LightningTorchEstimator
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.ml.losses import BatchMeanLoss
 
 
@@ -92,6 +92,7 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"input_shapes": [[3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
         ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
+        ({"backward_passes_per_step": 3}, {"backward_passes_per_step": 3}),
     ],
 )
 def test_each_horovod_argument_reaches_its_sparkrunner_param(
@@ -120,21 +121,20 @@ def test_anything_shaped_like_a_horovod_store_gives_its_prefix_path() -> None:
 
 
 def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> None:
-    """Horovod's losses return the batch mean; each row gets it, so the mean over rows is the same number."""
+    """Horovod's losses return the batch mean; each row gets it, so the mean over rows is the same number. With
+    sample weights Horovod calls them with reduction="none"."""
     loss = params(TorchEstimator(loss=torch.nn.functional.mse_loss))["loss"]
     out, y = torch.tensor([[1.0], [2.0], [4.0]]), torch.tensor([[0.0], [0.0], [0.0]])
     assert isinstance(loss, BatchMeanLoss)
     assert loss(out, y).tolist() == [7.0, 7.0, 7.0]  # (1 + 4 + 16) / 3
     module = torch.nn.CrossEntropyLoss()
     assert params(TorchEstimator(loss=[module]))["loss"] is module
-    assert params(TorchEstimator(loss=torch.nn.functional.l1_loss, sample_weight_col="w"))["loss"] is (
-        torch.nn.functional.l1_loss
-    )
+    weighted = params(TorchEstimator(loss=torch.nn.functional.l1_loss, sample_weight_col="w"))["loss"]
+    assert weighted(out, y).tolist() == [[1.0], [2.0], [4.0]]  # one per row: Horovod's reduction="none"
 
 
 REFUSED = {
     "data_module": object(),
-    "backend": object(),
     "loss_constructors": [torch.nn.MSELoss],
     "metrics": ["accuracy"],
     "loss_weights": [0.5, 0.5],
@@ -156,7 +156,6 @@ REFUSED = {
     "inmemory_cache_all": True,
     "use_gpu": False,
     "mp_start_method": "spawn",
-    "backward_passes_per_step": 2,
 }
 
 
@@ -164,6 +163,41 @@ REFUSED = {
 def test_each_argument_sparkrunner_cannot_honour_is_refused_by_name(name: str) -> None:
     with pytest.raises(InvalidArgumentError, match=rf"^{name}: Horovod's estimator argument"):
         TorchEstimator(model=torch.nn.Linear(3, 1), **{name: REFUSED[name]})
+
+
+class Sized:
+    """Shaped like Horovod's backends (SparkBackend, the tests' CallbackBackend): it says how many ranks."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+
+    def num_processes(self) -> int:
+        return self.processes
+
+
+@pytest.mark.parametrize(
+    ("given", "num_proc", "says"),
+    [
+        ({"backend": Sized(3)}, 3, "its num_processes\\(\\) gives num_proc=3"),
+        ({"backend": Sized(3), "num_proc": 2}, 2, "so the backend starts nothing$"),
+        ({"backend": object()}, None, "so the backend starts nothing$"),
+    ],
+    ids=["sized", "num_proc-given", "unsized"],
+)
+def test_a_horovod_backend_is_accepted_with_a_warning_and_sizes_num_proc_when_not_given(
+    given: dict[str, Any], num_proc: int | None, says: str
+) -> None:
+    for estimator in (TorchEstimator, KerasEstimator):
+        with pytest.warns(
+            SparkRunnerWarning, match=rf"^backend=.*sparkrunner places the ranks itself.*{says}"
+        ):
+            got = params(estimator(**given))
+        assert got["num_proc"] == num_proc and "backend" not in got
+
+
+def test_a_backend_that_counts_no_ranks_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"backend.num_processes\(\) has to be a positive integer"):
+        TorchEstimator(backend=Sized(0))
 
 
 def test_several_refused_arguments_are_named_together() -> None:

@@ -21,7 +21,7 @@ log = logging.getLogger("sparkrunner")
 def test_original_public_tests_pass_against_the_drop_in(suite: Suite, tmp_path: Path) -> None:
     if "SPARKRUNNER_UPSTREAM_TESTS" not in os.environ:
         pytest.skip(
-            "opt-in (5-8 min): SPARKRUNNER_UPSTREAM_TESTS=~/.cache/sparkrunner/upstream-tests pytest ..."
+            "opt-in (8-11 min): SPARKRUNNER_UPSTREAM_TESTS=~/.cache/sparkrunner/upstream-tests pytest ..."
         )
     if not suite.path().exists():
         pytest.skip(f"the original test file is not at {suite.path()} (scripts/fetch_upstream_tests.sh)")

@@ -36,6 +36,7 @@ class Suite:
     left_out: dict[str, str]  # test -> why
     conftest: str | None = None  # a module of ours copied next to the file as conftest.py
     requires: tuple[str, ...] = field(default=())  # modules that must import, else the suite is skipped
+    beside: tuple[str, ...] = field(default=())  # the original's helper modules (under UPSTREAM) it imports
 
     def path(self) -> Path:
         return UPSTREAM / self.source
@@ -72,6 +73,8 @@ def run_suite(suite: Suite, workdir: Path) -> Outcome:
     (workdir / "pytest.ini").write_text("[pytest]\n")
     if suite.conftest:
         (workdir / "conftest.py").write_text((REPO / suite.conftest).read_text())
+    for helper in suite.beside:
+        (workdir / Path(helper).name).write_text((UPSTREAM / helper).read_text())
     outcomes = [_run_group(target, workdir, n, group) for n, group in enumerate(_groups(suite.public))]
     return Outcome(
         sum(o.ran for o in outcomes),
@@ -108,7 +111,14 @@ def _run_group(target: Path, workdir: Path, number: int, tests: list[str]) -> Ou
         command += [str(target), "-k", " or ".join(t[2:] for t in tests)]
     else:
         command += [f"{target}::{t}" for t in tests]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        # the file's folder too, as when the original runs from its own folder: the classes it defines (a model
+        # pickled by reference) import in the ranks and Spark's workers
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(workdir)]),
+        "PYSPARK_PYTHON": sys.executable,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db",  # estimators track by default: not in REPO
+    }
     done = subprocess.run(
         command, cwd=REPO, env=env, capture_output=True, text=True, timeout=_SUITE_TIMEOUT_S
     )
@@ -127,6 +137,11 @@ def _outcome(report: Path, output: str) -> Outcome:
 
 
 _PRIVATE = "calls a private internal of the original ({})"
+_HOROVOD_INTERNAL = "tests Horovod's own {} (imported from horovod itself), not the drop-in"
+_ELASTIC = (
+    "calls Horovod's own horovod.spark.run_elastic, not through the drop-in (sparkrunner's elastic size is "
+    "Runner(np=(min, max)), not a run_elastic function)"
+)
 _MNIST = "downloads MNIST with torchvision (nothing may be downloaded from a data hub here)"
 
 SUITES = [
@@ -227,5 +242,48 @@ SUITES = [
         },
         conftest="tests/compat/upstream_tf_conftest.py",
         requires=("tensorflow",),
+    ),
+    Suite(
+        name="Horovod TorchEstimator",
+        source="horovod/integration/test_spark_torch.py",
+        origin="horovod/horovod@v0.28.1:test/integration/test_spark_torch.py",
+        imports={
+            "import horovod.spark.torch as hvd_spark": (
+                "from sparkrunner.compat import horovod_spark as hvd_spark"
+            ),
+        },
+        public=(
+            "SparkTorchTests::test_fit_model",
+            "SparkTorchTests::test_transform_multi_class",
+        ),
+        left_out={
+            "test_restore_from_checkpoint": _PRIVATE.format(
+                "the estimator's _load_checkpoint, wrapped in a mock"
+            )
+            + "; and it expects Horovod's checkpoint in the Store under run_id, where sparkrunner "
+            "checkpoints into checkpoint_dir",
+            "test_fit_model_nvtabular": "needs NVTabular (data_module=NVTabularDataModule, refused by the "
+            "drop-in); the original skips it without NVTabular too",
+            "test_torch_direct_parquet_train": _HOROVOD_INTERNAL.format(
+                "remote.RemoteTrainer over Petastorm"
+            ),
+            "test_happy_run_elastic": _ELASTIC,
+            "test_happy_run_elastic_fault_tolerant": _ELASTIC,
+            "test_happy_run_elastic_fault_tolerant_fails": "skipped by the original itself",
+            "test_pytorch_get_optimizer_with_unscaled_lr": _HOROVOD_INTERNAL.format("remote module"),
+            "test_metric_class": _HOROVOD_INTERNAL.format("remote module"),
+            "test_construct_metric_value_holders_one_metric_for_all_labels": _HOROVOD_INTERNAL.format(
+                "remote module"
+            ),
+            "test_prepare_np_data": _HOROVOD_INTERNAL.format("spark.common.util"),
+            "test_get_metric_avgs": _HOROVOD_INTERNAL.format("remote module"),
+            "test_update_metrics": _HOROVOD_INTERNAL.format("remote module"),
+            "test_torch_param_serialize": _HOROVOD_INTERNAL.format("_torch_param_serialize"),
+            "test_calculate_loss_with_sample_weight": _HOROVOD_INTERNAL.format("remote module"),
+            "test_calculate_loss_without_sample_weight": _HOROVOD_INTERNAL.format("remote module"),
+        },
+        beside=("horovod/integration/common.py", "horovod/integration/spark_common.py"),
+        # the file imports Horovod's estimator internals at the top: Horovod's torch extension and tensorboard
+        requires=("horovod.torch", "tensorboard", "mock"),
     ),
 ]

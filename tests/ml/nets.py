@@ -83,3 +83,18 @@ class CrashOnce(torch.nn.Linear):
                 Path(self.marker).touch()
                 time.sleep(300)  # the executor JVM's end ends this process long before
         return super().forward(x)
+
+
+class StepLogged(torch.optim.SGD):
+    """SGD that appends its rank to `log` at every optimizer step (the steps counted outside the estimator)."""
+
+    def __init__(self, params: Any, log: str) -> None:
+        super().__init__(params, lr=0.01)
+        self.log = log
+
+    def step(self, closure: Any = None) -> Any:
+        from sparkrunner import rank_context
+
+        with open(self.log, "a") as f:
+            f.write(f"{rank_context().rank}\n")
+        return super().step(closure)

@@ -60,6 +60,11 @@ CASES = {
     "unknown loss": (dict(loss="hinge"), InvalidArgumentError, "loss='hinge' is unknown"),
     "data mode": (dict(data="copy"), InvalidArgumentError, "data='copy' is unknown"),
     "epochs": (dict(epochs=0), InvalidArgumentError, "epochs must be an int >= 1"),
+    "no backward pass per step": (
+        dict(backward_passes_per_step=0),
+        InvalidArgumentError,
+        "backward_passes_per_step must be an int >= 1",
+    ),
     "unpicklable model": (dict(model=Locked()), NotPicklableError, "cannot be sent to the ranks"),
     "not a module": (dict(model=lambda x: x), InvalidArgumentError, "must be a torch.nn.Module"),
 }

@@ -16,7 +16,17 @@ import torch
 
 from sparkrunner.ml import TorchEstimator, TorchModel
 from sparkrunner.ml.driver.persistence import ModelState
-from tests.ml.nets import BIAS, WEIGHTS, CrashOnce, LoadLogged, class_rows, classifier, forward, linear_rows
+from tests.ml.nets import (
+    BIAS,
+    WEIGHTS,
+    CrashOnce,
+    LoadLogged,
+    StepLogged,
+    class_rows,
+    classifier,
+    forward,
+    linear_rows,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -124,3 +134,18 @@ def test_a_rank_that_dies_mid_fit_is_retried_from_the_latest_epoch(
     steps = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
     assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20
     assert len(model.history["loss"]) == 4
+
+
+def test_backward_passes_per_step_steps_the_optimizer_once_every_that_many_batches(
+    spark_ml: Any, store: Path, tmp_path: Path
+) -> None:
+    """160 rows, 2 ranks of batch 8: 10 batches per epoch on each rank. With 4 backward passes per step each
+    rank steps after batches 4, 8 and the epoch's last (10): 3 steps per epoch, counted by the optimizer's log."""
+    log = tmp_path / "steps.txt"
+    model = TorchEstimator(
+        model=torch.nn.Linear(3, 1), optimizer=lambda params: StepLogged(params, str(log)), loss="mse",
+        feature_cols=["x"], label_cols=["y"], batch_size=8, epochs=2, backward_passes_per_step=4, np=-2,
+        launcher="direct", store=str(store), tracking=False, verbose=0,
+    ).fit(linear_rows(spark_ml, 160))  # fmt: skip
+    assert sorted(log.read_text().split()) == ["0"] * 6 + ["1"] * 6
+    assert len(model.history["loss"]) == 2

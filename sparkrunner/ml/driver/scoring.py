@@ -82,11 +82,18 @@ def _as_numbers(F: Any, df: Any, name: str) -> Any:
     column = F.col(f"`{name}`")
     if columns.spark_type_name(df.schema[name].dataType) != "vector":
         return column
+    return ml_functions(df).vector_to_array(column)
+
+
+def ml_functions(df: Any) -> Any:
+    """Spark ML's column functions (`vector_to_array`, `array_to_vector`) for `df`'s kind of session."""
     if is_connect_session(df):
-        from pyspark.ml.connect.functions import vector_to_array
-    else:
-        from pyspark.ml.functions import vector_to_array
-    return vector_to_array(column)
+        from pyspark.ml.connect import functions as connect
+
+        return connect
+    from pyspark.ml import functions as classic
+
+    return classic
 
 
 def _functions(df: Any) -> Any:

@@ -19,6 +19,7 @@ from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import ScoringParams, TorchParams
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ml.tasks.scoring import BatchScorer
+from sparkrunner.options import check_number
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")
 
@@ -41,6 +42,7 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
         model: Any = None,
         optimizer: Any = None,
         loss: Any = "mse",
+        backward_passes_per_step: int = 1,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -84,11 +86,12 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
         if not _is_module(module):
             raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
         checks.check_loss(loss)
+        check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
         payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
         return TrainSpec(
             payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
             get("batch_size"), get("epochs"), losses.probability_kind(loss), get("seed"), get("shuffle"),
-            get("verbose"),
+            get("verbose"), get("backward_passes_per_step"),
         )  # fmt: skip
 
 

@@ -3,6 +3,7 @@ rank, the epoch's metrics summed over all ranks, a checkpoint per epoch when the
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -82,25 +83,31 @@ def _epoch(
     prefix: str = "",
 ) -> tuple[dict[str, float], int]:
     """One pass over `loader` (training when `optimizer` is given): its mean loss (and accuracy for a
-    classifier) over every rank's rows, and the width of the model's output."""
+    classifier) over every rank's rows, and the width of the model's output. Training steps the optimizer
+    once every `backward_passes_per_step` batches (and after the epoch's last) on their summed gradients,
+    each batch's loss divided by that number, as Horovod's ``DistributedOptimizer`` does; DDP averages the
+    gradients over the ranks only in a step's last backward pass."""
     import torch
     import torch.distributed as dist
 
     totals = torch.zeros(3, dtype=torch.float64)  # weighted loss sum, weight sum, correct predictions
     output_size = 1
-    for batch in loader:
-        x = torch.from_numpy(features.matrix([batch[c] for c in spec.feature_cols])).to(device)
-        out = net(x)
-        y = _labels(spec, [batch[c] for c in spec.label_cols], out)
-        weights = _weights(spec, batch, len(x), device)
-        per_sample = _per_sample(loss_fn(out, y), len(x))
-        step_loss = (per_sample * weights).sum() / weights.sum()
-        if optimizer is not None:
-            optimizer.zero_grad()
-            step_loss.backward()
-            optimizer.step()
+    training, passes = optimizer is not None, spec.backward_passes_per_step
+    if training:
+        optimizer.zero_grad()
+    for index, batch in enumerate(loader):
+        steps = training and ((index + 1) % passes == 0 or index + 1 == len(loader))
+        with net.no_sync() if training and not steps else contextlib.nullcontext():
+            out, y, per_sample, weights = _forward(spec, net, loss_fn, batch, device)
+            step_loss = (per_sample * weights).sum() / weights.sum()
+            if training:
+                (step_loss / passes).backward()
+        if training:
+            if steps:
+                optimizer.step()
+                optimizer.zero_grad()
             report_progress(
-                epoch=epoch, total=spec.epochs * len(loader), samples=len(x), loss=step_loss.detach()
+                epoch=epoch, total=spec.epochs * len(loader), samples=len(y), loss=step_loss.detach()
             )
         totals += torch.stack(
             [(per_sample.detach() * weights).sum().cpu(), weights.sum().cpu(), _correct(spec, out, y)]
@@ -111,6 +118,16 @@ def _epoch(
     if spec.probability is not None:
         metrics[f"{prefix}accuracy"] = float(totals[2] / max(float(totals[1]), 1e-12))
     return metrics, output_size
+
+
+def _forward(spec: TrainSpec, net: Any, loss_fn: Any, batch: dict[str, np.ndarray], device: Any) -> Any:
+    """The batch's outputs, labels, per-row losses and row weights."""
+    import torch
+
+    x = torch.from_numpy(features.matrix([batch[c] for c in spec.feature_cols])).to(device)
+    out = net(x)
+    y = _labels(spec, [batch[c] for c in spec.label_cols], out)
+    return out, y, _per_sample(loss_fn(out, y), len(x)), _weights(spec, batch, len(x), device)
 
 
 def _labels(spec: TrainSpec, columns: list[np.ndarray], out: Any) -> Any:
