@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,10 @@ def record_and_fail_once(folder: str) -> int:
         "warm": warm, "torch_works": float(torch.ones(3).sum()) == 3.0,
     }  # fmt: skip
     Path(folder, f"attempt{attempt}-rank{ctx.rank}.json").write_text(json.dumps(facts))
-    if attempt == 0 and ctx.rank == 1:
+    if attempt == 0 and ctx.rank == 1:  # once rank 0 has written (its stop would otherwise come first)
+        deadline = time.monotonic() + 120
+        while not Path(folder, "attempt0-rank0.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         raise RuntimeError("rank 1 fails in attempt 0")
     return attempt
 
