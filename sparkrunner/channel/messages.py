@@ -311,6 +311,10 @@ class Wait(Message, kind="wait"):
 # a barrier task <-> its executor's zygote (`sparkrunner.ranks.zygote`), over a Unix socket
 
 
+ZYGOTE_READY = b"ready\n"
+"""What a zygote writes on its stdout once it listens (its starting task waits for it)."""
+
+
 @dataclass(frozen=True)
 class Fork(Message, kind="fork"):
     """Fork a rank: run `argv` (``python -m module args...``) with `env` in `cwd`. The file descriptor for its

@@ -316,7 +316,7 @@ def server_handshake(sock: socket.socket, secret: bytes) -> Connection:
     try:
         pending = _PendingHandshake(sock)
         while True:
-            if not _readable_by(sock, pending.deadline):
+            if not readable(sock, pending.deadline - time.monotonic()):
                 raise ChannelError("the peer did not prove it knows the secret in time")
             if pending.read():
                 return pending.finish(secret)
@@ -324,11 +324,12 @@ def server_handshake(sock: socket.socket, secret: bytes) -> Connection:
         raise ChannelError(f"the handshake broke: {exc}") from exc
 
 
-def _readable_by(sock: socket.socket, deadline: float) -> bool:
-    """Wait until `sock` is readable or `deadline` (monotonic) passed; True when readable."""
+def readable(stream: Any, timeout: float) -> bool:
+    """Wait up to `timeout` seconds until `stream` (a socket, a pipe, anything with a fileno) has something to
+    read, or has ended; True when it has."""
     with selectors.DefaultSelector() as selector:
-        selector.register(sock, selectors.EVENT_READ)
-        return bool(selector.select(max(deadline - time.monotonic(), 0)))
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(max(timeout, 0)))
 
 
 Handler = Callable[[Connection, str, Any], None]

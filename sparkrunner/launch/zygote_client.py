@@ -12,7 +12,7 @@ import fcntl
 import hashlib
 import logging
 import os
-import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.transport import Connection, client_handshake
+from sparkrunner.channel.transport import Connection, client_handshake, readable
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch import processes
 from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KILL_WAIT_S, ZYGOTE_START_WAIT_S
@@ -82,12 +82,12 @@ class ZygoteRank:
         self.pid = reply.pid
 
     def poll(self) -> int | None:
-        if self._code is None and _readable(self._sock, 0):
+        if self._code is None and readable(self._sock, 0):
             try:
                 reply = m.receive(self._conn)
                 self._code = reply.code if isinstance(reply, m.Exit) else 1
             except ChannelError:
-                self._code = -9  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
+                self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
             self._conn.close()
         return self._code
 
@@ -96,7 +96,7 @@ class ZygoteRank:
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
-            _readable(self._sock, DIRECT_POLL_S)
+            readable(self._sock, DIRECT_POLL_S)
         self.output.join()
         return code
 
@@ -189,7 +189,7 @@ def _start(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> bool:
         zygote.stdin.write(spec.key)
     with contextlib.suppress(OSError):
         zygote.stdin.close()
-    if _readable(zygote.stdout, ZYGOTE_START_WAIT_S) and zygote.stdout.readline() == b"ready\n":
+    if readable(zygote.stdout, ZYGOTE_START_WAIT_S) and zygote.stdout.readline() == m.ZYGOTE_READY:
         zygote.stdout.close()
         return True
     log.warning("the executor's zygote did not start within %s s: the ranks start cold", ZYGOTE_START_WAIT_S)
@@ -214,9 +214,3 @@ def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]
         }
     )
     return env
-
-
-def _readable(stream: object, timeout: float) -> bool:
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)  # type: ignore[arg-type]
-        return bool(selector.select(timeout))

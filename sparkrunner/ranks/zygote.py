@@ -35,7 +35,6 @@ from sparkrunner.launch import processes
 from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, SERVER_HANDSHAKE_TIMEOUT_S, ZYGOTE_IDLE_S, ZYGOTE_POLL_S
 
 KEY_BYTES = 32
-READY = b"ready\n"
 
 _ARG_START, _ENV_END = 45, 48
 """Indexes of arg_start and env_end among /proc/self/stat's fields after the command name (fields 48-51)."""
@@ -254,7 +253,7 @@ def main() -> int:
     lease = socket.create_connection(_address(os.environ[Env.ZYGOTE_LEASE]), timeout=HANDSHAKE_TIMEOUT_S)
     client_handshake(lease, key)
     zygote = Zygote(_listen(os.environ[Env.ZYGOTE_SOCKET]), lease, key, os.environ[Env.ZYGOTE_WATCH])
-    os.write(1, READY)
+    os.write(1, m.ZYGOTE_READY)
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)  # the starting task stops reading
     os.close(null)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -72,3 +73,32 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
     finally:
         lease.close()
     assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
+
+
+def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> None:
+    """A task that hangs up (its Python worker killed) takes its rank down; `kill()` reports SIGKILL's end."""
+    key = new_secret()
+    lease = ChannelServer(key, lambda *a: None, lambda *a: None)
+    spec = zygote_client.ZygoteSpec(
+        f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ()
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "ZYGOTE_TEST_MARKER": str(tmp_path / "never")}  # fmt: skip
+    argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
+    try:
+        killed, orphaned = (zygote_client.fork_rank(spec, argv, env, None) for _ in range(2))
+        assert killed is not None and orphaned is not None
+        killed.kill()
+        assert killed.wait(10) == -signal.SIGKILL
+        orphaned._sock.close()  # as a killed worker's descriptors close
+        assert poll_until(lambda: _gone(orphaned.pid), 10), "the rank outlived its task's connection"
+    finally:
+        lease.close()
+
+
+def _gone(pid: int) -> bool:
+    """`pid` has ended (gone from /proc, or a zombie)."""
+    try:
+        return _proc(pid, "stat")[0].rsplit(b") ", 1)[1][:1] == b"Z"
+    except OSError:
+        return True
