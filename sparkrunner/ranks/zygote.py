@@ -108,10 +108,18 @@ class Zygote:
             sock.close()
             return
         if not isinstance(request, m.Fork) or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
             sock.close()
             return
-        pid = self._fork(request, fds[0], sock)
-        os.close(fds[0])
+        try:
+            pid = self._fork(request, fds[0], sock)
+        except OSError as exc:  # (no memory for a fork): this task's rank starts cold, the others run on
+            print(f"sparkrunner zygote: could not fork a rank: {exc}", file=sys.stderr)
+            sock.close()
+            return
+        finally:
+            os.close(fds[0])
         self._ranks[pid] = (sock, conn)
         self._selector.register(sock, selectors.EVENT_READ, pid)
         with contextlib.suppress(ChannelError):
