@@ -164,6 +164,16 @@ RUN_OVER_EXIT_WAIT_S = _timing(
     "RUN_OVER_EXIT_WAIT_S", 2.0, "task 0, once the driver said every rank reported and hung up, for mpirun to exit "
     "on its own before its process tree is ended (a daemon a rank forked may hold it up)"
 )  # fmt: skip
+ZYGOTE_IDLE_S = _timing(
+    "ZYGOTE_IDLE_S", 300.0, "an executor's zygote with no connection (no rank to fork or watch) ends itself"
+)
+ZYGOTE_POLL_S = _timing(
+    "ZYGOTE_POLL_S", 0.05, "a zygote: between two looks at its forked ranks, its executor and its idle time"
+)
+ZYGOTE_START_WAIT_S = _timing(
+    "ZYGOTE_START_WAIT_S", 120.0, "a barrier task, for a new zygote to import the run's modules and listen "
+    "(past it, the rank starts cold)"
+)  # fmt: skip
 AGENT_START_WAIT_S = _timing("AGENT_START_WAIT_S", 60.0, "mpirun's rsh agent, for a task's agent to listen")
 PROCESS_READER_JOIN_S = _timing("PROCESS_READER_JOIN_S", 5.0, "for a finished process's output reader thread")
 PROCESS_READER_POLL_S = _timing(

@@ -36,6 +36,15 @@ class Env:
     ANATOMY = "SPARKRUNNER_ANATOMY"  # set by the user: "0" turns the step anatomy (and straggler alerts) off
     REPORT_DIR = "SPARKRUNNER_REPORT_DIR"  # set by the user: where the driver saves each run's HTML report
     DATA_CACHE = "SPARKRUNNER_DATA_CACHE"  # set by the user: where materialize writes (default ~/.cache/...)
+    ZYGOTE_SOCKET = "SPARKRUNNER_ZYGOTE_SOCKET"  # a zygote's Unix socket path (`sparkrunner.ranks.zygote`)
+    ZYGOTE_LEASE = (
+        "SPARKRUNNER_ZYGOTE_LEASE"  # "host:port" of the driver's run-long lease; the zygote ends with it
+    )
+    ZYGOTE_WATCH = (
+        "SPARKRUNNER_ZYGOTE_WATCH"  # "pid:start ticks" of the executor's Python daemon; ends with it
+    )
+    ZYGOTE_MODULES = "SPARKRUNNER_ZYGOTE_MODULES"  # comma-separated modules the zygote imports before forking
+    ZYGOTE_ROOM = "SPARKRUNNER_ZYGOTE_ROOM"  # padding: room in the zygote's environ block for a rank's own
 
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"  # the GPUs a rank may see, as torchrun sets it

@@ -308,6 +308,30 @@ class Wait(Message, kind="wait"):
     asked of the driver, once every rank reported and hung up (answered with `RunOver`)."""
 
 
+# a barrier task <-> its executor's zygote (`sparkrunner.ranks.zygote`), over a Unix socket
+
+
+ZYGOTE_READY = b"ready\n"
+"""What a zygote writes on its stdout once it listens (its starting task waits for it)."""
+
+
+@dataclass(frozen=True)
+class Fork(Message, kind="fork"):
+    """Fork a rank: run `argv` (``python -m module args...``) with `env` in `cwd`. The file descriptor for its
+    stdout and stderr follows this message as SCM_RIGHTS ancillary data; answered with `Forked`, then `Exit`."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+@dataclass(frozen=True)
+class Forked(Message, kind="forked"):
+    """The rank runs as process `pid` (a child of the zygote); its `Exit` follows on this connection."""
+
+    pid: int
+
+
 # `sparkrunner.data.stream`: a rank <-> the driver's stream broker (the coordinator; no rows pass through it)
 
 

@@ -221,7 +221,8 @@ def _record_header(header: bytes) -> tuple[int, bool]:
 
 def _ready(sock: socket.socket) -> socket.socket:
     sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if sock.family != socket.AF_UNIX:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
 
@@ -254,6 +255,12 @@ def _connect_once(address: tuple[str, int], secret: bytes, timeout: float) -> Co
         raise ChannelError(f"cannot reach the driver at {address[0]}:{address[1]}: {exc}") from exc
     except OSError as exc:
         raise _HandshakeDropped() from exc
+    return client_handshake(sock, secret)
+
+
+def client_handshake(sock: socket.socket, secret: bytes) -> Connection:
+    """Prove to the server on the other end of the connected `sock` that we know `secret`, and check its proof
+    (`ChannelError` when it fails; `_HandshakeDropped` when the connection broke meanwhile)."""
     try:
         server_nonce = bytes(_recv_exact(sock, _NONCE_BYTES))
         client_nonce = os.urandom(_NONCE_BYTES)
@@ -301,6 +308,28 @@ class _PendingHandshake:
             raise OSError("could not send the handshake proof")
         keys = _direction_keys(secret, self.nonce, client_nonce)
         return Connection(_ready(self.sock), keys, is_server=True)
+
+
+def server_handshake(sock: socket.socket, secret: bytes) -> Connection:
+    """The server's side of the handshake on one accepted `sock`, blocking for at most
+    `SERVER_HANDSHAKE_TIMEOUT_S` (a server that serves one peer at a time: a Unix socket's)."""
+    try:
+        pending = _PendingHandshake(sock)
+        while True:
+            if not readable(sock, pending.deadline - time.monotonic()):
+                raise ChannelError("the peer did not prove it knows the secret in time")
+            if pending.read():
+                return pending.finish(secret)
+    except OSError as exc:
+        raise ChannelError(f"the handshake broke: {exc}") from exc
+
+
+def readable(stream: Any, timeout: float) -> bool:
+    """Wait up to `timeout` seconds until `stream` (a socket, a pipe, anything with a fileno) has something to
+    read, or has ended; True when it has."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(max(timeout, 0)))
 
 
 Handler = Callable[[Connection, str, Any], None]

@@ -25,6 +25,7 @@ from sparkrunner.driver.elastic import Sizing
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.driver.zygotes import ZygoteLease, wants_zygotes
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError, StackReport
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
 from sparkrunner.launch.network import server_port
@@ -111,6 +112,7 @@ class RunPipeline:
         if every_rank:
             env[Env.RESULTS] = "all"
         deadline = None if self.options.timeout is None else time.monotonic() + self.options.timeout
+        zygotes = ZygoteLease(record.run_id, main) if wants_zygotes(self.options, launcher.name) else None
 
         def attempt(number: int) -> list[Any]:
             size = record.attempts[-1].world_size = sizing.size_for(number)
@@ -124,7 +126,7 @@ class RunPipeline:
             wanted = range(size) if every_rank else range(1)
             return sizing.run(
                 size,
-                lambda: self._attempt(payload, launcher, observers, spec, spark, wanted, timeout),
+                lambda: self._attempt(payload, launcher, observers, spec, spark, wanted, timeout, zygotes),
                 lambda: self.in_flight.session,
             )
 
@@ -143,6 +145,8 @@ class RunPipeline:
             raise
         finally:
             checkpoints.close()
+            if zygotes is not None:
+                zygotes.close()
         observers.end(record, None)
         return values
 
@@ -155,6 +159,7 @@ class RunPipeline:
         spark: Any,
         wanted: Iterable[int],
         timeout: float | None,
+        zygotes: ZygoteLease | None = None,
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
         placement = self._place(launcher, spark, spec.world_size // spec.ranks_per_task)
@@ -177,6 +182,9 @@ class RunPipeline:
             self.options.use_gpu,
             port_range=self.options.port_range,
             ranks_per_task=spec.ranks_per_task,
+            zygote=None
+            if zygotes is None
+            else zygotes.spec(placement.bind_host, placement.driver_host, self.options),
         )
         stall = StallWatch(self.options.stall_timeout, self.options.on_stall)
         self.in_flight.publish(session)

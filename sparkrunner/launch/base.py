@@ -14,6 +14,7 @@ from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.launch import gpus, network, processes, user_env
 from sparkrunner.launch.spark_executor import task_environment
+from sparkrunner.launch.zygote_client import ZygoteSpec
 from sparkrunner.options import PortRange
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
@@ -36,6 +37,8 @@ class RankJob:
     """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
     barrier_stage: str | None = None
     """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
+    zygote: ZygoteSpec | None = None
+    """Set for direct runs that may start again (`max_failures`, an np range): ranks fork from a zygote."""
 
 
 @dataclass(frozen=True)

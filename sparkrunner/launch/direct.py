@@ -6,6 +6,7 @@ import time
 
 from sparkrunner import frameworks
 from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.launch import zygote_client
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -15,7 +16,7 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.processes import RankHandle, RankProcess
 from sparkrunner.launch.temp_folder import WatchedSecretDrop
 from sparkrunner.timeouts import DIRECT_POLL_S
 from sparkrunner.topology import RankIndex, Topology
@@ -48,17 +49,20 @@ class DirectLauncher(Launcher):
         with frameworks.task_services(topology, index, job.uses_horovod), WatchedSecretDrop() as drop:
             drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
             procs = [
-                RankProcess(  # echo: a copy goes to the executor log
-                    worker_command(),
-                    {**rank_process_environment(job, topology, i, True, True), **drop.env()},
-                    echo_to=1,
-                )
+                _start_rank(job, {**rank_process_environment(job, topology, i, True, True), **drop.env()})
                 for i in ranks
             ]
             return _wait_for_all(procs, report_failure)
 
 
-def _wait_for_all(procs: list[RankProcess], report_failure: ReportFailure) -> TaskOutcome:
+def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
+    """Fork the rank from the executor's zygote when the run has one, else start it as a new process; echo: a
+    copy of its output goes to the executor log."""
+    forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, 1)
+    return forked or RankProcess(worker_command(), env, echo_to=1)
+
+
+def _wait_for_all(procs: list[RankHandle], report_failure: ReportFailure) -> TaskOutcome:
     """Wait for every process; the first to fail (in time) is reported at once and is the task's outcome."""
     first_failure: TaskOutcome | None = None
     running = list(procs)

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
@@ -172,6 +173,67 @@ def described(commands: dict[int, str]) -> str:
     return ", ".join(f"{pid} ({command or 'ended'})" for pid, command in commands.items())
 
 
+class OutputTail:
+    """Drains a process's output pipe (read end `fd`, owned from now on) into a bounded tail of lines, copying
+    each chunk to `echo_to` when given; a reader thread does it, so the writer never blocks on a full pipe."""
+
+    def __init__(self, fd: int, echo_to: int | None = None, tail_lines: int = 200) -> None:
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self._fd, self._echo_to = fd, echo_to
+        self._reading = threading.Event()
+        """Set while the reader waits in `read` with every chunk before kept: it holds nothing unread."""
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        """Keep the last lines (each cut to a bound, progress updates left out) in linear time."""
+        splitter = LineSplitter()
+        while True:
+            self._reading.set()
+            chunk = os.read(self._fd, 65536)
+            self._reading.clear()
+            if not chunk:
+                break
+            self.tail.extend(splitter.feed(chunk)[0])
+            if self._echo_to is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._echo_to, chunk)
+        last = splitter.flush()
+        if last is not None:
+            self.tail.append(last)
+
+    def join(self) -> None:
+        """Wait until the reader has kept everything the ended process wrote: until the pipe's end, or until it
+        waits on an empty pipe that a descendant (a daemon the process left) still holds open."""
+        deadline = time.monotonic() + PROCESS_READER_JOIN_S
+        while self._reader.is_alive() and time.monotonic() < deadline:
+            if self._reading.is_set() and self._unread_bytes() == 0 and self._reading.is_set():
+                return  # (set again after the count: a chunk read meanwhile was kept before the next read)
+            self._reader.join(timeout=PROCESS_READER_POLL_S)
+
+    def _unread_bytes(self) -> int:
+        """How many bytes wait in the output pipe (-1 when it is closed)."""
+        try:
+            packed = fcntl.ioctl(self._fd, termios.FIONREAD, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return -1
+        return int(struct.unpack("i", packed)[0])
+
+    def last_lines(self, lines: int = 40) -> str:
+        return "\n".join(list(self.tail)[-lines:])
+
+
+class RankHandle(Protocol):
+    """What a launcher waits on: a started `RankProcess`, or a rank an executor's zygote forked."""
+
+    @property
+    def pid(self) -> int: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def output_tail(self, lines: int = 40) -> str: ...
+    def kill(self) -> None: ...
+
+
 class RankProcess:
     """A child process (a rank, or mpirun) whose output is drained into a bounded tail.
 
@@ -186,8 +248,6 @@ class RankProcess:
         tail_lines: int = 200,
         cwd: str | None = None,
     ) -> None:
-        self.tail: deque[str] = deque(maxlen=tail_lines)
-        self._echo_to = echo_to
         self.popen = subprocess.Popen(
             argv,
             env=dict(env),
@@ -198,67 +258,34 @@ class RankProcess:
             preexec_fn=die_with_parent,
             cwd=cwd,
         )
-        self._reading = threading.Event()
-        """Set while the reader waits in `read` with every chunk before kept: it holds nothing unread."""
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
+        assert self.popen.stdout is not None
+        self.output = OutputTail(self.popen.stdout.fileno(), echo_to, tail_lines)
 
     @property
     def pid(self) -> int:
         return self.popen.pid
-
-    def _drain(self) -> None:
-        """Keep the last lines (each cut to a bound, progress updates left out) in linear time."""
-        assert self.popen.stdout is not None
-        splitter = LineSplitter()
-        while True:
-            self._reading.set()
-            chunk = os.read(self.popen.stdout.fileno(), 65536)
-            self._reading.clear()
-            if not chunk:
-                break
-            self.tail.extend(splitter.feed(chunk)[0])
-            if self._echo_to is not None:
-                with contextlib.suppress(OSError):
-                    os.write(self._echo_to, chunk)
-        last = splitter.flush()
-        if last is not None:
-            self.tail.append(last)
 
     def poll(self) -> int | None:
         return self.popen.poll()
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
-        self._join_reader()
+        self.output.join()
         return code
 
-    def _join_reader(self) -> None:
-        """Wait until the reader has kept everything the ended process wrote: until the pipe's end, or until it
-        waits on an empty pipe that a descendant (a daemon the process left) still holds open."""
-        deadline = time.monotonic() + PROCESS_READER_JOIN_S
-        while self._reader.is_alive() and time.monotonic() < deadline:
-            if self._reading.is_set() and self._unread_bytes() == 0 and self._reading.is_set():
-                return  # (set again after the count: a chunk read meanwhile was kept before the next read)
-            self._reader.join(timeout=PROCESS_READER_POLL_S)
-
-    def _unread_bytes(self) -> int:
-        """How many bytes wait in the output pipe (-1 when it is closed)."""
-        assert self.popen.stdout is not None
-        try:
-            packed = fcntl.ioctl(self.popen.stdout.fileno(), termios.FIONREAD, b"\0\0\0\0")
-        except (OSError, ValueError):
-            return -1
-        return int(struct.unpack("i", packed)[0])
-
     def output_tail(self, lines: int = 40) -> str:
-        return "\n".join(list(self.tail)[-lines:])
+        return self.output.last_lines(lines)
 
     def kill(self) -> None:
         """SIGKILL the process and every descendant (they may have left its process group)."""
-        tree = [*descendants(self.pid), self.pid]
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        kill_and_wait(tree)
+        kill_tree(self.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=PROCESS_KILL_WAIT_S)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid`, its process group and every descendant (they may have left its group); wait until ended."""
+    tree = [*descendants(pid), pid]
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    kill_and_wait(tree)

@@ -44,6 +44,8 @@ SAMPLES: list[m.Message] = [
     m.Exec(argv=["orted", "--daemonize"]),
     m.Exit(code=137, tail="killed"),
     m.Wait(),
+    m.Fork(argv=["python", "-m", "sparkrunner.ranks.bootstrap"], env={"RANK": "1"}, cwd="/tmp"),
+    m.Forked(pid=4242),
     m.StepAnatomy(
         window=3,
         steps=25,

@@ -1,0 +1,216 @@
+"""Task side of the executor's zygote (`sparkrunner.ranks.zygote`): start it for the run when none listens yet,
+and start a rank through it (`ZygoteRank`, which a task waits for as for a `RankProcess`).
+
+One zygote per run and executor: its socket is named by the run and the executor's Python daemon, which every
+task of that executor shares; a lock file lets one task start it while the others wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from sparkrunner.channel import messages as m
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.transport import Connection, client_handshake, readable
+from sparkrunner.errors import ChannelError
+from sparkrunner.launch import processes
+from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KILL_WAIT_S, ZYGOTE_START_WAIT_S
+
+log = logging.getLogger(__name__)
+
+PRELOADABLE = ("numpy", "scipy", "torch", "torchvision")
+"""Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported."""
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Read when numpy or torch is imported: the zygote takes the ranks' values, so a forked rank's pools match."""
+
+_ROOM = 64 * 1024
+"""Bytes of padding in the zygote's environment (and a little in its argv): a forked rank writes its own there."""
+
+_started: list[subprocess.Popen[bytes]] = []
+"""Zygotes this Python worker started: polled, so one that ended is reaped (workers are reused)."""
+
+
+@dataclass(frozen=True)
+class ZygoteSpec:
+    """What a barrier task needs to start or reach its executor's zygote for a run."""
+
+    run_id: str
+    """The id in the zygote's environment: the run's, with ``-zygote`` (attempt 0's sweep leaves it be)."""
+    key: bytes
+    lease: tuple[str, int]
+    """The driver's lease server: the zygote stays connected and ends when it closes."""
+    modules: tuple[str, ...]
+
+
+class ZygoteRank:
+    """A rank forked by the zygote: the same interface as `processes.RankProcess` (pid, poll, wait, kill, output
+    tail). Its output comes through a pipe this task passed to the zygote; its exit status over the connection."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        conn: Connection,
+        argv: list[str],
+        env: Mapping[str, str],
+        echo_to: int | None,
+    ) -> None:
+        self._sock, self._conn = sock, conn
+        read, write = os.pipe()
+        try:
+            m.send(conn, m.Fork(list(argv), dict(env), os.getcwd()))
+            socket.send_fds(sock, [b"\0"], [write])
+        finally:
+            os.close(write)
+        self.output = processes.OutputTail(read, echo_to)
+        self._code: int | None = None
+        reply = m.receive(conn)
+        if not isinstance(reply, m.Forked):
+            raise ChannelError(f"the zygote answered {reply.kind!r} to a fork")
+        self.pid = reply.pid
+
+    def poll(self) -> int | None:
+        if self._code is None and readable(self._sock, 0):
+            try:
+                reply = m.receive(self._conn)
+                self._code = reply.code if isinstance(reply, m.Exit) else 1
+            except ChannelError:
+                self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
+            self._conn.close()
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
+            readable(self._sock, DIRECT_POLL_S)
+        self.output.join()
+        return code
+
+    def output_tail(self, lines: int = 40) -> str:
+        return self.output.last_lines(lines)
+
+    def kill(self) -> None:
+        """SIGKILL the rank and every descendant; the zygote then reports its end."""
+        processes.kill_tree(self.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(PROCESS_KILL_WAIT_S)
+
+
+def fork_rank(
+    spec: ZygoteSpec, argv: list[str], env: Mapping[str, str], echo_to: int | None
+) -> ZygoteRank | None:
+    """The rank `argv` with `env`, forked by this executor's zygote (started now if none listens); None when
+    no zygote can serve (the caller starts the rank cold)."""
+    path = socket_path(spec.run_id)
+    try:
+        with _locked(path + ".lock"):
+            connected = _connect(path, spec.key) or (_start(spec, path, env) and _connect(path, spec.key))
+        if not connected:
+            return None
+        return ZygoteRank(*connected, argv, env, echo_to)
+    except Exception as exc:  # (a broken handshake included) whatever it was, the rank can still start cold
+        log.warning("the executor's zygote could not start a rank (it starts cold): %s", exc)
+        return None
+
+
+def socket_path(run_id: str) -> str:
+    """This executor's zygote socket for the run: named by the run and the executor's Python daemon (this
+    task's parent), short enough for a Unix socket's 108 bytes wherever the temp folder is."""
+    folder = os.path.join(tempfile.gettempdir(), f"sparkrunner-zygotes-{os.getuid()}")
+    if len(folder) > 60:
+        folder = f"/tmp/sparkrunner-zygotes-{os.getuid()}"
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    name = hashlib.sha256(f"{run_id}:{_executor_daemon()}".encode()).hexdigest()[:24]
+    return os.path.join(folder, f"{name}.sock")
+
+
+def _executor_daemon() -> str:
+    """ "pid:start ticks" of the process that started this Python worker: the executor's Python daemon."""
+    parent = os.getppid()
+    stat = processes.proc_stat(parent)
+    return f"{parent}:{stat.start_ticks if stat is not None else 0}"
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _connect(path: str, key: bytes) -> tuple[socket.socket, Connection] | None:
+    """An authenticated connection to the zygote at `path`; None when none listens there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    try:
+        sock.connect(path)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+    try:
+        return sock, client_handshake(sock, key)
+    except Exception:
+        sock.close()
+        raise
+
+
+def _start(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> bool:
+    """Start the run's zygote for this executor and wait until it listens; False when it does not in time."""
+    for started in list(_started):
+        if started.poll() is not None:
+            _started.remove(started)
+    zygote = subprocess.Popen(
+        [sys.executable, "-m", "sparkrunner.ranks.zygote", " " * 64],  # (room for a rank's argv)
+        env=_zygote_environment(spec, path, rank_env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    _started.append(zygote)
+    assert zygote.stdin is not None and zygote.stdout is not None
+    with contextlib.suppress(OSError):
+        zygote.stdin.write(spec.key)
+    with contextlib.suppress(OSError):
+        zygote.stdin.close()
+    if readable(zygote.stdout, ZYGOTE_START_WAIT_S) and zygote.stdout.readline() == m.ZYGOTE_READY:
+        zygote.stdout.close()
+        return True
+    log.warning("the executor's zygote did not start within %s s: the ranks start cold", ZYGOTE_START_WAIT_S)
+    processes.kill_tree(zygote.pid)
+    zygote.stdout.close()
+    return False
+
+
+def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> dict[str, str]:
+    """This task's environment with the ranks' PYTHONPATH and thread counts, the run's id and the zygote's own."""
+    env = {name: value for name, value in os.environ.items() if name != Env.STARTED_BY_TASK}
+    env.update({name: rank_env[name] for name in ("PYTHONPATH", *_THREAD_VARIABLES) if name in rank_env})
+    env.update(
+        {
+            Env.RUN_ID: spec.run_id,
+            Env.ZYGOTE_SOCKET: path,
+            Env.ZYGOTE_LEASE: f"{spec.lease[0]}:{spec.lease[1]}",
+            Env.ZYGOTE_WATCH: _executor_daemon(),
+            Env.ZYGOTE_MODULES: ",".join(spec.modules),
+            Env.ZYGOTE_ROOM: " " * _ROOM,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env

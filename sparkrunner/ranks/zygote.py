@@ -1,0 +1,276 @@
+"""An executor's fork server (zygote): imports the run's heavy modules once, then forks each new rank from itself.
+
+A retried or resized attempt then starts its ranks in a fraction of a second instead of importing torch again
+(docs/elastic.md, "Resuming on warm processes"). Started by a barrier task (`launch.zygote_client`) as
+``python -m sparkrunner.ranks.zygote`` with the run's zygote key on stdin; it answers "ready" on stdout once it
+listens on its Unix socket. Each connection (authenticated with the key, like the driver channel) asks for one
+rank (`Fork`, with the task's output pipe passed as SCM_RIGHTS); the zygote forks it, answers `Forked`, and
+sends `Exit` when the rank ends, so the task waits for, echoes and attributes its rank as before. A task that
+hangs up first takes its rank down with it.
+
+Before forking the zygote runs no torch op and starts no Python thread (a fork copies one thread only). It ends with
+the driver's lease (the run ended, or the driver is gone), with the executor's Python daemon, or after
+`ZYGOTE_IDLE_S` with no connection; its environment carries the run's id, as every process of a run does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import os
+import runpy
+import selectors
+import socket
+import sys
+import threading
+import time
+import traceback
+
+from sparkrunner.channel import messages as m
+from sparkrunner.channel.environment import Env
+from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
+from sparkrunner.errors import ChannelError
+from sparkrunner.launch import processes
+from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, SERVER_HANDSHAKE_TIMEOUT_S, ZYGOTE_IDLE_S, ZYGOTE_POLL_S
+
+KEY_BYTES = 32
+
+_ARG_START, _ENV_END = 45, 48
+"""Indexes of arg_start and env_end among /proc/self/stat's fields after the command name (fields 48-51)."""
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, port = text.rsplit(":", 1)
+    return host, int(port)
+
+
+def _preload(modules: list[str]) -> None:
+    """Import what every rank of the run would import first; a module that fails is left to the rank."""
+    for name in ["sparkrunner.ranks.bootstrap", *modules]:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+class Zygote:
+    """The serving loop: one selector over the listener, the lease and each rank's task connection."""
+
+    def __init__(self, listener: socket.socket, lease: socket.socket, key: bytes, watched: str) -> None:
+        self._listener, self._lease, self._key = listener, lease, key
+        self._watched = watched
+        self._ranks: dict[int, tuple[socket.socket, Connection]] = {}  # pid -> its task's connection
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(listener, selectors.EVENT_READ, "accept")
+        self._selector.register(lease, selectors.EVENT_READ, "lease")
+        self._idle_since = time.monotonic()
+
+    def serve(self) -> None:
+        while self._executor_alive() and not self._idle_too_long():
+            for key, _ in self._selector.select(ZYGOTE_POLL_S):
+                if key.data == "lease":
+                    return  # the driver hung up: the run ended (or the driver is gone)
+                if key.data == "accept":
+                    self._accept()
+                else:
+                    processes.kill_tree(key.data)  # its task hung up first: the rank goes with it
+            self._reap()
+
+    def close(self) -> None:
+        """Take down any rank still running, and stop listening."""
+        for pid in list(self._ranks):
+            processes.kill_tree(pid)
+        self._reap()
+        path = self._listener.getsockname()
+        self._listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def _executor_alive(self) -> bool:
+        pid, ticks = self._watched.split(":")
+        stat = processes.proc_stat(pid)
+        return stat is not None and stat.start_ticks == int(ticks) and stat.state != "Z"
+
+    def _idle_too_long(self) -> bool:
+        if self._ranks:
+            self._idle_since = time.monotonic()
+        return time.monotonic() - self._idle_since > ZYGOTE_IDLE_S
+
+    def _accept(self) -> None:
+        sock, _ = self._listener.accept()
+        try:
+            conn = server_handshake(sock, self._key)
+            sock.settimeout(SERVER_HANDSHAKE_TIMEOUT_S)  # an authenticated peer still may not hold us up
+            request = m.receive(conn)
+            _, fds, _, _ = socket.recv_fds(sock, 1, 1)
+            sock.settimeout(None)
+        except (ChannelError, OSError) as exc:
+            print(f"sparkrunner zygote: dropped a request: {exc}", file=sys.stderr)
+            sock.close()
+            return
+        if not isinstance(request, m.Fork) or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            sock.close()
+            return
+        try:
+            pid = self._fork(request, fds[0], sock)
+        except OSError as exc:  # (no memory for a fork): this task's rank starts cold, the others run on
+            print(f"sparkrunner zygote: could not fork a rank: {exc}", file=sys.stderr)
+            sock.close()
+            return
+        finally:
+            os.close(fds[0])
+        self._ranks[pid] = (sock, conn)
+        self._selector.register(sock, selectors.EVENT_READ, pid)
+        with contextlib.suppress(ChannelError):
+            m.send(conn, m.Forked(pid))
+
+    def _fork(self, request: m.Fork, output: int, task: socket.socket) -> int:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                task.close()
+                self._forget_in_child()
+                code = become_rank(request, output)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        return pid
+
+    def _forget_in_child(self) -> None:
+        """Drop the zygote's sockets from this (forked) process without shutting them down for the zygote."""
+        self._selector.close()
+        for sock, _ in self._ranks.values():
+            sock.close()
+        self._listener.close()
+        self._lease.close()
+
+    def _reap(self) -> None:
+        for pid in list(self._ranks):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                sock, conn = self._ranks.pop(pid)
+                self._selector.unregister(sock)
+                with contextlib.suppress(ChannelError):
+                    m.send(conn, m.Exit(os.waitstatus_to_exitcode(status), ""))
+                conn.close()
+
+
+def become_rank(request: m.Fork, output: int) -> int:
+    """In the forked child: take on the rank's output, environment, identity and argv, then run its module."""
+    os.setsid()
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.close(output)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.chdir(request.cwd)
+    _take_environment(request.env)
+    _show_in_proc(request.argv, request.env)
+    _forget_sparkrunner()
+    _reseed()
+    module = request.argv[2]
+    sys.argv = [request.argv[0], *request.argv[3:]]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    """What the interpreter exits with for ``sys.exit(code)``."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _take_environment(env: dict[str, str]) -> None:
+    """The rank's environment replaces the zygote's, in os.environ and in the C library's (what getenv reads);
+    its PYTHONPATH entries the zygote did not have come first on sys.path."""
+    os.environ.clear()
+    ctypes.CDLL(None).clearenv()
+    os.environ.update(env)
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[0:0] = extra
+
+
+def _show_in_proc(argv: list[str], env: dict[str, str]) -> bool:
+    """Write the rank's argv and environment over the zygote's in this process's own memory, where
+    /proc/<pid>/cmdline and /proc/<pid>/environ read them: whoever looks for the run's processes (the task's
+    sweep, `ps`, the tests) sees a rank as a started one. False when one does not fit (the zygote left room)."""
+    with open("/proc/self/stat", "rb") as f:
+        raw = f.read()
+    fields = [int(x) for x in raw[raw.rindex(b")") + 2 :].split()[_ARG_START : _ENV_END + 1]]
+    arg_start, arg_end, env_start, env_end = fields
+    blocks = [
+        (arg_start, arg_end, b"\0".join(a.encode() for a in argv) + b"\0"),
+        (env_start, env_end, b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())),
+    ]
+    if any(len(text) > end - start for start, end, text in blocks):
+        return False
+    for start, end, text in blocks:
+        ctypes.memmove(start, text.ljust(end - start, b"\0"), end - start)
+    return True
+
+
+def _forget_sparkrunner() -> None:
+    """sparkrunner's modules read the environment when imported (timings, names): the rank imports them
+    again under its own. Third-party modules (torch, numpy, cloudpickle) stay: they are what the fork saves."""
+    for name in [n for n in sys.modules if n == "sparkrunner" or n.startswith("sparkrunner.")]:
+        del sys.modules[name]
+
+
+def _reseed() -> None:
+    """A fork copies the random state: numpy's global generator is seeded anew, as in a fresh process (Python's
+    `random` reseeds itself after a fork)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed()
+
+
+def _listen(path: str) -> socket.socket:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a zygote of this run that ended (the starting task holds the lock)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old)
+    listener.listen(64)
+    return listener
+
+
+def main() -> int:
+    key = sys.stdin.buffer.read(KEY_BYTES)
+    _preload([n for n in os.environ.get(Env.ZYGOTE_MODULES, "").split(",") if n])
+    if len(key) != KEY_BYTES or threading.active_count() != 1:
+        # (native pools, OpenBLAS's, stop and restart around a fork themselves: pthread_atfork)
+        print(
+            f"sparkrunner zygote: not serving ({threading.active_count()} threads after imports)",
+            file=sys.stderr,
+        )
+        return 1
+    lease = socket.create_connection(_address(os.environ[Env.ZYGOTE_LEASE]), timeout=HANDSHAKE_TIMEOUT_S)
+    client_handshake(lease, key)
+    zygote = Zygote(_listen(os.environ[Env.ZYGOTE_SOCKET]), lease, key, os.environ[Env.ZYGOTE_WATCH])
+    os.write(1, m.ZYGOTE_READY)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # the starting task stops reading
+    os.close(null)
+    try:
+        zygote.serve()
+    finally:
+        zygote.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

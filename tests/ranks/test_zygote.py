@@ -1,0 +1,104 @@
+"""The executor's fork server (`sparkrunner.ranks.zygote`) driven through its task-side client
+(`sparkrunner.launch.zygote_client`), with real processes and no Spark: each request forks a new child of the same
+zygote, whose output reaches the task's pipe and whose exit status comes back; the child shows its own argv and
+environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes. Oracles: the
+process table (/proc) and the child's own report of its pid and parent."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+from sparkrunner.channel import ChannelServer, new_secret
+from sparkrunner.launch import zygote_client
+from tests.helpers import ROOT
+from tests.waiting import poll_until, wait_until
+
+
+def _proc(pid: int, name: str) -> list[bytes]:
+    with open(f"/proc/{pid}/{name}", "rb") as f:
+        return f.read().split(b"\0")
+
+
+def _zygotes(run_id: str) -> list[int]:
+    """Live processes whose environment names `run_id` as their run (read from /proc, not by sparkrunner)."""
+    wanted = f"SPARKRUNNER_RUN_ID={run_id}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if (
+                wanted in _proc(int(pid), "environ")
+                and b"Z" not in _proc(int(pid), "stat")[0].split(b") ")[1][:1]
+            ):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lease(tmp_path: Path) -> None:
+    key = new_secret()
+    lease = ChannelServer(key, lambda *a: None, lambda *a: None)
+    run_id = f"zygote-test-{os.getpid()}-zygote"
+    spec = zygote_client.ZygoteSpec(run_id, key, ("127.0.0.1", lease.port), ())
+    argv = [sys.executable, "-m", "tests.ranks.zygote_child"]
+    pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    try:
+        seen = []
+        for attempt, code in enumerate((3, 0)):
+            marker = tmp_path / f"go-{attempt}"
+            env = {**os.environ, "PYTHONPATH": pythonpath, "ZYGOTE_TEST_MARKER": str(marker),
+                   "SPARKRUNNER_RUN_ID": f"rank-of-attempt-{attempt}"}  # fmt: skip
+            rank = zygote_client.fork_rank(spec, [*argv, str(code)], env, None)
+            assert rank is not None, "the zygote did not serve"
+            own = f"SPARKRUNNER_RUN_ID=rank-of-attempt-{attempt}".encode()
+            wait_until(
+                lambda pid=rank.pid, own=own: own in _proc(pid, "environ"), 10, "the rank's env in /proc"
+            )
+            assert b"tests.ranks.zygote_child" in _proc(rank.pid, "cmdline")
+            marker.touch()
+            assert rank.wait(30) == code
+            said = re.search(r"pid=(\d+) ppid=(\d+) marker=(\S+)", rank.output_tail())
+            assert said is not None, rank.output_tail()
+            assert (int(said[1]), said[3]) == (rank.pid, str(marker))
+            seen.append((int(said[1]), int(said[2])))
+        (first_pid, zygote), (second_pid, second_parent) = seen
+        assert first_pid != second_pid and second_parent == zygote
+        assert _zygotes(run_id) == [zygote]
+        stranger = zygote_client.ZygoteSpec(run_id, new_secret(), spec.lease, ())  # another key: refused
+        assert zygote_client.fork_rank(stranger, [*argv, "0"], env, None) is None
+    finally:
+        lease.close()
+    assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
+
+
+def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> None:
+    """A task that hangs up (its Python worker killed) takes its rank down; `kill()` reports SIGKILL's end."""
+    key = new_secret()
+    lease = ChannelServer(key, lambda *a: None, lambda *a: None)
+    spec = zygote_client.ZygoteSpec(
+        f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ()
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "ZYGOTE_TEST_MARKER": str(tmp_path / "never")}  # fmt: skip
+    argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
+    try:
+        killed, orphaned = (zygote_client.fork_rank(spec, argv, env, None) for _ in range(2))
+        assert killed is not None and orphaned is not None
+        killed.kill()
+        assert killed.wait(10) == -signal.SIGKILL
+        orphaned._sock.close()  # as a killed worker's descriptors close
+        assert poll_until(lambda: _gone(orphaned.pid), 10), "the rank outlived its task's connection"
+    finally:
+        lease.close()
+
+
+def _gone(pid: int) -> bool:
+    """`pid` has ended (gone from /proc, or a zombie)."""
+    try:
+        return _proc(pid, "stat")[0].rsplit(b") ", 1)[1][:1] == b"Z"
+    except OSError:
+        return True

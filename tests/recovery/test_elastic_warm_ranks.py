@@ -1,0 +1,100 @@
+"""A retried attempt starts its ranks warm (issue 31 item 5): on real Spark (the local-cluster[2,2,1024] session of
+test_elastic.py), launcher direct, `max_failures=1`, rank 1 fails in attempt 0. Every rank of both attempts is
+forked by its executor's zygote (`sparkrunner.ranks.zygote`, leased by `sparkrunner.driver.zygotes`): attempt 1's
+ranks are new processes whose parents are zygotes that forked attempt 0's ranks, with torch already imported.
+Oracles: what each rank reads of itself and its parent in /proc, and the process table after the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkrunner import Runner
+from tests.conftest import spark_session
+from tests.recovery.test_elastic import MASTER, four_slots
+from tests.waiting import poll_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def _stat(pid: int | str) -> list[str]:
+    """/proc/PID/stat's fields after the command name (field 3 first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def record_and_fail_once(folder: str) -> int:
+    """Each rank writes its pid, parent, start time and the parent's; rank 1 fails in attempt 0."""
+    warm = "torch" in sys.modules  # before this function imports it: the zygote had
+    import torch
+
+    import sparkrunner
+
+    ctx = sparkrunner.rank_context()
+    attempt = int(os.environ["SPARKRUNNER_ATTEMPT"])
+    parent = os.getppid()
+    with open(f"/proc/{parent}/environ", "rb") as f:
+        parent_run = [e for e in f.read().split(b"\0") if e.startswith(b"SPARKRUNNER_RUN_ID=")]
+    facts = {
+        "pid": os.getpid(), "ppid": parent, "start": int(_stat("self")[19]),
+        "parent_start": int(_stat(parent)[19]), "parent_run": [e.decode() for e in parent_run],
+        "warm": warm, "torch_works": float(torch.ones(3).sum()) == 3.0,
+    }  # fmt: skip
+    Path(folder, f"attempt{attempt}-rank{ctx.rank}.json").write_text(json.dumps(facts))
+    if attempt == 0 and ctx.rank == 1:  # once rank 0 has written (its stop would otherwise come first)
+        deadline = time.monotonic() + 120
+        while not Path(folder, "attempt0-rank0.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("rank 1 fails in attempt 0")
+    return attempt
+
+
+def _run_processes(run_id: str) -> list[int]:
+    """Live processes of this machine whose SPARKRUNNER_RUN_ID names the run (any attempt, its zygotes)."""
+    prefix = f"SPARKRUNNER_RUN_ID={run_id}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                ours = any(e.startswith(prefix) for e in f.read().split(b"\0"))
+            if ours and _stat(pid)[0] != "Z":
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path) -> None:
+    """Placement: Spark barrier stages of 2 tasks, twice; launcher direct."""
+    spark: Any = spark_session(MASTER)
+    four_slots(spark)
+    runner = Runner(
+        np=2, launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
+        start_timeout=180, timeout=300, tracking=False, progress=False,
+    )  # fmt: skip
+    assert runner.run(record_and_fail_once, str(tmp_path)) == 1
+    run_id = runner.last_run.run_id  # type: ignore[union-attr]
+    facts = {
+        (a, r): json.loads((tmp_path / f"attempt{a}-rank{r}.json").read_text())
+        for a in (0, 1)
+        for r in (0, 1)
+    }
+    zygotes = {(f["ppid"], f["parent_start"]) for (a, _), f in facts.items() if a == 0}
+    for (attempt, rank), fact in facts.items():
+        assert fact["warm"] and fact["torch_works"], f"attempt {attempt} rank {rank} started cold: {fact}"
+        assert fact["parent_run"] == [f"SPARKRUNNER_RUN_ID={run_id}-zygote"], fact
+        if attempt == 1:
+            assert (fact["ppid"], fact["parent_start"]) in zygotes, (
+                f"not forked by attempt 0's zygotes: {facts}"
+            )
+            assert all(
+                fact["pid"] != facts[(0, r)]["pid"] or fact["start"] != facts[(0, r)]["start"] for r in (0, 1)
+            )
+            assert fact["start"] >= max(facts[(0, r)]["start"] for r in (0, 1))
+    assert poll_until(lambda: not _run_processes(run_id), 5), f"left behind: {_run_processes(run_id)}"
