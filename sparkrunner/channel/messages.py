@@ -313,6 +313,8 @@ class Wait(Message, kind="wait"):
 
 ZYGOTE_READY = b"ready\n"
 """What a zygote writes on its stdout once it listens (its starting task waits for it)."""
+ZYGOTE_LOCK_SUFFIX = ".lock"
+"""Beside a zygote's socket: the file its executor's tasks lock to start one zygote; the zygote removes both."""
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def fork_rank(
     no zygote can serve (the caller starts the rank cold)."""
     path = socket_path(spec.run_id)
     try:
-        with _locked(path + ".lock"):
+        with _locked(path + m.ZYGOTE_LOCK_SUFFIX):
             connected = _connect(path, spec.key) or (_start(spec, path, env) and _connect(path, spec.key))
         if not connected:
             return None

@@ -82,8 +82,12 @@ class Zygote:
         self._reap()
         path = self._listener.getsockname()
         self._listener.close()
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        for leftover in (
+            path,
+            path + m.ZYGOTE_LOCK_SUFFIX,
+        ):  # the run is over here: no task waits on the lock
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
 
     def _executor_alive(self) -> bool:
         pid, ticks = self._watched.split(":")

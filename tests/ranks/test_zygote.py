@@ -73,6 +73,8 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
     finally:
         lease.close()
     assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
+    path = zygote_client.socket_path(run_id)
+    assert not os.path.exists(path) and not os.path.exists(path + ".lock"), "the zygote left its files"
 
 
 def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> None:
