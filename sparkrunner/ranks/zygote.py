@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
+import logging
 import os
 import runpy
 import selectors
@@ -33,6 +34,10 @@ from sparkrunner.channel.transport import Connection, client_handshake, server_h
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch import processes
 from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, SERVER_HANDSHAKE_TIMEOUT_S, ZYGOTE_IDLE_S, ZYGOTE_POLL_S
+
+log = logging.getLogger(__name__)
+"""No handler here, so that forked ranks inherit none: Python's last-resort handler writes warnings to stderr, the
+starting task's, which the executor log keeps."""
 
 KEY_BYTES = 32
 
@@ -108,7 +113,7 @@ class Zygote:
             _, fds, _, _ = socket.recv_fds(sock, 1, 1)
             sock.settimeout(None)
         except (ChannelError, OSError) as exc:
-            print(f"sparkrunner zygote: dropped a request: {exc}", file=sys.stderr)
+            log.warning("sparkrunner's zygote dropped a request: %s", exc)
             sock.close()
             return
         if not isinstance(request, m.Fork) or len(fds) != 1:
@@ -119,7 +124,7 @@ class Zygote:
         try:
             pid = self._fork(request, fds[0], sock)
         except OSError as exc:  # (no memory for a fork): this task's rank starts cold, the others run on
-            print(f"sparkrunner zygote: could not fork a rank: {exc}", file=sys.stderr)
+            log.warning("sparkrunner's zygote could not fork a rank: %s", exc)
             sock.close()
             return
         finally:
@@ -191,7 +196,7 @@ def _exit_code(code: object) -> int:
     """What the interpreter exits with for ``sys.exit(code)``."""
     if code is None or isinstance(code, int):
         return code or 0
-    print(code, file=sys.stderr)
+    sys.stderr.write(f"{code}\n")  # as the interpreter shows a sys.exit("message") of the rank's own code
     return 1
 
 
@@ -257,9 +262,8 @@ def main() -> int:
     _preload([n for n in os.environ.get(Env.ZYGOTE_MODULES, "").split(",") if n])
     if len(key) != KEY_BYTES or threading.active_count() != 1:
         # (native pools, OpenBLAS's, stop and restart around a fork themselves: pthread_atfork)
-        print(
-            f"sparkrunner zygote: not serving ({threading.active_count()} threads after imports)",
-            file=sys.stderr,
+        log.warning(
+            "sparkrunner's zygote is not serving (%d threads after imports)", threading.active_count()
         )
         return 1
     lease = socket.create_connection(_address(os.environ[Env.ZYGOTE_LEASE]), timeout=HANDSHAKE_TIMEOUT_S)

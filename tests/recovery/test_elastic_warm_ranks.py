@@ -1,7 +1,8 @@
 """A retried attempt starts its ranks warm (issue 31 item 5): on real Spark (the local-cluster[2,2,1024] session of
-test_elastic.py), launcher direct, `max_failures=1`, rank 1 fails in attempt 0. Every rank of both attempts is
-forked by its executor's zygote (`sparkrunner.ranks.zygote`, leased by `sparkrunner.driver.zygotes`): attempt 1's
-ranks are new processes whose parents are zygotes that forked attempt 0's ranks, with torch already imported.
+test_elastic.py), launcher direct, np=4 (every slot, so both executors host ranks in both attempts),
+`max_failures=1`, rank 1 fails in attempt 0. Every rank of both attempts is forked by its executor's zygote
+(`sparkrunner.ranks.zygote`, leased by `sparkrunner.driver.zygotes`): attempt 1's ranks are new processes whose
+parent is the zygote that forked attempt 0's ranks on the same executor, with torch already imported.
 Oracles: what each rank reads of itself and its parent in /proc, and the process table after the run."""
 
 from __future__ import annotations
@@ -40,16 +41,20 @@ def record_and_fail_once(folder: str) -> int:
     attempt = int(os.environ["SPARKRUNNER_ATTEMPT"])
     parent = os.getppid()
     with open(f"/proc/{parent}/environ", "rb") as f:
-        parent_run = [e for e in f.read().split(b"\0") if e.startswith(b"SPARKRUNNER_RUN_ID=")]
+        parent_env = f.read().split(b"\0")
+    parent_run = [e for e in parent_env if e.startswith(b"SPARKRUNNER_RUN_ID=")]
+    executor = [e for e in parent_env if e.startswith(b"SPARKRUNNER_ZYGOTE_WATCH=")]  # its Python daemon
     facts = {
         "pid": os.getpid(), "ppid": parent, "start": int(_stat("self")[19]),
         "parent_start": int(_stat(parent)[19]), "parent_run": [e.decode() for e in parent_run],
+        "executor": [e.decode() for e in executor],
         "warm": warm, "torch_works": float(torch.ones(3).sum()) == 3.0,
     }  # fmt: skip
     Path(folder, f"attempt{attempt}-rank{ctx.rank}.json").write_text(json.dumps(facts))
-    if attempt == 0 and ctx.rank == 1:  # once rank 0 has written (its stop would otherwise come first)
+    if attempt == 0 and ctx.rank == 1:  # once the others have written (their stop would otherwise come first)
         deadline = time.monotonic() + 120
-        while not Path(folder, "attempt0-rank0.json").exists() and time.monotonic() < deadline:
+        others = [Path(folder, f"attempt0-rank{r}.json") for r in range(ctx.world_size) if r != 1]
+        while not all(p.exists() for p in others) and time.monotonic() < deadline:
             time.sleep(0.05)
         raise RuntimeError("rank 1 fails in attempt 0")
     return attempt
@@ -71,11 +76,11 @@ def _run_processes(run_id: str) -> list[int]:
 
 
 def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path) -> None:
-    """Placement: Spark barrier stages of 2 tasks, twice; launcher direct."""
+    """Placement: Spark barrier stages of 4 tasks, twice; launcher direct."""
     spark: Any = spark_session(MASTER)
     four_slots(spark)
     runner = Runner(
-        np=2, launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
+        np=4, launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
         start_timeout=180, timeout=300, tracking=False, progress=False,
     )  # fmt: skip
     assert runner.run(record_and_fail_once, str(tmp_path)) == 1
@@ -83,18 +88,18 @@ def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path)
     facts = {
         (a, r): json.loads((tmp_path / f"attempt{a}-rank{r}.json").read_text())
         for a in (0, 1)
-        for r in (0, 1)
+        for r in range(4)
     }
-    zygotes = {(f["ppid"], f["parent_start"]) for (a, _), f in facts.items() if a == 0}
+    zygotes = {tuple(f["executor"]): (f["ppid"], f["parent_start"]) for (a, _), f in facts.items() if a == 0}
+    assert len(zygotes) == 2, f"one zygote per executor in attempt 0: {facts}"
+    first = [facts[(0, r)] for r in range(4)]
     for (attempt, rank), fact in facts.items():
         assert fact["warm"] and fact["torch_works"], f"attempt {attempt} rank {rank} started cold: {fact}"
         assert fact["parent_run"] == [f"SPARKRUNNER_RUN_ID={run_id}-zygote"], fact
         if attempt == 1:
-            assert (fact["ppid"], fact["parent_start"]) in zygotes, (
-                f"not forked by attempt 0's zygotes: {facts}"
+            assert zygotes.get(tuple(fact["executor"])) == (fact["ppid"], fact["parent_start"]), (
+                f"not forked by attempt 0's zygote of its executor: {facts}"
             )
-            assert all(
-                fact["pid"] != facts[(0, r)]["pid"] or fact["start"] != facts[(0, r)]["start"] for r in (0, 1)
-            )
-            assert fact["start"] >= max(facts[(0, r)]["start"] for r in (0, 1))
+            assert all(fact["pid"] != f["pid"] or fact["start"] != f["start"] for f in first)
+            assert fact["start"] >= max(f["start"] for f in first)
     assert poll_until(lambda: not _run_processes(run_id), 5), f"left behind: {_run_processes(run_id)}"
