@@ -34,7 +34,8 @@ def _environ_of(pid: str) -> list[bytes] | None:
 
 
 def rank_processes(run_id: str | None = None) -> dict[int, str]:
-    """This test session's live processes that carry a sparkrunner run id (`run_id`'s only, when given).
+    """This test session's live processes that carry a sparkrunner run id (when `run_id` is given: that run's, its
+    later attempts' (``<run_id>-attempt1``) and its zygotes' (``<run_id>-zygote``) only).
 
     Scans /proc itself: the tests' oracle is independent of the library's own clean-up code.
     """
@@ -47,7 +48,7 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
         env = _environ_of(pid)
         if env is None or session not in env:
             continue
-        if not (any(e.startswith(_RUN_ID_PREFIX) for e in env) if wanted is None else wanted in env):
+        if not any(e.startswith(_RUN_ID_PREFIX) if wanted is None else _names_run(e, wanted) for e in env):
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -55,6 +56,11 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
         except OSError:
             continue
     return found
+
+
+def _names_run(entry: bytes, wanted: bytes) -> bool:
+    """`entry` is ``SPARKRUNNER_RUN_ID=`` the wanted run's id, or an id derived from it (``<id>-...``)."""
+    return entry == wanted or entry.startswith(wanted + b"-")
 
 
 def leftover_rank_processes(grace_s: float = 0.0) -> dict[int, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from sparkrunner import Runner
 from tests.conftest import spark_session
+from tests.helpers import rank_processes
 from tests.recovery.test_elastic import MASTER, four_slots
 from tests.waiting import poll_until
 
@@ -52,27 +52,10 @@ def record_and_fail_once(folder: str) -> int:
     }  # fmt: skip
     Path(folder, f"attempt{attempt}-rank{ctx.rank}.json").write_text(json.dumps(facts))
     if attempt == 0 and ctx.rank == 1:  # once the others have written (their stop would otherwise come first)
-        deadline = time.monotonic() + 120
         others = [Path(folder, f"attempt0-rank{r}.json") for r in range(ctx.world_size) if r != 1]
-        while not all(p.exists() for p in others) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        poll_until(lambda: all(p.exists() for p in others), 120)
         raise RuntimeError("rank 1 fails in attempt 0")
     return attempt
-
-
-def _run_processes(run_id: str) -> list[int]:
-    """Live processes of this machine whose SPARKRUNNER_RUN_ID names the run (any attempt, its zygotes)."""
-    prefix = f"SPARKRUNNER_RUN_ID={run_id}".encode()
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                ours = any(e.startswith(prefix) for e in f.read().split(b"\0"))
-            if ours and _stat(pid)[0] != "Z":
-                found.append(int(pid))
-        except OSError:
-            continue
-    return found
 
 
 def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path) -> None:
@@ -102,4 +85,4 @@ def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path)
             )
             assert all(fact["pid"] != f["pid"] or fact["start"] != f["start"] for f in first)
             assert fact["start"] >= max(f["start"] for f in first)
-    assert poll_until(lambda: not _run_processes(run_id), 5), f"left behind: {_run_processes(run_id)}"
+    assert poll_until(lambda: not rank_processes(run_id), 5), f"left behind: {rank_processes(run_id)}"
