@@ -1,16 +1,22 @@
-"""TorchEstimator and TorchModel over Spark Connect (test_connect_ml.py).
+"""Every estimator over Spark Connect (test_connect_ml.py), in one Connect server.
 
-Usage: ``connect_ml.py TMP``: a fit on np<0 ranks from materialized rows, one in the server's barrier stage
-from streamed rows, and transform on the server's executors; prints what the test checks."""
+Usage: ``connect_ml.py TMP``: TorchEstimator fitted on np<0 ranks from materialized rows, one in the server's
+barrier stage from streamed rows, and transform on the server's executors; then LightningEstimator (np<0),
+KerasEstimator (tf_keras, np<0) and FunctionEstimator (a barrier stage, materialized rows), each scored on the
+executors with its error against the generating function computed in Spark. Prints what the test checks."""
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from pyspark.sql.connect import functions as F
 
-from sparkrunner.ml import TorchEstimator
+from sparkrunner.ml import FunctionEstimator, KerasEstimator, LightningEstimator, TorchEstimator
+from tests.ml.keras_nets import linear_model
+from tests.ml.lightning_nets import LinearRegression
+from tests.ml.nets import least_squares, linear_predict
 from tests.scenarios.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
@@ -20,16 +26,25 @@ frame = spark.range(0, 800, 1, 4).select("id", F.array(*xs).alias("x"))
 frame = frame.withColumn(
     "y", (F.col("x")[0] * 2 - F.col("x")[1] * 3 + F.col("x")[2] * 0.5 + 1).cast("double")
 )
+COMMON = dict(
+    feature_cols=["x"], label_cols=["y"], batch_size=16, launcher="direct", store=str(TMP / "store"),
+    tracking=False, verbose=0,
+)  # fmt: skip
 
 
 def estimator(np_: int, data: str, epochs: int) -> TorchEstimator:
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
     return TorchEstimator(
-        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x"],
-        label_cols=["y"], batch_size=16, epochs=epochs, validation=0.25, np=np_, launcher="direct", data=data,
-        store=str(TMP / "store"), tracking=False, verbose=0,
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", epochs=epochs,
+        validation=0.25, np=np_, data=data, **COMMON,
     )  # fmt: skip
+
+
+def worst_error(model: Any) -> float:
+    """The largest |prediction - y| over the frame, scored on the server's executors and reduced in Spark."""
+    scored = model.transform(frame)
+    return float(scored.select(F.max(F.abs(F.col("prediction") - F.col("y")))).first()[0])
 
 
 model = estimator(-2, "materialize", 20).fit(frame)
@@ -42,3 +57,19 @@ print("SAME", bool(np.allclose(predictions, local, rtol=1e-5, atol=1e-5)), flush
 print("LEARNT", bool(np.abs(predictions - np.array([r["y"] for r in rows])).max() < 0.2), flush=True)
 streamed = estimator(1, "stream", 2).fit(frame)
 print("STREAMED", len(streamed.history["loss"]), flush=True)
+
+lightning = LightningEstimator(model=LinearRegression(), epochs=6, np=-2, log_model=False, **COMMON).fit(
+    frame
+)
+print("LIGHTNING", len(lightning.history["train_loss"]), worst_error(lightning) < 0.2, flush=True)
+
+import tf_keras  # noqa: E402  (TensorFlow's import is slow: only once the torch cases are done)
+
+keras = KerasEstimator(
+    model=linear_model(), optimizer=tf_keras.optimizers.Adam(0.05), loss="mse", epochs=8, np=-1,
+    log_model=False, **COMMON,
+).fit(frame)  # fmt: skip
+print("KERAS", len(keras.history["loss"]), worst_error(keras) < 0.2, flush=True)
+
+function = FunctionEstimator(train_fn=least_squares, predict_fn=linear_predict, np=2, **COMMON).fit(frame)
+print("FUNCTION", function.getModel()[1], worst_error(function) < 1e-3, flush=True)

@@ -8,7 +8,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from tests.ml.nets import classifier
+from tests.ml.nets import KillPoint, classifier
 
 
 class LinearRegression(pl.LightningModule):
@@ -78,3 +78,13 @@ class CrashOnce(pl.Callback):
             dist.barrier()
             if context.rank == 1:
                 os._exit(3)
+
+
+class Steps(pl.Callback):
+    """Every training step of every rank's Trainer goes through `point` (`tests.ml.nets.KillPoint`)."""
+
+    def __init__(self, point: KillPoint) -> None:
+        self.point = point
+
+    def on_train_batch_start(self, *_: Any) -> None:
+        self.point.step()

@@ -60,29 +60,112 @@ def forward(model: torch.nn.Module, x: np.ndarray) -> np.ndarray:
         return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
 
 
-class CrashOnce(torch.nn.Linear):
-    """A linear model whose rank 1 dies (os._exit) at its `crash_after`+1-th training step of the first attempt,
-    or, given a `marker` path, touches it there and waits to die with its executor (the test kills that JVM);
-    every training step appends "attempt rank" to `log`."""
+class KillPoint:
+    """Called at every training step: appends "attempt rank" to `log`; rank 1 of the first attempt, at its
+    `crash_after`+1-th step, dies (os._exit) or, given a `marker` path, touches it and waits to die with its
+    executor (the test kills that JVM). The steps are counted by the test, outside the code under test."""
 
     def __init__(self, log: str, crash_after: int, marker: str = "") -> None:
-        super().__init__(3, 1)
         self.log, self.crash_after, self.calls, self.marker = log, crash_after, 0, marker
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def step(self) -> None:
         from sparkrunner import rank_context
 
         context = rank_context()
+        with open(self.log, "a") as f:
+            f.write(f"{context.attempt} {context.rank}\n")
+        self.calls += 1
+        if context.attempt == 0 and context.rank == 1 and self.calls > self.crash_after:
+            if not self.marker:
+                os._exit(3)
+            Path(self.marker).touch()
+            time.sleep(300)  # the executor JVM's end ends this process long before
+
+
+def steps_logged(log: Path) -> list[tuple[int, int]]:
+    """The (attempt, rank) of every training step a `KillPoint` saw."""
+    return [(int(a), int(r)) for a, r in (line.split() for line in log.read_text().splitlines())]
+
+
+class CrashOnce(torch.nn.Linear):
+    """A linear model whose every training step (forward pass in training mode) goes through `point`."""
+
+    def __init__(self, point: KillPoint) -> None:
+        super().__init__(3, 1)
+        self.point = point
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
-            with open(self.log, "a") as f:
-                f.write(f"{context.attempt} {context.rank}\n")
-            self.calls += 1
-            if context.attempt == 0 and context.rank == 1 and self.calls > self.crash_after:
-                if not self.marker:
-                    os._exit(3)
-                Path(self.marker).touch()
-                time.sleep(300)  # the executor JVM's end ends this process long before
+            self.point.step()
         return super().forward(x)
+
+
+def least_squares(train: Any, val: Any) -> Any:
+    """A `FunctionEstimator` train_fn: X^T X and X^T y of this rank's rows, summed over the ranks; rank 0 returns
+    the solution and the rows of both splits it was given (0 without validation)."""
+    import torch.distributed as dist
+
+    from sparkrunner import rank_context
+    from sparkrunner.data import NumpyLoader
+
+    dist.init_process_group("gloo")
+    gram, moment = torch.zeros(4, 4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    for batch in NumpyLoader(train, 50, shuffle=False):
+        x = torch.from_numpy(np.hstack([batch["x"], np.ones((len(batch["x"]), 1))]).astype(np.float64))
+        gram += x.T @ x
+        moment += x.T @ torch.from_numpy(batch["y"].astype(np.float64))
+    dist.all_reduce(gram)
+    dist.all_reduce(moment)
+    dist.destroy_process_group()
+    if rank_context().rank != 0:
+        return None
+    return torch.linalg.solve(gram, moment).numpy(), train.num_rows, 0 if val is None else val.num_rows
+
+
+def linear_predict(model: Any, x: np.ndarray) -> np.ndarray:
+    """The `FunctionEstimator` predict_fn of `least_squares` and `checkpointed_sgd`."""
+    weights = model[0]
+    return x @ weights[:3] + weights[3]
+
+
+def checkpointed_sgd(point: KillPoint, epochs: int, batch_size: int) -> Any:
+    """A `FunctionEstimator` train_fn written as a user would: DDP SGD of a linear model, a checkpoint per epoch
+    through ``sparkrunner.save_checkpoint``, resumed from ``load_checkpoint`` after a failure; every step goes
+    through `point`. Rank 0 returns the weights and bias (what `linear_predict` reads)."""
+
+    def train(train_data: Any, _: Any) -> Any:
+        import torch.distributed as dist
+
+        import sparkrunner
+        from sparkrunner.data import NumpyLoader
+
+        dist.init_process_group("gloo")
+        torch.manual_seed(0)
+        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        state, start = sparkrunner.load_checkpoint(), 0
+        if state is not None:
+            net.module.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            start = state["epoch"] + 1
+        loader = NumpyLoader(train_data, batch_size, seed=0)
+        for epoch in range(start, epochs):
+            loader.set_epoch(epoch)
+            for batch in loader:
+                point.step()
+                optimizer.zero_grad()
+                out = net(torch.from_numpy(batch["x"].astype(np.float32)))[:, 0]
+                torch.nn.functional.mse_loss(out, torch.from_numpy(batch["y"].astype(np.float32))).backward()
+                optimizer.step()
+            state = {"model": net.module.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
+            sparkrunner.save_checkpoint(state, step=epoch)
+            dist.barrier()  # no rank starts the next epoch before this epoch's checkpoint is complete
+        layer = net.module
+        weights = np.concatenate([layer.weight.detach().numpy()[0], layer.bias.detach().numpy()])
+        dist.destroy_process_group()
+        return (weights,) if sparkrunner.rank_context().rank == 0 else None
+
+    return train
 
 
 class StepLogged(torch.optim.SGD):

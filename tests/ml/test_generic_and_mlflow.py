@@ -15,36 +15,9 @@ import pytest
 import torch
 
 from sparkrunner.ml import FunctionEstimator, FunctionModel, ScoringModel, TorchEstimator
-from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+from tests.ml.nets import BIAS, WEIGHTS, forward, least_squares, linear_predict, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-def least_squares(train: Any, val: Any) -> Any:
-    """On every rank: X^T X and X^T y of this rank's rows, summed over the ranks; rank 0 returns the solution
-    and the rows of both splits it was given."""
-    import torch.distributed as dist
-
-    from sparkrunner import rank_context
-    from sparkrunner.data import NumpyLoader
-
-    dist.init_process_group("gloo")
-    gram, moment = torch.zeros(4, 4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
-    for batch in NumpyLoader(train, 50, shuffle=False):
-        x = torch.from_numpy(np.hstack([batch["x"], np.ones((len(batch["x"]), 1))]).astype(np.float64))
-        gram += x.T @ x
-        moment += x.T @ torch.from_numpy(batch["y"].astype(np.float64))
-    dist.all_reduce(gram)
-    dist.all_reduce(moment)
-    dist.destroy_process_group()
-    if rank_context().rank != 0:
-        return None
-    return torch.linalg.solve(gram, moment).numpy(), train.num_rows, val.num_rows
-
-
-def linear_predict(model: Any, x: np.ndarray) -> np.ndarray:
-    weights = model[0]
-    return x @ weights[:3] + weights[3]
 
 
 def test_function_estimator_trains_with_your_function_and_scores_with_your_predict(

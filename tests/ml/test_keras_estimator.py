@@ -19,16 +19,12 @@ import pytest
 from pyspark.ml import Pipeline, PipelineModel
 
 from sparkrunner.ml import KerasEstimator, KerasModel
+from tests.ml.keras_nets import linear_model
 from tests.ml.nets import BIAS, WEIGHTS, class_rows, linear_rows
 from tests.recovery.processes import rank_pid
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 keras = pytest.importorskip("tf_keras")
-
-
-def linear_model() -> Any:
-    keras.utils.set_random_seed(0)
-    return keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
 
 
 def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(

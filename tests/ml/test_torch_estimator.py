@@ -20,12 +20,14 @@ from tests.ml.nets import (
     BIAS,
     WEIGHTS,
     CrashOnce,
+    KillPoint,
     LoadLogged,
     StepLogged,
     class_rows,
     classifier,
     forward,
     linear_rows,
+    steps_logged,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -126,12 +128,12 @@ def test_a_rank_that_dies_mid_fit_is_retried_from_the_latest_epoch(
     """400 rows, 2 ranks of batch 20: 10 steps per epoch. Rank 1 dies in epoch 3 of 4 on the first attempt; the
     second attempt trains epochs 3 and 4 only (20 steps per rank, counted by the model's own log)."""
     log = tmp_path / "steps.txt"
-    net = CrashOnce(str(log), crash_after=25)
+    net = CrashOnce(KillPoint(str(log), crash_after=25))
     model = TorchEstimator(
         model=net, loss="mse", feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=-2,
         launcher="direct", max_failures=1, store=str(store), tracking=tracking_uri, verbose=0,
     ).fit(linear_rows(spark_ml, 400))  # fmt: skip
-    steps = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    steps = steps_logged(log)
     assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20
     assert len(model.history["loss"]) == 4
 

@@ -1,6 +1,8 @@
-"""TorchEstimator over Spark Connect, against a real local Connect server (in its own driver process): a fit on
-np<0 ranks (materialized rows) and in the server's barrier stage (streamed rows), and transform on the
-server's executors scoring as the fitted module's own forward pass does on the client."""
+"""Every estimator over Spark Connect, against one real local Connect server (in its own driver process, launcher
+direct): TorchEstimator fitted on np<0 ranks (materialized rows) and in the server's barrier stage (streamed
+rows), scoring on the server's executors as the fitted module's own forward pass does on the client; then
+LightningEstimator (np<0), KerasEstimator (tf_keras, np<0) and FunctionEstimator (a barrier stage, materialized
+rows), each scored on the executors within a bound of the generating function, the error computed in Spark."""
 
 from __future__ import annotations
 
@@ -15,5 +17,6 @@ pytestmark = pytest.mark.spark
 
 def test_fit_and_transform_over_spark_connect(tmp_path: Path) -> None:
     out = run_driver("connect_ml", str(tmp_path), seconds=600)
-    for line in ("EPOCHS 20 20", "SAME True", "LEARNT True", "STREAMED 2"):
+    torch = ("EPOCHS 20 20", "SAME True", "LEARNT True", "STREAMED 2")
+    for line in (*torch, "LIGHTNING 6 True", "KERAS 8 True", "FUNCTION 800 True"):
         assert f"\n{line}\n" in f"\n{out}", out
