@@ -9,6 +9,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -118,6 +119,12 @@ def stop_spark_session(master: str | None = None) -> None:
 def spark_local() -> Any:
     """A real `local[2]` SparkSession (2 task slots), shared with every module that asks for it."""
     return spark_session(LOCAL_MASTER)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The materialize cache of the module's estimator fits (Parquet cached by query plan)."""
+    return tmp_path_factory.mktemp("ml-store")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ training DataFrame would fail (so a fit that works proves nothing went through t
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ MAX_RESULT = "1m"
 @pytest.fixture(scope="module")
 def spark_ml() -> Any:
     return spark_session(LOCAL_MASTER, **{"spark.driver.maxResultSize": MAX_RESULT})
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The materialize cache of the module's fits."""
-    return tmp_path_factory.mktemp("ml-store")
 
 
 @pytest.fixture(scope="module")

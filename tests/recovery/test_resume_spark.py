@@ -157,6 +157,15 @@ def test_max_failures_zero_raises_the_first_error_as_before(spark_cluster: Any) 
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
+@pytest.fixture(scope="module")
+def fit_rows(spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """400 `linear_rows` as a Parquet source: a deterministic plan, so the fits below materialize it once
+    (`rand` columns would make every fit write its own copy)."""
+    path = str(tmp_path_factory.mktemp("fit-rows") / "rows")
+    linear_rows(spark_cluster, 400).write.parquet(path)
+    return spark_cluster.read.parquet(path)
+
+
 def killed_mid_fit(kind: str, point: KillPoint, **params: Any) -> Any:
     """An estimator of `kind`, 4 epochs of batch 20 on `linear_rows`, whose every training step goes through
     `point`: in the model's forward pass (torch), a Lightning callback, the Keras loss, or the train_fn."""
@@ -178,20 +187,20 @@ def killed_mid_fit(kind: str, point: KillPoint, **params: Any) -> Any:
 
 @pytest.mark.parametrize("kind", ["torch", "lightning", "keras", "function"])
 def test_an_estimator_fit_resumes_from_its_latest_epoch_after_an_executor_jvm_is_killed(
-    spark_cluster: Any, tmp_path: Path, kind: str
+    spark_cluster: Any, fit_rows: Any, store: Path, tmp_path: Path, kind: str
 ) -> None:
-    """Placement: Spark barrier stage (np=2), launcher direct, max_failures=1, the rows materialized. 400 rows,
-    batch 20: 10 steps per epoch and rank. At rank 1's 26th step (epoch 3 of 4) of attempt 0 the test SIGKILLs
-    the executor JVM that hosts it; the retry trains epochs 3 and 4 only (20 steps per rank, counted by a
-    `KillPoint` outside the estimator), from the checkpoint of epoch 2."""
+    """Placement: Spark barrier stage (np=2), launcher direct, max_failures=1, the rows materialized (once: the
+    four share the module's cache). 400 rows, batch 20: 10 steps per epoch and rank. At rank 1's 26th step
+    (epoch 3 of 4) of attempt 0 the test SIGKILLs the executor JVM that hosts it; the retry trains epochs 3 and 4
+    only (20 steps per rank, counted by a `KillPoint` outside the estimator), from the checkpoint of epoch 2."""
     log, marker = tmp_path / "steps.txt", tmp_path / "rank1-waits"
     killer = ExecutorKiller(marker, seconds=300)
     try:
         model = killed_mid_fit(
             kind, KillPoint(str(log), crash_after=25, marker=str(marker)), np=2, launcher="direct",
-            max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"), store=str(tmp_path / "store"),
-            tracking=False, verbose=0,
-        ).fit(linear_rows(spark_cluster, 400))  # fmt: skip
+            max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store), tracking=False,
+            verbose=0,
+        ).fit(fit_rows)  # fmt: skip
     finally:
         killed = killer.join()
         wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
