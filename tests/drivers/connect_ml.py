@@ -3,7 +3,7 @@
 Usage: ``connect_ml.py TMP``: TorchEstimator fitted on np<0 ranks from materialized rows, one in the server's
 barrier stage from streamed rows, and transform on the server's executors; then LightningEstimator (np<0),
 KerasEstimator (tf_keras, np<0) and FunctionEstimator (a barrier stage, materialized rows), each scored on the
-executors with its error against the generating function computed in Spark. Prints what the test checks."""
+executors, its worst error against the generating function computed in Spark. Prints what the test checks."""
 
 import sys
 from pathlib import Path
@@ -61,7 +61,7 @@ print("STREAMED", len(streamed.history["loss"]), flush=True)
 lightning = LightningEstimator(model=LinearRegression(), epochs=6, np=-2, log_model=False, **COMMON).fit(
     frame
 )
-print("LIGHTNING", len(lightning.history["train_loss"]), worst_error(lightning) < 0.2, flush=True)
+print("LIGHTNING", len(lightning.history["train_loss"]), worst_error(lightning), flush=True)
 
 import tf_keras  # noqa: E402  (TensorFlow's import is slow: only once the torch cases are done)
 
@@ -69,7 +69,7 @@ keras = KerasEstimator(
     model=linear_model(), optimizer=tf_keras.optimizers.Adam(0.05), loss="mse", epochs=8, np=-1,
     log_model=False, **COMMON,
 ).fit(frame)  # fmt: skip
-print("KERAS", len(keras.history["loss"]), worst_error(keras) < 0.2, flush=True)
+print("KERAS", len(keras.history["loss"]), worst_error(keras), flush=True)
 
 function = FunctionEstimator(train_fn=least_squares, predict_fn=linear_predict, np=2, **COMMON).fit(frame)
-print("FUNCTION", function.getModel()[1], worst_error(function) < 1e-3, flush=True)
+print("FUNCTION", function.getModel()[1], worst_error(function), flush=True)
