@@ -1,13 +1,16 @@
-"""The GPU check behind scripts/gpu_check.sh: real GPUs, real Spark GPU scheduling, NCCL and TF on the GPU.
+"""The GPU check behind scripts/gpu_check.sh: real GPUs, real Spark GPU scheduling, NCCL, scoring and TF on the GPU.
 
 One local-cluster worker owns up to 2 of this machine's GPUs (found by an nvidia-smi discovery script) and
 runs one task per GPU: several GPU tasks on one host. Each rank picks its GPU with the tutorials' idiom,
 `set_device(LOCAL_RANK)`, and reports the GPU it computes on (by UUID, from torch) and the GPUs Spark gave its
 task (by index, mapped to UUIDs with nvidia-smi here): they must match, and no two ranks may share one.
+`ScoringModel.transform` must score on its task's GPU, with the CPU's results. TensorFlow's part is skipped
+(and says so) where no TensorFlow is installed.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import stat
@@ -94,6 +97,59 @@ def tf_mwms_fit() -> dict[str, Any]:
     }
 
 
+class DeviceReportingLinear:
+    """Builds, in each Python worker, a torch Linear whose forward writes the device and GPU UUID it computes on
+    to a file named by the worker's pid: the check's own record of where scoring ran."""
+
+    def __init__(self, report_dir: str) -> None:
+        self.report_dir = report_dir
+
+    def __call__(self) -> Any:
+        import torch
+
+        report_dir = self.report_dir
+
+        class Reporting(torch.nn.Linear):
+            def forward(self, x: Any) -> Any:
+                uuid = "GPU-" + str(torch.cuda.get_device_properties(x.device).uuid) if x.is_cuda else "cpu"
+                with open(os.path.join(report_dir, str(os.getpid())), "w") as f:
+                    f.write(f"{x.device} {uuid}")
+                return super().forward(x)
+
+        torch.manual_seed(0)
+        return Reporting(4, 1)
+
+
+def score_on_task_gpus(spark: Any, uuids: dict[str, str], report_dir: str) -> dict[str, Any]:
+    """`ScoringModel.transform` on a GPU stage: every scoring worker computes on a GPU, with the CPU's results."""
+    import numpy as np
+
+    from sparkrunner.ml import ScoringModel
+
+    rows = [([float(i), float(i % 7), 1.0, -float(i) / 3],) for i in range(4096)]
+    df = spark.createDataFrame(rows, "x array<float>").repartition(4)
+    builder = DeviceReportingLinear(report_dir)
+    scored = ScoringModel(builder=builder, feature_cols=["x"], batch_size=256).transform(df).toPandas()
+    on_cpu = builder()
+    x = np.array(scored["x"].tolist(), dtype=np.float32)
+    expected = x @ on_cpu.weight.detach().numpy().T + on_cpu.bias.detach().numpy()
+    assert np.allclose(scored["prediction"].to_numpy(), expected[:, 0], atol=1e-3), (
+        "GPU scores differ from CPU's"
+    )
+    reports = {}
+    for name in os.listdir(report_dir):
+        with open(os.path.join(report_dir, name)) as f:
+            reports[name] = f.read()
+    assert reports, "no scoring worker reported its device"
+    for pid, report in reports.items():
+        device, uuid = report.split()
+        assert device.startswith("cuda:"), f"worker {pid} scored on {device}, not a GPU"
+        assert uuid == uuids[device.split(":")[1]], (
+            f"worker {pid} computed on {uuid}, not its task's {device}"
+        )
+    return {"rows": len(scored), "workers": reports}
+
+
 def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> None:
     for view in views:
         assigned = view["task_gpus"]
@@ -154,9 +210,18 @@ def main() -> int:
                 views = Runner(np=np_, launcher=launcher, use_gpu=True, tracking=False).run(torch_ddp_nccl)
                 check_torch_views(views, uuids)
                 print(f"gpu_check: torch DDP over NCCL OK (launcher={launcher}):", json.dumps(views))
-            fit = Runner(np=np_, launcher="direct", use_gpu=True, tracking=False).run(tf_mwms_fit)
-            assert "GPU" in fit["device"], f"TensorFlow trained on {fit['device']}, not a GPU"
-            print("gpu_check: TensorFlow MultiWorkerMirroredStrategy fit on GPU OK:", json.dumps(fit))
+            report_dir = os.path.join(tmp, "scoring")
+            os.mkdir(report_dir)
+            print(
+                "gpu_check: ScoringModel.transform on the task GPUs OK:",
+                json.dumps(score_on_task_gpus(spark, uuids, report_dir)),
+            )
+            if importlib.util.find_spec("tensorflow") is None:
+                print("gpu_check: TensorFlow SKIPPED - not installed here")
+            else:
+                fit = Runner(np=np_, launcher="direct", use_gpu=True, tracking=False).run(tf_mwms_fit)
+                assert "GPU" in fit["device"], f"TensorFlow trained on {fit['device']}, not a GPU"
+                print("gpu_check: TensorFlow MultiWorkerMirroredStrategy fit on GPU OK:", json.dumps(fit))
         finally:
             spark.stop()
     print(f"gpu_check: PASSED on {np_} GPU(s)")
