@@ -85,6 +85,11 @@ FAILURE_SETTLE_S = _timing(
 FAILURE_DETAIL_WAIT_S = _timing(
     "FAILURE_DETAIL_WAIT_S", 3.0, "for the exit code of a rank whose connection ended without a result"
 )
+FAILURE_REPORT_IN_FLIGHT_S = _timing(
+    "FAILURE_REPORT_IN_FLIGHT_S",
+    0.5,
+    "once the barrier stage ended (a lost executor fails it), for a task report already sent to arrive",
+)
 FAILURE_PLACEMENT_WAIT_S = _timing(
     "FAILURE_PLACEMENT_WAIT_S",
     15.0,
