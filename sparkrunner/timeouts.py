@@ -175,6 +175,10 @@ ZYGOTE_IDLE_S = _timing(
 ZYGOTE_POLL_S = _timing(
     "ZYGOTE_POLL_S", 0.05, "a zygote: between two looks at its forked ranks, its executor and its idle time"
 )
+ZYGOTE_WARM_AFTER_S = _timing(
+    "ZYGOTE_WARM_AFTER_S", 1.0, "a zygote, idle this long after its last fork, imports what ranks load on first use "
+    "(torch._dynamo, pyarrow.dataset) for the next attempt's"
+)  # fmt: skip
 ZYGOTE_START_WAIT_S = _timing(
     "ZYGOTE_START_WAIT_S", 120.0, "a barrier task, for a new zygote to import the run's modules and listen "
     "(past it, the rank starts cold)"

@@ -15,7 +15,7 @@ from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.launch import processes
 from sparkrunner.launch.code_imports import imported_modules
 from sparkrunner.launch.network import server_port
-from sparkrunner.launch.zygote_client import PRELOADABLE, ZygoteSpec
+from sparkrunner.launch.zygote_client import PRELOADABLE, WARM_LATER, ZygoteSpec
 from sparkrunner.options import RunOptions
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
@@ -37,6 +37,8 @@ class ZygoteLease:
         self._key = new_secret()
         imported = imported_modules(main) or frozenset()
         self._modules = tuple(name for name in PRELOADABLE if name in imported)
+        later = (module for name in sorted(imported) for module in WARM_LATER.get(name, ()))
+        self._warm = tuple(dict.fromkeys(later))
         self._server: ChannelServer | None = None
 
     def spec(self, bind_host: str, driver_host: str, options: RunOptions) -> ZygoteSpec:
@@ -44,7 +46,7 @@ class ZygoteLease:
         if self._server is None:
             port = server_port(bind_host, options.port_range)
             self._server = ChannelServer(self._key, _ignore, _ignore, bind_host, port)
-        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), self._modules)
+        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), self._modules, self._warm)
 
     def close(self) -> None:
         """End every zygote of the run: they hang up with the lease (and on this machine, wait for them)."""
