@@ -85,6 +85,11 @@ FAILURE_SETTLE_S = _timing(
 FAILURE_DETAIL_WAIT_S = _timing(
     "FAILURE_DETAIL_WAIT_S", 3.0, "for the exit code of a rank whose connection ended without a result"
 )
+FAILURE_REPORT_IN_FLIGHT_S = _timing(
+    "FAILURE_REPORT_IN_FLIGHT_S",
+    0.5,
+    "once the barrier stage ended (a lost executor fails it), for a task report already sent to arrive",
+)
 FAILURE_PLACEMENT_WAIT_S = _timing(
     "FAILURE_PLACEMENT_WAIT_S",
     15.0,
@@ -170,6 +175,10 @@ ZYGOTE_IDLE_S = _timing(
 ZYGOTE_POLL_S = _timing(
     "ZYGOTE_POLL_S", 0.05, "a zygote: between two looks at its forked ranks, its executor and its idle time"
 )
+ZYGOTE_WARM_AFTER_S = _timing(
+    "ZYGOTE_WARM_AFTER_S", 1.0, "a zygote, idle this long after its last fork, imports what ranks load on first use "
+    "(torch._dynamo, pyarrow.dataset) for the next attempt's"
+)  # fmt: skip
 ZYGOTE_START_WAIT_S = _timing(
     "ZYGOTE_START_WAIT_S", 120.0, "a barrier task, for a new zygote to import the run's modules and listen "
     "(past it, the rank starts cold)"

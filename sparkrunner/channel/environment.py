@@ -44,6 +44,7 @@ class Env:
         "SPARKRUNNER_ZYGOTE_WATCH"  # "pid:start ticks" of the executor's Python daemon; ends with it
     )
     ZYGOTE_MODULES = "SPARKRUNNER_ZYGOTE_MODULES"  # comma-separated modules the zygote imports before forking
+    ZYGOTE_WARM = "SPARKRUNNER_ZYGOTE_WARM"  # comma-separated modules it imports later, once idle
     ZYGOTE_ROOM = "SPARKRUNNER_ZYGOTE_ROOM"  # padding: room in the zygote's environ block for a rank's own
 
 

@@ -5,10 +5,13 @@ The task side (and why this replaces Spark's `allGather`) is `sparkrunner.tasks.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from sparkrunner import channel
 from sparkrunner.channel.messages import Join, SparkTask, TaskEntries, Topology, send_to_all
+
+log = logging.getLogger(__name__)
 
 
 class AddressBook:
@@ -27,6 +30,12 @@ class AddressBook:
         """Record one task's entries; the last task of the stage to join releases every waiting task."""
         with self._lock:
             self._joined[join.task] = (conn, list(join.entries), join.spark)
+            log.debug(
+                "barrier task %d joined the address exchange (%d of %d)",
+                join.task,
+                len(self._joined),
+                join.tasks,
+            )
             if len(self._joined) < join.tasks:
                 return
             joined = [self._joined[index] for index in range(join.tasks)]

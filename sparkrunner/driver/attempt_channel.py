@@ -194,6 +194,9 @@ class AttemptChannel:
             self.report.disconnected(rank)
             self.changed.notify_all()
             told = list(self._run_over_waiters.values()) if self.report.over() else []
+            vanished = rank in self.report.vanished
+        if vanished:
+            log.debug("rank %d hung up without reporting a result", rank)
         m.send_to_all(told, m.RunOver())  # what still runs is no rank's: mpirun held up by a daemon
 
     def result_value(self, rank: int = 0) -> Any:

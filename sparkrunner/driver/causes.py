@@ -22,6 +22,7 @@ from sparkrunner.timeouts import (
     FAILURE_OUTPUT_WAIT_S,
     FAILURE_PLACEMENT_WAIT_S,
     FAILURE_POLL_S,
+    FAILURE_REPORT_IN_FLIGHT_S,
     FAILURE_SETTLE_S,
 )
 
@@ -135,9 +136,13 @@ def _exit_detail(
 
     if wait and task is None:
         wait_until(session, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
-    elif wait and not wait_until(session, settled, FAILURE_DETAIL_WAIT_S):
+    elif wait and not wait_until(session, lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
         # its task never reported: its executor is gone with it, and Spark's word on why comes later
         wait_until(session, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
+    elif wait and not settled():
+        # the stage ended first (a lost executor fails it at once): a task that has not reported never will,
+        # and one that did may still be on its way
+        wait_until(session, settled, FAILURE_REPORT_IN_FLIGHT_S)
     return known() or "no exit code is known yet"
 
 

@@ -308,6 +308,7 @@ def _run_ranks(
         placement.start(job, description)
         Supervisor(session, placement, start_timeout, timeout, stall).wait()
     except BaseException as exc:
+        log.debug("run %s: %s; shutting its ranks down", job.run_id, type(exc).__name__)
         causes.shut_down_after_failure(
             lambda: _shut_down(session, placement, job.run_id, False, stop_grace_s), exc
         )
@@ -330,7 +331,9 @@ def _shut_down(
             causes.wait_until(session, session.output_delivered, OUTPUT_END_WAIT_S)
     else:
         session.stop_ranks(stop_grace_s)
+        log.debug("run %s: every rank stopped", run_id)
     placement.stop()
+    log.debug("run %s: its placement ended", run_id)
     session.close()
     leftover = processes.sweep_run(run_id, grace_s=SWEEP_GRACE_S)  # the run as a whole has ended
     if leftover:

@@ -15,7 +15,7 @@ from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.launch import processes
 from sparkrunner.launch.code_imports import imported_modules
 from sparkrunner.launch.network import server_port
-from sparkrunner.launch.zygote_client import PRELOADABLE, ZygoteSpec
+from sparkrunner.launch.zygote_client import PRELOADABLE, WARM_LATER, ZygoteSpec
 from sparkrunner.options import RunOptions
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
@@ -37,14 +37,21 @@ class ZygoteLease:
         self._key = new_secret()
         imported = imported_modules(main) or frozenset()
         self._modules = tuple(name for name in PRELOADABLE if name in imported)
+        later = (module for name in sorted(imported) for module in WARM_LATER.get(name, ()))
+        self._warm = tuple(dict.fromkeys(later))
         self._server: ChannelServer | None = None
 
     def spec(self, bind_host: str, driver_host: str, options: RunOptions) -> ZygoteSpec:
-        """What the barrier tasks need to start or reach their executor's zygote."""
-        if self._server is None:
-            port = server_port(bind_host, options.port_range)
-            self._server = ChannelServer(self._key, _ignore, _ignore, bind_host, port)
-        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), self._modules)
+        """What the barrier tasks need to start or reach their executor's zygote. The first attempt's zygotes
+        import the `warm` modules once idle; a later attempt's new zygote (on an executor that came back) imports
+        them before its first fork, once for all its ranks, which would each import them at once."""
+        lease = self._server
+        if lease is None:
+            lease = self._server = ChannelServer(
+                self._key, _ignore, _ignore, bind_host, server_port(bind_host, options.port_range)
+            )
+            return ZygoteSpec(self.run_id, self._key, (driver_host, lease.port), self._modules, self._warm)
+        return ZygoteSpec(self.run_id, self._key, (driver_host, lease.port), self._modules + self._warm)
 
     def close(self) -> None:
         """End every zygote of the run: they hang up with the lease (and on this machine, wait for them)."""

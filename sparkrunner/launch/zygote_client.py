@@ -33,6 +33,16 @@ log = logging.getLogger(__name__)
 PRELOADABLE = ("numpy", "scipy", "torch", "torchvision")
 """Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported."""
 
+WARM_LATER = {
+    "torch": ("torch._dynamo",),
+    "sparkrunner": ("pyarrow.dataset", "pyarrow.parquet"),
+    "pyarrow": ("pyarrow.dataset", "pyarrow.parquet"),
+}
+"""What a zygote imports once idle after its first forks, for the ranks of later attempts, when the run's code
+imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
+torch.compile load torch._dynamo (2-3 s); sparkrunner's data readers load pyarrow's dataset and Parquet modules.
+None starts a thread when imported."""
+
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Read when numpy or torch is imported: the zygote takes the ranks' values, so a forked rank's pools match."""
 
@@ -53,6 +63,8 @@ class ZygoteSpec:
     lease: tuple[str, int]
     """The driver's lease server: the zygote stays connected and ends when it closes."""
     modules: tuple[str, ...]
+    warm: tuple[str, ...] = ()
+    """Modules it imports later, once idle (`WARM_LATER`): the first attempt's ranks do not wait for them."""
 
 
 class ZygoteRank:
@@ -209,6 +221,7 @@ def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]
             Env.ZYGOTE_LEASE: f"{spec.lease[0]}:{spec.lease[1]}",
             Env.ZYGOTE_WATCH: _executor_daemon(),
             Env.ZYGOTE_MODULES: ",".join(spec.modules),
+            Env.ZYGOTE_WARM: ",".join(spec.warm),
             Env.ZYGOTE_ROOM: " " * _ROOM,
             "PYTHONUNBUFFERED": "1",
         }

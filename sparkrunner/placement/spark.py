@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -13,6 +14,8 @@ from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.sessions import task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
+
+log = logging.getLogger(__name__)
 
 
 def spark_context(spark: Any) -> Any:
@@ -60,6 +63,7 @@ class SparkPlacement(StageHolder):
         sc = self._sc
         sc.setJobGroup(self.job_group, description, interruptOnCancel=True)
         rdd = sc.parallelize(range(self._num_tasks), self._num_tasks)
+        log.debug("submitting the barrier stage of run %s (%d tasks)", job.run_id, self._num_tasks)
         return list(rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect())
 
     def _cancel(self) -> None:

@@ -33,7 +33,13 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch import processes
-from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, SERVER_HANDSHAKE_TIMEOUT_S, ZYGOTE_IDLE_S, ZYGOTE_POLL_S
+from sparkrunner.timeouts import (
+    HANDSHAKE_TIMEOUT_S,
+    SERVER_HANDSHAKE_TIMEOUT_S,
+    ZYGOTE_IDLE_S,
+    ZYGOTE_POLL_S,
+    ZYGOTE_WARM_AFTER_S,
+)
 
 log = logging.getLogger(__name__)
 """No handler here, so that forked ranks inherit none: Python's last-resort handler writes warnings to stderr, the
@@ -52,33 +58,59 @@ def _address(text: str) -> tuple[str, int]:
 
 def _preload(modules: list[str]) -> None:
     """Import what every rank of the run would import first; a module that fails is left to the rank."""
-    for name in ["sparkrunner.ranks.bootstrap", *modules]:
+    for name in modules:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+
+
+def _modules(variable: str) -> list[str]:
+    return [name for name in os.environ.get(variable, "").split(",") if name]
 
 
 class Zygote:
     """The serving loop: one selector over the listener, the lease and each rank's task connection."""
 
-    def __init__(self, listener: socket.socket, lease: socket.socket, key: bytes, watched: str) -> None:
+    def __init__(
+        self, listener: socket.socket, lease: socket.socket, key: bytes, watched: str, warm: list[str]
+    ) -> None:
         self._listener, self._lease, self._key = listener, lease, key
-        self._watched = watched
+        self._watched, self._warm = watched, warm
+        self._forks = True
         self._ranks: dict[int, tuple[socket.socket, Connection]] = {}  # pid -> its task's connection
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ, "accept")
         self._selector.register(lease, selectors.EVENT_READ, "lease")
-        self._idle_since = time.monotonic()
+        self._idle_since = self._last_request = time.monotonic()
 
     def serve(self) -> None:
         while self._executor_alive() and not self._idle_too_long():
-            for key, _ in self._selector.select(ZYGOTE_POLL_S):
+            events = self._selector.select(ZYGOTE_POLL_S)
+            for key, _ in events:
                 if key.data == "lease":
                     return  # the driver hung up: the run ended (or the driver is gone)
                 if key.data == "accept":
+                    self._last_request = time.monotonic()
                     self._accept()
                 else:
                     processes.kill_tree(key.data)  # its task hung up first: the rank goes with it
             self._reap()
+            if not events:
+                self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Once idle for ZYGOTE_WARM_AFTER_S, import the modules ranks load on first use (once). If that started
+        a Python thread, a fork would copy it half: the zygote forks no more (the ranks it forked run on, later
+        ones start cold)."""
+        if not self._warm or time.monotonic() - self._last_request < ZYGOTE_WARM_AFTER_S:
+            return
+        _preload(self._warm)
+        self._warm = []
+        if threading.active_count() != 1:
+            log.warning(
+                "sparkrunner's zygote forks no more ranks (%d threads after its later imports): they start cold",
+                threading.active_count(),
+            )
+            self._forks = False
 
     def close(self) -> None:
         """Take down any rank still running, and stop listening."""
@@ -106,6 +138,9 @@ class Zygote:
 
     def _accept(self) -> None:
         sock, _ = self._listener.accept()
+        if not self._forks:  # its task sees the connection end, and starts its rank cold
+            sock.close()
+            return
         try:
             conn = server_handshake(sock, self._key)
             sock.settimeout(SERVER_HANDSHAKE_TIMEOUT_S)  # an authenticated peer still may not hold us up
@@ -259,7 +294,7 @@ def _listen(path: str) -> socket.socket:
 
 def main() -> int:
     key = sys.stdin.buffer.read(KEY_BYTES)
-    _preload([n for n in os.environ.get(Env.ZYGOTE_MODULES, "").split(",") if n])
+    _preload(["sparkrunner.ranks.bootstrap", *_modules(Env.ZYGOTE_MODULES)])
     if len(key) != KEY_BYTES or threading.active_count() != 1:
         # (native pools, OpenBLAS's, stop and restart around a fork themselves: pthread_atfork)
         log.warning(
@@ -268,7 +303,13 @@ def main() -> int:
         return 1
     lease = socket.create_connection(_address(os.environ[Env.ZYGOTE_LEASE]), timeout=HANDSHAKE_TIMEOUT_S)
     client_handshake(lease, key)
-    zygote = Zygote(_listen(os.environ[Env.ZYGOTE_SOCKET]), lease, key, os.environ[Env.ZYGOTE_WATCH])
+    zygote = Zygote(
+        _listen(os.environ[Env.ZYGOTE_SOCKET]),
+        lease,
+        key,
+        os.environ[Env.ZYGOTE_WATCH],
+        _modules(Env.ZYGOTE_WARM),
+    )
     os.write(1, m.ZYGOTE_READY)
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)  # the starting task stops reading

@@ -12,6 +12,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from sparkrunner.channel import ChannelServer, new_secret
 from sparkrunner.launch import zygote_client
 from tests.helpers import ROOT
@@ -104,3 +106,63 @@ def _gone(pid: int) -> bool:
         return _proc(pid, "stat")[0].rsplit(b") ", 1)[1][:1] == b"Z"
     except OSError:
         return True
+
+
+def _warm_spec(name: str) -> tuple[zygote_client.ZygoteSpec, ChannelServer, dict[str, str]]:
+    """A zygote spec that imports tests/ranks/zygote_warm_probe.py once idle, its lease, and a rank's env."""
+    key = new_secret()
+    lease = ChannelServer(key, lambda *a: None, lambda *a: None)
+    spec = zygote_client.ZygoteSpec(
+        f"zygote-test-{os.getpid()}-{name}-zygote", key, ("127.0.0.1", lease.port), (),
+        ("tests.ranks.zygote_warm_probe",),
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return spec, lease, env
+
+
+def test_once_idle_the_zygote_imports_its_later_modules_and_later_ranks_find_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ZygoteSpec.warm`: imported by the zygote itself (the probe writes the importer's pid) once it is idle,
+    not by a rank; a rank forked after that finds the module imported."""
+    monkeypatch.setenv("ZYGOTE_TEST_WARMED", str(tmp_path / "warmed"))
+    spec, lease, env = _warm_spec("warm")
+    argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
+    try:
+        first = zygote_client.fork_rank(spec, argv, {**env, "ZYGOTE_TEST_MARKER": str(tmp_path / "go")}, None)
+        assert first is not None, "the zygote did not serve"
+        (tmp_path / "go").touch()
+        assert first.wait(30) == 0
+        zygote = int(re.search(r"ppid=(\d+)", first.output_tail())[1])  # type: ignore[index]
+        wait_until((tmp_path / "warmed").exists, 30, "the zygote's later import")
+        assert (tmp_path / "warmed").read_text() == str(zygote)
+        later = zygote_client.fork_rank(spec, argv, {**env, "ZYGOTE_TEST_MARKER": str(tmp_path / "go")}, None)
+        assert later is not None and later.wait(30) == 0
+        assert f"ppid={zygote} " in later.output_tail() and "warm=True" in later.output_tail()
+    finally:
+        lease.close()
+
+
+def test_a_zygote_whose_later_imports_start_a_thread_forks_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork would copy half of that thread: the next rank is refused (its task starts it cold); the rank the
+    zygote forked before runs on to its end."""
+    monkeypatch.setenv("ZYGOTE_TEST_WARMED", str(tmp_path / "warmed"))
+    monkeypatch.setenv("ZYGOTE_TEST_THREAD", "1")
+    spec, lease, env = _warm_spec("thread")
+    argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
+    try:
+        running = zygote_client.fork_rank(
+            spec, argv, {**env, "ZYGOTE_TEST_MARKER": str(tmp_path / "go")}, None
+        )
+        assert running is not None, "the zygote did not serve"
+        wait_until((tmp_path / "warmed").exists, 30, "the zygote's later import")
+        assert (
+            zygote_client.fork_rank(spec, argv, {**env, "ZYGOTE_TEST_MARKER": str(tmp_path / "go")}, None)
+            is None
+        )
+        (tmp_path / "go").touch()
+        assert running.wait(30) == 0
+    finally:
+        lease.close()

@@ -53,6 +53,7 @@ def elastic_fit(data: ParquetData, marker_dir: str = "") -> dict[str, Any]:
     """Train `EPOCHS` epochs; rank 0 returns the per-step global losses, per-epoch row counts and the steps
     each attempt ran. With `marker_dir`: attempt 0 touches ``kill`` at step `KILL_AT_STEP` and waits to be
     stopped; an attempt below 4 ranks touches ``small`` at step `HOLD_AT_STEP` and waits for the rescale."""
+    entered = time.time()
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -61,12 +62,15 @@ def elastic_fit(data: ParquetData, marker_dir: str = "") -> dict[str, Any]:
     from sparkrunner.data import NumpyLoader, global_batch
 
     ctx = sparkrunner.rank_context()
+    mark = Timeline(marker_dir, ctx.attempt, ctx.rank, entered)
     dist.init_process_group("gloo")
+    mark("process group formed")
     split = global_batch(GLOBAL_BATCH, world_size=ctx.world_size)
     loader = NumpyLoader(data, split.per_rank, shuffle=True, seed=3, shuffle_buffer_rows=64)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    mark("loader and model made")
     state = sparkrunner.load_checkpoint() or {
         "step": 0, "losses": [], "counts": np.zeros((EPOCHS, ROWS), np.int64), "loader": None, "ran": []
     }  # fmt: skip
@@ -74,13 +78,15 @@ def elastic_fit(data: ParquetData, marker_dir: str = "") -> dict[str, Any]:
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         loader.load_state_dict(state["loader"])
+    mark("checkpoint loaded")
     state["ran"] = [*state["ran"], (ctx.attempt, ctx.world_size, state["step"])]
     for epoch in range(loader.epoch, EPOCHS):
         loader.set_epoch(epoch)
         for batch in loader:
+            mark("first batch read")
             state["losses"].append(_step(model, opt, batch, state["counts"][epoch], ctx.world_size))
             state["step"] += 1
-            _first_step_mark(marker_dir, ctx, state)
+            mark("first step")
             stop = _agreed(sparkrunner.stopping())
             if stop or state["step"] % CHECKPOINT_EVERY == 0:
                 extra = {"model": model.module.state_dict(), "optimizer": opt.state_dict()}
@@ -142,10 +148,42 @@ def _hold(marker_dir: str, ctx: Any, step: int) -> None:
         raise RuntimeError("stopped while waiting to lose an executor")
 
 
-def _first_step_mark(marker_dir: str, ctx: Any, state: dict[str, Any]) -> None:
-    """Rank 0 notes when each attempt's first step ended (for bench/elastic.py)."""
-    if marker_dir and ctx.rank == 0 and state["step"] == state["ran"][-1][2] + 1:
-        Path(marker_dir, f"first-step-{ctx.attempt}").write_text(repr(time.time()))
+class Timeline:
+    """A rank's start-up, for bench/elastic.py: when its process started (a fork or an exec), when the function
+    was entered, and the first time each later phase is marked, in ``timeline-<attempt>-<rank>`` of
+    `marker_dir` (one ``phase time`` line each, wall clock)."""
+
+    def __init__(self, marker_dir: str, attempt: int, rank: int, entered: float) -> None:
+        self._path = Path(marker_dir, f"timeline-{attempt}-{rank}") if marker_dir else None
+        self._seen: set[str] = set()
+        self._write("process started", _process_start())
+        self._write("function entered", entered)
+
+    def __call__(self, phase: str) -> None:
+        if phase not in self._seen:
+            self._seen.add(phase)
+            self._write(phase, time.time())
+
+    def _write(self, phase: str, at: float) -> None:
+        if self._path is not None:
+            with self._path.open("a") as f:
+                f.write(f"{phase}\t{at!r}\n")
+
+
+def read_timeline(marker_dir: Path, attempt: int, rank: int) -> dict[str, float]:
+    """What `Timeline` wrote for one rank of one attempt: phase -> wall-clock time."""
+    lines = (marker_dir / f"timeline-{attempt}-{rank}").read_text().splitlines()
+    return {phase: float(at) for phase, at in (line.split("\t") for line in lines)}
+
+
+def _process_start() -> float:
+    """This process's start (fork or exec), on the wall clock: its start in clock ticks since boot, from /proc."""
+    with open("/proc/self/stat", "rb") as f:
+        raw = f.read()
+    ticks = int(raw[raw.rindex(b")") + 2 :].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 class ExecutorHolder:
