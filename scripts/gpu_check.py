@@ -129,7 +129,7 @@ def score_on_task_gpus(spark: Any, uuids: dict[str, str], report_dir: str) -> di
     rows = [([float(i), float(i % 7), 1.0, -float(i) / 3],) for i in range(4096)]
     df = spark.createDataFrame(rows, "x array<float>").repartition(4)
     builder = DeviceReportingLinear(report_dir)
-    scored = ScoringModel(builder=builder, feature_cols=["x"], batch_size=256).transform(df).toPandas()
+    scored: Any = ScoringModel(builder=builder, feature_cols=["x"], batch_size=256).transform(df).toPandas()
     on_cpu = builder()
     x = np.array(scored["x"].tolist(), dtype=np.float32)
     expected = x @ on_cpu.weight.detach().numpy().T + on_cpu.bias.detach().numpy()
