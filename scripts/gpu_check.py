@@ -4,7 +4,8 @@ One local-cluster worker owns up to 2 of this machine's GPUs (found by an nvidia
 runs one task per GPU: several GPU tasks on one host. Each rank picks its GPU with the tutorials' idiom,
 `set_device(LOCAL_RANK)`, and reports the GPU it computes on (by UUID, from torch) and the GPUs Spark gave its
 task (by index, mapped to UUIDs with nvidia-smi here): they must match, and no two ranks may share one.
-`ScoringModel.transform` must score on its task's GPU, with the CPU's results. TensorFlow's part is skipped
+`ScoringModel.transform` must score on its task's GPU, with the CPU's results; `TorchEstimator` and
+`LightningEstimator` must train on the task's GPU and learn the generating function. TensorFlow's part is skipped
 (and says so) where no TensorFlow is installed.
 """
 
@@ -17,7 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Literal
 
 DISCOVERY = """#!/bin/sh
 # Spark GPU discovery: every GPU nvidia-smi lists, by index
@@ -98,8 +99,8 @@ def tf_mwms_fit() -> dict[str, Any]:
 
 
 class DeviceReportingLinear:
-    """Builds, in each Python worker, a torch Linear whose forward writes the device and GPU UUID it computes on
-    to a file named by the worker's pid: the check's own record of where scoring ran."""
+    """Builds, in each process, a torch Linear whose first forward pass writes the device and GPU UUID it computes
+    on to a file named by the process's pid: the check's own record of where training and scoring ran."""
 
     def __init__(self, report_dir: str) -> None:
         self.report_dir = report_dir
@@ -109,11 +110,14 @@ class DeviceReportingLinear:
 
         report_dir = self.report_dir
 
-        class Reporting(torch.nn.Linear):
+        class Reporting(torch.nn.Linear):  # pickled by value with the estimators' models
             def forward(self, x: Any) -> Any:
                 uuid = "GPU-" + str(torch.cuda.get_device_properties(x.device).uuid) if x.is_cuda else "cpu"
-                with open(os.path.join(report_dir, str(os.getpid())), "w") as f:
-                    f.write(f"{x.device} {uuid}")
+                try:  # the process's first forward pass: a training or scoring step (not a later probe)
+                    with open(os.path.join(report_dir, str(os.getpid())), "x") as f:
+                        f.write(f"{x.device} {uuid}")
+                except FileExistsError:
+                    pass
                 return super().forward(x)
 
         torch.manual_seed(0)
@@ -150,6 +154,92 @@ def score_on_task_gpus(spark: Any, uuids: dict[str, str], report_dir: str) -> di
     return {"rows": len(scored), "workers": reports}
 
 
+WEIGHTS = (2.0, -1.0, 0.5, 3.0)
+BIAS = 0.5
+
+
+def linear_frame(spark: Any) -> Any:
+    """x: array<float>[4] uniform in [0, 1), y = x . WEIGHTS + BIAS."""
+    from pyspark.sql import functions as F
+
+    xs = [F.rand(i).cast("float") for i in range(4)]
+    frame = spark.range(0, 2048, numPartitions=4).select(F.array(*xs).alias("x"))
+    y = sum((F.col("x")[i] * w for i, w in enumerate(WEIGHTS)), F.lit(BIAS))
+    return frame.withColumn("y", y.cast("double"))
+
+
+def lightning_regression(report_dir: str) -> Any:
+    """A LightningModule around the reporting Linear (so its training steps say where they ran)."""
+    import pytorch_lightning as pl
+    import torch
+
+    class Regression(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = DeviceReportingLinear(report_dir)()
+
+        def forward(self, x: Any) -> Any:
+            return self.layer(x)
+
+        def training_step(self, batch: Any, _: int) -> Any:
+            return torch.nn.functional.mse_loss(self(batch["x"]), batch["y"])
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.Adam(self.parameters(), lr=0.05)
+
+    return Regression()
+
+
+def fit_on_task_gpus(spark: Any, uuids: dict[str, str], workdir: str, np_: int) -> dict[str, Any]:
+    """TorchEstimator and LightningEstimator (launcher direct) train on the task GPUs and learn the function."""
+    import numpy as np
+    import torch
+
+    from sparkrunner.ml import LightningEstimator, TorchEstimator
+
+    frame = linear_frame(spark)
+    common: dict[str, Any] = dict(
+        feature_cols=["x"], label_cols=["y"], batch_size=64, epochs=15, np=np_, launcher="direct",
+        store=os.path.join(workdir, "store"), tracking=False, verbose=0,
+    )  # fmt: skip
+    results = {}
+    for name in ("torch", "lightning"):
+        report_dir = os.path.join(workdir, f"fit-{name}")
+        os.mkdir(report_dir)
+        if name == "torch":
+            net = DeviceReportingLinear(report_dir)()
+            optimizer = torch.optim.Adam(net.parameters(), lr=0.05)
+            model = TorchEstimator(model=net, optimizer=optimizer, loss="mse", **common).fit(frame)
+            layer = model.getModel()
+        else:
+            model = LightningEstimator(model=lightning_regression(report_dir), **common).fit(frame)
+            layer = model.getModel().layer
+        learned = layer.weight.detach().cpu().numpy()[0]
+        assert np.allclose(learned, WEIGHTS, atol=0.15), f"{name}: learned {learned}, not {WEIGHTS}"
+        results[name] = {"weights": learned.round(3).tolist(), "devices": check_reports(report_dir, uuids)}
+    return results
+
+
+def check_reports(report_dir: str, uuids: dict[str, str]) -> dict[str, str]:
+    """Every process that reported computed on a GPU, the one its task was given."""
+    reports = {}
+    for name in os.listdir(report_dir):
+        with open(os.path.join(report_dir, name)) as f:
+            reports[name] = f.read()
+    reports.pop(
+        str(os.getpid()), None
+    )  # the driver's own forward passes (on its CPU) are not the check's subject
+    print(f"gpu_check: devices reported in {os.path.basename(report_dir)}: {reports}")
+    assert reports, f"no process reported its device in {report_dir}"
+    for pid, report in reports.items():
+        device, uuid = report.split()
+        assert device.startswith("cuda:"), f"process {pid} computed on {device}, not a GPU"
+        assert uuid == uuids[device.split(":")[1]], (
+            f"process {pid} computed on {uuid}, not its task's {device}"
+        )
+    return reports
+
+
 def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> None:
     for view in views:
         assigned = view["task_gpus"]
@@ -169,7 +259,7 @@ def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> Non
     assert len(set(used)) == len(used), f"two ranks share a GPU: {used}"
 
 
-def launchers() -> list[str]:
+def launchers() -> list[Literal["direct", "mpirun"]]:
     """direct always; mpirun too where it can run (Open MPI and Horovod built with MPI)."""
     from sparkrunner.errors import LauncherUnavailableError
     from sparkrunner.launch import resolve_launcher
@@ -215,6 +305,10 @@ def main() -> int:
             print(
                 "gpu_check: ScoringModel.transform on the task GPUs OK:",
                 json.dumps(score_on_task_gpus(spark, uuids, report_dir)),
+            )
+            fits = fit_on_task_gpus(spark, uuids, tmp, np_)
+            print(
+                "gpu_check: TorchEstimator and LightningEstimator fit on the task GPUs OK:", json.dumps(fits)
             )
             if importlib.util.find_spec("tensorflow") is None:
                 print("gpu_check: TensorFlow SKIPPED - not installed here")

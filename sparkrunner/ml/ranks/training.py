@@ -88,7 +88,6 @@ def _epoch(
     each batch's loss divided by that number, as Horovod's ``DistributedOptimizer`` does; DDP averages the
     gradients over the ranks only in a step's last backward pass."""
     import torch
-    import torch.distributed as dist
 
     totals = torch.zeros(3, dtype=torch.float64)  # weighted loss sum, weight sum, correct predictions
     output_size = 1
@@ -113,11 +112,20 @@ def _epoch(
             [(per_sample.detach() * weights).sum().cpu(), weights.sum().cpu(), _correct(spec, out, y)]
         ).double()
         output_size = int(out.shape[1]) if out.dim() > 1 else 1
-    dist.all_reduce(totals)
+    totals = _summed_over_ranks(totals, device)
     metrics = {f"{prefix}loss": float(totals[0] / max(float(totals[1]), 1e-12))}
     if spec.probability is not None:
         metrics[f"{prefix}accuracy"] = float(totals[2] / max(float(totals[1]), 1e-12))
     return metrics, output_size
+
+
+def _summed_over_ranks(totals: Any, device: Any) -> Any:
+    """`totals` summed over every rank, through the training device: NCCL reduces GPU tensors only."""
+    import torch.distributed as dist
+
+    on_device = totals.to(device)
+    dist.all_reduce(on_device)
+    return on_device.cpu()
 
 
 def _forward(spec: TrainSpec, net: Any, loss_fn: Any, batch: dict[str, np.ndarray], device: Any) -> Any:
