@@ -59,12 +59,14 @@ def mse(weights: list[float]) -> float:
     return float(torch.nn.functional.mse_loss(prediction, x.sum(dim=1)))
 
 
-@pytest.mark.parametrize("stage", [1, 2])
-def test_zero_trains_data_parallel_on_cpu(placement: Placement, launcher: str, stage: int) -> None:
+def test_zero_trains_data_parallel_on_cpu(placement: Placement, launcher: str) -> None:
     """Every rank is its own DeepSpeed rank on the CPU, the replicas agree, and training reduced the loss
-    from rank 0's initial weights (the ranks start from different ones: DeepSpeed broadcasts rank 0's)."""
+    from rank 0's initial weights (the ranks start from different ones: DeepSpeed broadcasts rank 0's).
+    ZeRO stage 1 runs on the driver (np < 0), stage 2 in Spark: the stage is DeepSpeed's business, not the
+    launcher's, so each stage meets both launchers without the whole product of the three."""
     import torch
 
+    stage = 1 if placement.np(2) < 0 else 2
     views = Runner(np=placement.np(2), launcher=launcher, tracking=False).run_all(zero_replica, stage)
     torch.manual_seed(0)
     initial = [v for p in torch.nn.Linear(4, 1).parameters() for v in p.detach().flatten().tolist()]
