@@ -12,6 +12,7 @@ import cloudpickle
 import numpy as np
 
 from sparkrunner.ml import features, outputs
+from sparkrunner.ml.tasks import torch_forward
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 log = logging.getLogger(__name__)
@@ -69,11 +70,8 @@ class BatchScorer:
     def _outputs(self, model: Any, device: str, x: np.ndarray) -> np.ndarray:
         if self.predict is not None:
             return np.asarray(self.predict(model, x))
-        if _is_torch_module(model):
-            import torch
-
-            with torch.no_grad():
-                return model(torch.from_numpy(x).to(device)).cpu().numpy()
+        if torch_forward.is_module(model):
+            return torch_forward.forward(model, device, x)
         return np.asarray(model.predict(x))
 
 
@@ -83,8 +81,8 @@ def loaded(source: ModelSource) -> tuple[Any, str]:
     key = (source.key, device)
     if key not in _LOADED:
         model = _load(source)
-        if _is_torch_module(model):
-            model = model.to(device).eval()
+        if torch_forward.is_module(model):
+            model = torch_forward.prepared(model, device)
         _LOADED[key] = model
         log.info("loaded model %s on %s", source.key, device)
     return _LOADED[key], device
@@ -99,7 +97,7 @@ def _load(source: ModelSource) -> Any:
         with tracking_uri_for_call(source.tracking_uri or mlflow.get_tracking_uri()):
             model = mlflow.pyfunc.load_model(source.uri)
         raw = model.get_raw_model()
-        return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
+        return raw if torch_forward.is_module(raw) else model  # a torch module runs as one: batches, device
     payload = source.payload if source.payload is not None else source.broadcast.value
     return cloudpickle.loads(payload)
 
@@ -113,7 +111,3 @@ def task_device() -> str:
     if gpus is not None and gpus.addresses:
         return f"cuda:{gpus.addresses[0]}"
     return "cpu"
-
-
-def _is_torch_module(model: Any) -> bool:
-    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(model).__mro__)
