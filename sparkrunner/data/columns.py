@@ -100,29 +100,31 @@ def _raise_if(problems: list[str]) -> None:
 
 def to_numpy(table: Any) -> Chunk:
     """Columns of an Arrow table (or record batch) as numpy arrays; lists become 2-D (rows, length)."""
-    return {name: _column_to_numpy(name, table.column(name)) for name in table.column_names}
+    return {name: column_to_numpy(name, table.column(name)) for name in table.column_names}
 
 
-def _column_to_numpy(name: str, column: Any) -> np.ndarray:
+def column_to_numpy(name: str, column: Any) -> np.ndarray:
+    """An Arrow column of numbers as numpy, of equal-length lists as (rows, length): no Python object per row;
+    UnsupportedColumnError for nulls and for lists of different lengths."""
     import pyarrow as pa
 
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if array.null_count:
         raise UnsupportedColumnError(
             f"column {name!r} has {array.null_count} null values: fill them (DataFrame.fillna) or filter them "
-            "out before materializing"
+            "out first"
         )
     if not is_list(array.type):
         return array.to_numpy(zero_copy_only=False)
     values = array.flatten()
     rows = len(array)
     if rows == 0:
-        return _column_to_numpy(name, values).reshape(0, 0)
+        return column_to_numpy(name, values).reshape(0, 0)
     if len(values) % rows == 0:
         width = len(values) // rows
         offsets = array.offsets.to_numpy() if hasattr(array, "offsets") else None
         if offsets is None or np.all(np.diff(offsets) == width):
-            return _column_to_numpy(name, values).reshape(rows, width)
+            return column_to_numpy(name, values).reshape(rows, width)
     raise UnsupportedColumnError(
         f"column {name!r} holds arrays of different lengths; frameworks need one length per column: pad or "
         "truncate them in Spark first"

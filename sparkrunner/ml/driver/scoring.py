@@ -1,5 +1,6 @@
-"""`transform` on the executors: the feature columns go through a pandas UDF whose Python workers load the
-model once each (`scoring`), and the model's output columns are appended to the DataFrame."""
+"""`transform` on the executors: the feature columns go through an Arrow UDF (a pandas UDF before Spark 4.1)
+whose Python workers load the model once each (`scoring`), and the model's output columns are appended to the
+DataFrame."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from sparkrunner.data import columns
 from sparkrunner.errors import InvalidArgumentError
@@ -28,7 +30,7 @@ def scored(
     F = _functions(df)
     inputs = [_as_numbers(F, df, name) for name in feature_cols]
     struct = "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">"
-    frame = df.withColumn(_SCORED, _udf(df, _body(scorer, len(inputs)), struct)(*inputs))
+    frame = df.withColumn(_SCORED, _udf(df, scorer, feature_cols, struct)(*inputs))
     appended = [F.col(f"{_SCORED}.{key}").alias(names[key]) for key in types]
     return frame.select(*[F.col(f"`{c}`") for c in df.columns], *appended)
 
@@ -51,28 +53,59 @@ def model_source(key: str, payload: bytes, spark: Any) -> ModelSource:
     return ModelSource(key, broadcast=spark.sparkContext.broadcast(payload))
 
 
-def _udf(df: Any, body: Any, struct: str) -> Any:
-    """An iterator-of-batches pandas UDF of `df`'s kind of session, nondeterministic: Spark keeps it in a
-    projection of its own, so one call per row feeds every output column."""
+def _udf(df: Any, scorer: BatchScorer, feature_cols: Sequence[str], struct: str) -> Any:
+    """An iterator-of-batches UDF of `df`'s kind of session, nondeterministic: Spark keeps it in a projection of
+    its own, so one call per row feeds every output column. An Arrow UDF where Spark has them (4.1 on): the
+    feature arrays reach the model and the outputs leave it without pandas (2x the rows/s of a pandas UDF that
+    does nothing but convert, bench/inference.py's 64 floats a row); a pandas UDF before."""
+    arrow = _has_arrow_udfs()
+    body = _body(scorer, feature_cols, arrow)
     if is_connect_session(df):  # built directly: a process with a classic session too would get a classic one
         from pyspark.sql.connect.udf import UserDefinedFunction
         from pyspark.sql.pandas.functions import PandasUDFType
 
-        return UserDefinedFunction(body, struct, evalType=PandasUDFType.SCALAR_ITER, deterministic=False)
-    return _functions(df).pandas_udf(body, struct).asNondeterministic()
+        eval_type = _arrow_iter_eval_type() if arrow else PandasUDFType.SCALAR_ITER
+        return UserDefinedFunction(body, struct, evalType=eval_type, deterministic=False)
+    F = _functions(df)
+    return (F.arrow_udf if arrow else F.pandas_udf)(body, struct).asNondeterministic()
 
 
-def _body(scorer: BatchScorer, inputs: int) -> Any:
-    """The UDF's function, typed as Spark infers an iterator-of-batches pandas UDF from."""
-    if inputs == 1:
+def _has_arrow_udfs() -> bool:
+    from pyspark.sql import functions
+
+    return hasattr(functions, "arrow_udf")
+
+
+def _arrow_iter_eval_type() -> int:
+    from pyspark.util import PythonEvalType
+
+    return int(PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
+
+
+def _body(scorer: BatchScorer, feature_cols: Sequence[str], arrow: bool) -> Any:
+    """The UDF's function, typed as Spark infers an iterator-of-batches UDF from."""
+    names = tuple(feature_cols)
+    if arrow and len(names) == 1:
+
+        def one_array(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+            return scorer.arrow(batches, names)
+
+        return one_array
+    if arrow:
+
+        def several_arrays(batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.Array]:
+            return scorer.arrow(batches, names)
+
+        return several_arrays
+    if len(names) == 1:
 
         def one(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-            return scorer(batches)
+            return scorer.pandas(batches)
 
         return one
 
     def several(batches: Iterator[tuple[pd.Series, ...]]) -> Iterator[pd.DataFrame]:
-        return scorer(batches)
+        return scorer.pandas(batches)
 
     return several
 

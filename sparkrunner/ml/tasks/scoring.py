@@ -4,14 +4,16 @@ model's id) and reuses it for every task and Arrow batch it scores, on the task'
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
+from sparkrunner.data import columns
 from sparkrunner.ml import features, outputs
+from sparkrunner.ml.tasks import torch_forward
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,8 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class BatchScorer:
-    """The body of the scoring pandas UDF: feature columns in, a frame of output columns out.
+    """The body of the scoring UDF: feature columns in, output columns out (`arrow` where Spark has Arrow UDFs,
+    `pandas` before).
 
     Args:
         source: the model.
@@ -52,28 +55,37 @@ class BatchScorer:
     probability: str | None
     predict: Callable[[Any, np.ndarray], Any] | None = None
 
-    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+    def arrow(self, batches: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
+        """An Arrow array per feature column (named `names`) in, a struct array out: whole buffers both ways,
+        no pandas and no Python object per row."""
+        model, device = loaded(self.source)
+        for batch in batches:
+            arrays = batch if isinstance(batch, tuple) else (batch,)
+            x = features.matrix([columns.column_to_numpy(n, a) for n, a in zip(names, arrays, strict=True)])
+            yield outputs.as_arrow(self._columns(model, device, x))
+
+    def pandas(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """A pandas Series per feature column in, a frame out (Spark before 4.1, which has no Arrow UDFs)."""
         import pandas as pd
 
         model, device = loaded(self.source)
         for batch in batches:
             series = (batch,) if isinstance(batch, pd.Series) else tuple(batch)
             x = features.matrix([features.from_pandas(s) for s in series])
-            raw = [
-                self._outputs(model, device, x[i : i + self.batch_size])
-                for i in range(0, len(x), self.batch_size)
-            ]
-            joined = np.concatenate(raw) if raw else np.zeros((0, 1))
-            yield pd.DataFrame(outputs.columns(self.probability, joined))
+            yield outputs.as_pandas(self._columns(model, device, x))
+
+    def _columns(self, model: Any, device: str, x: np.ndarray) -> dict[str, np.ndarray]:
+        raw = [
+            self._outputs(model, device, x[i : i + self.batch_size])
+            for i in range(0, len(x), self.batch_size)
+        ]
+        return outputs.columns(self.probability, np.concatenate(raw) if raw else np.zeros((0, 1)))
 
     def _outputs(self, model: Any, device: str, x: np.ndarray) -> np.ndarray:
         if self.predict is not None:
             return np.asarray(self.predict(model, x))
-        if _is_torch_module(model):
-            import torch
-
-            with torch.no_grad():
-                return model(torch.from_numpy(x).to(device)).cpu().numpy()
+        if torch_forward.is_module(model):
+            return torch_forward.forward(model, device, x)
         return np.asarray(model.predict(x))
 
 
@@ -83,8 +95,8 @@ def loaded(source: ModelSource) -> tuple[Any, str]:
     key = (source.key, device)
     if key not in _LOADED:
         model = _load(source)
-        if _is_torch_module(model):
-            model = model.to(device).eval()
+        if torch_forward.is_module(model):
+            model = torch_forward.prepared(model, device)
         _LOADED[key] = model
         log.info("loaded model %s on %s", source.key, device)
     return _LOADED[key], device
@@ -99,7 +111,7 @@ def _load(source: ModelSource) -> Any:
         with tracking_uri_for_call(source.tracking_uri or mlflow.get_tracking_uri()):
             model = mlflow.pyfunc.load_model(source.uri)
         raw = model.get_raw_model()
-        return raw if _is_torch_module(raw) else model  # a torch module runs as one: batches, device
+        return raw if torch_forward.is_module(raw) else model  # a torch module runs as one: batches, device
     payload = source.payload if source.payload is not None else source.broadcast.value
     return cloudpickle.loads(payload)
 
@@ -113,7 +125,3 @@ def task_device() -> str:
     if gpus is not None and gpus.addresses:
         return f"cuda:{gpus.addresses[0]}"
     return "cpu"
-
-
-def _is_torch_module(model: Any) -> bool:
-    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(model).__mro__)
