@@ -26,7 +26,7 @@ frame = spark.range(0, 800, 1, 4).select("id", F.array(*xs).alias("x"))
 frame = frame.withColumn(
     "y", (F.col("x")[0] * 2 - F.col("x")[1] * 3 + F.col("x")[2] * 0.5 + 1).cast("double")
 )
-COMMON = dict(
+COMMON: dict[str, Any] = dict(
     feature_cols=["x"], label_cols=["y"], batch_size=16, launcher="direct", store=str(TMP / "store"),
     tracking=False, verbose=0,
 )  # fmt: skip

@@ -20,7 +20,7 @@ def linear_rows(spark: Any, rows: int, partitions: int = 4, seed: int = 0) -> An
 
     xs = [F.rand(seed + i).cast("float") for i in range(3)]
     frame = spark.range(0, rows, numPartitions=partitions).select("id", F.array(*xs).alias("x"))
-    y = sum(F.col("x")[i] * float(w) for i, w in enumerate(WEIGHTS)) + BIAS
+    y = sum((F.col("x")[i] * float(w) for i, w in enumerate(WEIGHTS)), F.lit(BIAS))
     return frame.withColumn("y", y.cast("double"))
 
 
