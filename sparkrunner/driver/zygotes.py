@@ -45,13 +45,12 @@ class ZygoteLease:
         """What the barrier tasks need to start or reach their executor's zygote. The first attempt's zygotes
         import the `warm` modules once idle; a later attempt's new zygote (on an executor that came back) imports
         them before its first fork, once for all its ranks, which would each import them at once."""
-        lease = self._server
-        if lease is None:
-            lease = self._server = ChannelServer(
-                self._key, _ignore, _ignore, bind_host, server_port(bind_host, options.port_range)
-            )
-            return ZygoteSpec(self.run_id, self._key, (driver_host, lease.port), self._modules, self._warm)
-        return ZygoteSpec(self.run_id, self._key, (driver_host, lease.port), self._modules + self._warm)
+        first = self._server is None
+        if self._server is None:
+            port = server_port(bind_host, options.port_range)
+            self._server = ChannelServer(self._key, _ignore, _ignore, bind_host, port)
+        modules, warm = (self._modules, self._warm) if first else (self._modules + self._warm, ())
+        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), modules, warm)
 
     def close(self) -> None:
         """End every zygote of the run: they hang up with the lease (and on this machine, wait for them)."""
