@@ -1,13 +1,20 @@
 """The training loop of `KerasEstimator`, in every rank: the model compiled again under TensorFlow's
 MultiWorkerMirroredStrategy (one worker per rank, `TF_CONFIG` set by sparkrunner), each rank's batches from
 its own shard with equal steps on every rank, Keras' ``fit`` doing the rest, and a checkpoint per epoch (weights,
-optimizer state, history) when the run has a folder for them, from which a retried attempt resumes."""
+optimizer state, history) when the run has a folder for them, from which a retried attempt resumes.
+
+tf.data reads ahead of the steps and Keras makes a new validation iterator every epoch, so no pass over the rows
+may start on what tf.data asks for in advance: on a stream every rank must open the same passes, or a rank waits
+for a pass its peers never open (a hang in the collectives). So a training epoch starts reading only once the
+previous epoch ended (validation included), after the last epoch nothing more is read, and the validation share
+is read once and then served from memory."""
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import cloudpickle
@@ -40,27 +47,45 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
         optimizer, loss, metrics = cloudpickle.loads(spec.compiled)
         model.compile(optimizer=keras.optimizers.get(optimizer), loss=loss, metrics=metrics or None)
         start, history = _resume(model)
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
-    train_loader = NumpyLoader(
-        train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed
-    )
-    val_loader = None
-    if val_data is not None:
-        size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
-        val_loader = NumpyLoader(val_data, size, columns=columns, shuffle=False)
-    model.fit(
-        _input(keras, spec, train_loader, world, start),
-        epochs=spec.epochs,
-        initial_epoch=start,
-        steps_per_epoch=len(train_loader),
-        validation_data=None if val_loader is None else _input(keras, spec, val_loader, world, start),
-        validation_steps=None if val_loader is None else len(val_loader),
-        verbose=0,
-        callbacks=[_epoch_recorder(keras, history), *([keras_callback()] if spec.verbose else [])],
-    )
+    ended = EpochsEnded(start)
+    try:
+        model.fit(
+            **_inputs(keras, spec, world, train_data, val_data, start, ended),
+            epochs=spec.epochs,
+            initial_epoch=start,
+            verbose=0,
+            callbacks=[_epoch_recorder(keras, history, ended), *([keras_callback()] if spec.verbose else [])],
+        )
+    finally:
+        ended.close()
     if rank_context().rank != 0:
         return None
     return TrainResult(keras_models.packed(model), history, int(model.output_shape[-1]))
+
+
+def _inputs(
+    keras: Any,
+    spec: KerasSpec,
+    world: int,
+    train_data: Data,
+    val_data: Data | None,
+    start: int,
+    ended: EpochsEnded,
+) -> dict[str, Any]:
+    """``fit``'s data arguments: the rank's training batches and, with a validation split, its validation
+    batches, with their steps per epoch (equal on every rank)."""
+    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    inputs = {
+        "x": _input(keras, world, _training_dataset(spec, train, start, ended)),
+        "steps_per_epoch": len(train),
+    }
+    if val_data is None:
+        return inputs
+    size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
+    val = NumpyLoader(val_data, size, columns=columns, shuffle=False)
+    validation = _input(keras, world, _validation_dataset(spec, val))
+    return {**inputs, "validation_data": validation, "validation_steps": len(val)}
 
 
 def _resume(model: Any) -> tuple[int, dict[str, list[float]]]:
@@ -85,9 +110,37 @@ def _optimizer_variables(model: Any) -> list[Any]:
     return list(variables() if callable(variables) else variables)
 
 
-def _epoch_recorder(keras: Any, history: dict[str, list[float]]) -> Any:
+class EpochsEnded:
+    """The epochs Keras has ended (validation included), for the training reader to wait on: it starts an
+    epoch's pass only once the epoch before has ended, whatever tf.data asked for ahead of the steps."""
+
+    def __init__(self, start: int) -> None:
+        self._ended = start
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def end(self, epoch: int) -> None:
+        with self._changed:
+            self._ended = epoch + 1
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """The fit is over (or failed): a reader still waiting reads nothing more."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def wait_for(self, epoch: int) -> bool:
+        """Whether `epoch` may be read: True once the epoch before it ended, False once the fit is over."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._ended >= epoch or self._closed)
+            return not self._closed
+
+
+def _epoch_recorder(keras: Any, history: dict[str, list[float]], ended: EpochsEnded) -> Any:
     """A callback that appends each epoch's metrics to `history` and, when the run has a checkpoint folder,
-    checkpoints the weights, the optimizer's state and the history (rank 0 writes)."""
+    checkpoints the weights, the optimizer's state and the history (rank 0 writes); then lets the next epoch's
+    rows be read."""
 
     class EpochRecorder(keras.callbacks.Callback):
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -97,33 +150,63 @@ def _epoch_recorder(keras: Any, history: dict[str, list[float]]) -> Any:
                 optimizer = [variable.numpy() for variable in _optimizer_variables(self.model)]
                 state = {"weights": self.model.get_weights(), "optimizer": optimizer, "epoch": epoch}
                 save_checkpoint({**state, "history": history}, step=epoch)
+            ended.end(epoch)
 
     return EpochRecorder()
 
 
-def _input(keras: Any, spec: KerasSpec, loader: NumpyLoader, world: int, start: int) -> Any:
+def _input(keras: Any, world: int, dataset: Any) -> Any:
     """The rank's batches for ``fit``: under several workers a `DatasetCreator`, so that each worker's batches
     stay its own (a plain dataset would be re-batched across the workers)."""
     if world == 1:
-        return _dataset(spec, loader, start)
-    return keras.utils.experimental.DatasetCreator(lambda context: _dataset(spec, loader, start))
+        return dataset
+    return keras.utils.experimental.DatasetCreator(lambda context: dataset)
 
 
-def _dataset(spec: KerasSpec, loader: NumpyLoader, start: int) -> Any:
-    """``(features, labels[, weights])`` batches, every epoch's in turn from epoch `start` (each epoch's shuffle
-    as an uninterrupted fit's), as a repeating ``tf.data`` dataset."""
-    import tensorflow as tf
+Batch = tuple[Any, ...]
 
-    def batches() -> Iterator[tuple[Any, ...]]:
-        epoch = start
-        while True:
+
+def _training_dataset(spec: KerasSpec, loader: NumpyLoader, start: int, ended: EpochsEnded) -> Any:
+    """The batches of epochs `start` to the last, each with its epoch's shuffle (as an uninterrupted fit's),
+    each epoch read once the one before it ended, and nothing read after the last."""
+
+    def batches() -> Iterator[Batch]:
+        for epoch in range(start, spec.epochs):
+            if not ended.wait_for(epoch):
+                return
             loader.set_epoch(epoch)
-            for batch in loader.untimed():
-                x = features.matrix([batch[c] for c in spec.feature_cols])
-                y = features.matrix([batch[c] for c in spec.label_cols])
-                weights = [] if spec.sample_weight_col is None else [batch[spec.sample_weight_col]]
-                yield (x, y, *[w.astype("float32") for w in weights])
-            epoch += 1
+            yield from (_batch(spec, chunk) for chunk in loader.untimed())
+
+    return _dataset(spec, loader, batches)
+
+
+def _validation_dataset(spec: KerasSpec, loader: NumpyLoader) -> Any:
+    """The rank's validation batches, again and again: its whole share read on the first request (one pass,
+    on every rank alike), then served from memory to every iterator Keras makes."""
+    held: list[Batch] = []
+    reading = threading.Lock()
+
+    def batches() -> Iterator[Batch]:
+        with reading:
+            if not held:
+                held.extend(_batch(spec, chunk) for chunk in loader.untimed())
+        while True:
+            yield from held
+
+    return _dataset(spec, loader, batches)
+
+
+def _batch(spec: KerasSpec, chunk: dict[str, np.ndarray]) -> Batch:
+    """``(features, labels[, weights])`` of one loader batch, as float32 matrices."""
+    x = features.matrix([chunk[c] for c in spec.feature_cols])
+    y = features.matrix([chunk[c] for c in spec.label_cols])
+    weights = [] if spec.sample_weight_col is None else [chunk[spec.sample_weight_col].astype("float32")]
+    return (x, y, *weights)
+
+
+def _dataset(spec: KerasSpec, loader: NumpyLoader, batches: Callable[[], Iterator[Batch]]) -> Any:
+    """`batches` as a ``tf.data`` dataset of the batches' shapes, never sharded again by TensorFlow."""
+    import tensorflow as tf
 
     widths = {column.name: int(np.prod(column.shape)) for column in loader.data.columns}
     x, y = (
