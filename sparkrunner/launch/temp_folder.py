@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.timeouts import FOLDER_WATCH_POLL_S
 
@@ -38,6 +39,7 @@ class WatchedFolder:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # not in this process's group: what kills the maker's group spares it
+            env=_not_of_a_run(),
         )
 
     def remove(self) -> None:
@@ -50,6 +52,12 @@ class WatchedFolder:
 
     def __exit__(self, *_: object) -> None:
         self.remove()
+
+
+def _not_of_a_run() -> dict[str, str]:
+    """This process's environment without a run's id: a sweep of the run's processes (a zygote's maker's, say)
+    spares the watcher, which still has the folder to remove after them."""
+    return {name: value for name, value in os.environ.items() if name != Env.RUN_ID}
 
 
 class WatchedSecretDrop(SecretDrop):

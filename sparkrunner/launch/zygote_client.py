@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
@@ -29,6 +30,7 @@ from sparkrunner.launch import processes
 from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KILL_WAIT_S, ZYGOTE_START_WAIT_S
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PRELOADABLE = ("numpy", "scipy", "torch", "torchvision")
 """Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported."""
@@ -145,9 +147,26 @@ def socket_path(run_id: str) -> str:
     folder = os.path.join(tempfile.gettempdir(), f"sparkrunner-zygotes-{os.getuid()}")
     if len(folder) > 60:
         folder = f"/tmp/sparkrunner-zygotes-{os.getuid()}"
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     name = hashlib.sha256(f"{run_id}:{_executor_daemon()}".encode()).hexdigest()[:24]
     return os.path.join(folder, f"{name}.sock")
+
+
+def made_in_sockets_folder(path: str, make: Callable[[str], T]) -> T:
+    """`make(path)` (a socket or lock file), making the sockets' folder first. An ending zygote removes the folder
+    once empty (`remove_sockets_folder`): when that came between the two, the folder is made again, once."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    try:
+        return make(path)
+    except FileNotFoundError:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        return make(path)
+
+
+def remove_sockets_folder(path: str) -> None:
+    """Remove the folder of socket `path` if no other zygote's files are in it (rmdir refuses a folder in use)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(path))
 
 
 def _executor_daemon() -> str:
@@ -159,7 +178,7 @@ def _executor_daemon() -> str:
 
 @contextlib.contextmanager
 def _locked(path: str) -> Iterator[None]:
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    fd = made_in_sockets_folder(path, lambda p: os.open(p, os.O_CREAT | os.O_RDWR, 0o600))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -10,7 +10,9 @@ hangs up first takes its rank down with it.
 
 Before forking the zygote runs no torch op and starts no Python thread (a fork copies one thread only). It ends with
 the driver's lease (the run ended, or the driver is gone), with the executor's Python daemon, or after
-`ZYGOTE_IDLE_S` with no connection; its environment carries the run's id, as every process of a run does.
+`ZYGOTE_IDLE_S` with no connection; its environment carries the run's id, as every process of a run does. Its temp
+dir is a folder of its own, removed when it ends (a forked rank takes back its task's), and the sockets' folder goes
+with the last zygote's socket: nothing of it stays in the executor's temp dir.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import runpy
 import selectors
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -33,6 +36,8 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch import processes
+from sparkrunner.launch.temp_folder import WatchedFolder
+from sparkrunner.launch.zygote_client import made_in_sockets_folder, remove_sockets_folder
 from sparkrunner.timeouts import (
     HANDSHAKE_TIMEOUT_S,
     SERVER_HANDSHAKE_TIMEOUT_S,
@@ -125,6 +130,7 @@ class Zygote:
         ):  # the run is over here: no task waits on the lock
             with contextlib.suppress(OSError):
                 os.unlink(leftover)
+        remove_sockets_folder(path)
 
     def _executor_alive(self) -> bool:
         pid, ticks = self._watched.split(":")
@@ -236,11 +242,12 @@ def _exit_code(code: object) -> int:
 
 
 def _take_environment(env: dict[str, str]) -> None:
-    """The rank's environment replaces the zygote's, in os.environ and in the C library's (what getenv reads);
-    its PYTHONPATH entries the zygote did not have come first on sys.path."""
+    """The rank's environment replaces the zygote's, in os.environ and in the C library's (what getenv reads), and
+    its temp dir the zygote's own; its PYTHONPATH entries the zygote did not have come first on sys.path."""
     os.environ.clear()
     ctypes.CDLL(None).clearenv()
     os.environ.update(env)
+    tempfile.tempdir = None  # found again from the rank's TMPDIR, as in a rank started cold
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     sys.path[0:0] = extra
 
@@ -283,16 +290,36 @@ def _listen(path: str) -> socket.socket:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a zygote of this run that ended (the starting task holds the lock)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    made_in_sockets_folder(path, lambda p: _bind_for_owner(listener, p))
+    listener.listen(64)
+    return listener
+
+
+def _bind_for_owner(listener: socket.socket, path: str) -> None:
+    """Bind `listener` to `path` as a socket only this user may connect to (the umask holds while binding only: a
+    folder made meanwhile would be unusable)."""
     old = os.umask(0o177)
     try:
         listener.bind(path)
     finally:
         os.umask(old)
-    listener.listen(64)
-    return listener
 
 
 def main() -> int:
+    """Serve in a temp folder of the zygote's own, which goes with it (and which its forked ranks leave)."""
+    with WatchedFolder("sparkrunner-zygote-") as temp:
+        _use_temp_dir(temp.path)
+        return _serve()
+
+
+def _use_temp_dir(path: str) -> None:
+    """Make `path` the temp dir of the zygote and of what it imports (torch._dynamo makes torch's inductor cache
+    folder there), before any import: none of it then stays in the executor's temp dir."""
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
+
+
+def _serve() -> int:
     key = sys.stdin.buffer.read(KEY_BYTES)
     _preload(["sparkrunner.ranks.bootstrap", *_modules(Env.ZYGOTE_MODULES)])
     if len(key) != KEY_BYTES or threading.active_count() != 1:

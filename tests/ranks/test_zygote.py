@@ -1,15 +1,19 @@
 """The executor's fork server (`sparkrunner.ranks.zygote`) driven through its task-side client
 (`sparkrunner.launch.zygote_client`), with real processes and no Spark: each request forks a new child of the same
 zygote, whose output reaches the task's pipe and whose exit status comes back; the child shows its own argv and
-environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes. Oracles: the
-process table (/proc) and the child's own report of its pid and parent."""
+environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes, leaving nothing in
+the temp dir. Oracles: the process table (/proc), the child's own report of its pid and parent, the temp dir's
+listing."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +45,19 @@ def _zygotes(run_id: str) -> list[int]:
     return found
 
 
-def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lease(tmp_path: Path) -> None:
+@pytest.fixture
+def own_temp_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temp dir of the test's own (TMPDIR, which the zygote inherits), short enough for the sockets' folder."""
+    folder = Path(tempfile.mkdtemp(prefix="zygote-test-", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lease(
+    tmp_path: Path, own_temp_dir: Path
+) -> None:
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
     run_id = f"zygote-test-{os.getpid()}-zygote"
@@ -75,8 +91,25 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
     finally:
         lease.close()
     assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
-    path = zygote_client.socket_path(run_id)
-    assert not os.path.exists(path) and not os.path.exists(path + ".lock"), "the zygote left its files"
+    assert os.listdir(own_temp_dir) == [], "the zygote left its sockets' folder or its own temp folder"
+
+
+def test_the_sockets_folder_removed_by_an_ending_zygote_before_a_file_is_made_in_it_is_made_again(
+    own_temp_dir: Path,
+) -> None:
+    """`made_in_sockets_folder`: another zygote's rmdir of the empty folder comes between its makedirs and the
+    file's creation (here, from inside the creating call); the folder is made again and the file made in it."""
+    path = zygote_client.socket_path("race-zygote")
+    calls = []
+
+    def removed_then_opened(target: str) -> int:
+        if not calls:
+            os.rmdir(os.path.dirname(target))
+        calls.append(target)
+        return os.open(target, os.O_CREAT | os.O_RDWR, 0o600)
+
+    os.close(zygote_client.made_in_sockets_folder(path, removed_then_opened))
+    assert os.path.isfile(path) and len(calls) == 2
 
 
 def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> None:

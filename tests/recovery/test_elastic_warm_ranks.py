@@ -3,13 +3,19 @@ test_elastic.py), launcher direct, np=4 (every slot, so both executors host rank
 `max_failures=1`, rank 1 fails in attempt 0. Every rank of both attempts is forked by its executor's zygote
 (`sparkrunner.ranks.zygote`, leased by `sparkrunner.driver.zygotes`): attempt 1's ranks are new processes whose
 parent is the zygote that forked attempt 0's ranks on the same executor, with torch already imported.
-Oracles: what each rank reads of itself and its parent in /proc, and the process table after the run."""
+Oracles: what each rank reads of itself and its parent in /proc, and the process table after the run.
+
+The zygote leaves nothing in its executor's temp dir (issue 31, soak finding 2): not its sockets' folder, not
+torch's inductor cache folder (made by its later import of torch._dynamo). Oracle: the test's own listing of a temp
+dir the executors' Python workers get for that run alone (`SparkContext.environment`, which starts new ones)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,7 @@ from sparkrunner import Runner
 from tests.conftest import spark_session
 from tests.helpers import rank_processes
 from tests.recovery.test_elastic import MASTER, four_slots
-from tests.waiting import poll_until
+from tests.waiting import poll_until, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -86,3 +92,48 @@ def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path)
             assert all(fact["pid"] != f["pid"] or fact["start"] != f["start"] for f in first)
             assert fact["start"] >= max(f["start"] for f in first)
     assert poll_until(lambda: not rank_processes(run_id), 5), f"left behind: {rank_processes(run_id)}"
+
+
+def temp_dir_after_zygote_warmed() -> tuple[bool, str, str]:
+    """Once torch's inductor cache folder appears somewhere under the rank's temp dir (the zygote's later import of
+    torch._dynamo made it): whether a zygote forked this rank, its temp dir, and the TMPDIR it was given."""
+    import glob
+
+    import torch
+
+    torch.ones(1)
+    temp = os.environ["TMPDIR"]
+    inductor = os.path.join(temp, "**", "torchinductor_*")
+    wait_until(lambda: glob.glob(inductor, recursive=True), 120, "the zygote's import of torch._dynamo")
+    with open(f"/proc/{os.getppid()}/environ", "rb") as f:
+        forked = any(
+            e.endswith(b"-zygote") for e in f.read().split(b"\0") if e.startswith(b"SPARKRUNNER_RUN_ID=")
+        )
+    return forked, tempfile.gettempdir(), temp
+
+
+def test_the_zygote_leaves_nothing_in_its_executor_s_temp_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Placement: a Spark barrier stage of 2 tasks, launcher direct, `max_failures=1` (its ranks fork from the
+    executors' zygotes); a temp dir short enough for the zygotes' sockets to go in it."""
+    spark: Any = spark_session(MASTER)
+    four_slots(spark)
+    executor_temp = tempfile.mkdtemp(prefix="zygote-temp-", dir="/tmp")
+    monkeypatch.setitem(spark.sparkContext.environment, "TMPDIR", executor_temp)
+    try:
+        runner = Runner(
+            np=2, launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
+            start_timeout=180, timeout=300, tracking=False, progress=False,
+        )  # fmt: skip
+        ranks = runner.run_all(temp_dir_after_zygote_warmed)
+        run_id = runner.last_run.run_id  # type: ignore[union-attr]
+        assert all(forked for forked, _, _ in ranks), f"a rank started cold: {ranks}"
+        assert all(seen == given == executor_temp for _, seen, given in ranks), (
+            f"a forked rank's temp dir is not its task's, as a cold rank's is: {ranks}"
+        )
+        assert poll_until(lambda: not rank_processes(run_id), 10), f"left behind: {rank_processes(run_id)}"
+        left = sorted(os.listdir(executor_temp))
+        assert not left, f"the zygotes left in {executor_temp}: {left}"
+    finally:
+        shutil.rmtree(executor_temp, ignore_errors=True)
