@@ -7,7 +7,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from sparkrunner.channel import messages as m
 from sparkrunner.driver import task_reports
@@ -125,23 +124,24 @@ def _exit_detail(
         said = placement.failure(pid) if own is None or task_reports.lost_a_daemon(own) else None
         return said or next((task_reports.describe(r) for r in (own, other) if r is not None), None)
 
-    def settled() -> bool:  # the rank's own task's report; under mpirun, task 0's too (its banner)
+    def settled() -> bool:
+        """The rank's own task's report; under mpirun, task 0's (mpirun's banner speaks for every rank, also one
+        on another host, whose task only served mpirun's daemon and reports nothing)."""
         own = reports.get(task) if task is not None else None
+        mpirun = reports.get(0)
+        own_said = own is not None and own.launcher != "mpirun"
+        mpirun_said = mpirun is not None and mpirun.launcher == "mpirun"
         mpirun_lost_a_host = any(task_reports.lost_a_daemon(r) for r in reports.values())
-        return (
-            own is not None
-            and (own.launcher != "mpirun" or 0 in reports)
-            and (not mpirun_lost_a_host or placement.failure(pid) is not None)
-        )
+        return (own_said or mpirun_said) and (not mpirun_lost_a_host or placement.failure(pid) is not None)
 
     if wait and task is None:
         wait_until(session, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
     elif wait and not wait_until(session, lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
         # its task never reported: its executor is gone with it, and Spark's word on why comes later
         wait_until(session, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
-    elif wait and not settled():
-        # the stage ended first (a lost executor fails it at once): a task that has not reported never will,
-        # and one that did may still be on its way
+    if wait and task is not None and not settled():
+        # the stage ended first (a lost executor fails it at once; task 0 ends once it sent mpirun's report): a
+        # task that has not reported never will, and one that did may still be on its way
         wait_until(session, settled, FAILURE_REPORT_IN_FLIGHT_S)
     return known() or "no exit code is known yet"
 
@@ -157,18 +157,24 @@ def _exit_code(
 
 
 def _rank_report(session: AttemptChannel, rank: int, state: RankState | None) -> m.TaskReport | None:
-    """The report that speaks for the rank's process: its own task's. Under mpirun that says how mpirun ended;
+    """The report that speaks for the rank's process: its own task's. Under mpirun that says how mpirun ended
+    (task 0), or there is none (a task on another host only serves mpirun's daemon, which started the rank):
     the rank's own exit is in mpirun's banner (task 0 ran mpirun), and its own output is what it relayed."""
     reports = session.report.task_reports
-    own = reports.get(state.task) if state is not None and state.task is not None else None
-    if state is None or own is None or own.launcher != "mpirun" or own.traceback:
+    if state is None or state.task is None:
+        return None
+    own = reports.get(state.task)
+    if own is not None and (own.launcher != "mpirun" or own.traceback):
         return own
     said = (rank_exit_from_banner(r.tail, rank) for r in reports.values() if r.launcher == "mpirun")
     code = next((c for c in said if c is not None), None)
     if code is None:
         return own
-    # worded as the direct launcher's report of the rank's own process: the same outcome on both launchers
-    return replace(own, launcher="direct", exit_code=code, tail="\n".join(session.output.tail(rank)))
+    # worded as the direct launcher's report of the rank's own process in its own task, on its own host: the
+    # same outcome on both launchers, whichever host the rank ran on
+    host = own.host if own is not None else state.host
+    tail = "\n".join(session.output.tail(rank))
+    return m.TaskReport(state.task, host, "direct", exit_code=code, tail=tail)
 
 
 def ended_without_result(session: AttemptChannel, placement: Placement, missing: int) -> RanksVanishedError:
