@@ -1,8 +1,10 @@
 """`KerasEstimator.fit` on real ranks under TensorFlow's MultiWorkerMirroredStrategy (np < 0 with the rows
-streamed, and a `local[2]` barrier stage with the rows materialized; launcher "direct", tf_keras) and `KerasModel.transform` on real executors, as a Pipeline's last
-stage and through a save/load round trip. Oracles: the function that generated the labels, the fitted model's
-own forward pass on the driver, and MLflow's store (the logged model loaded back through pyfunc). Modules:
-`sparkrunner.ml.driver.keras_estimator`, `sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
+streamed, and a `local[2]` barrier stage with the rows materialized; launcher "direct", tf_keras) and
+`KerasModel.transform` on real executors, as a Pipeline's last stage and through a save/load round trip.
+Oracles: the function that generated the labels, the fitted model's own forward pass on the driver, MLflow's
+store (the logged model loaded back through pyfunc), and the passes over the streamed rows each rank opened, as
+the driver's stream brokers received them. Modules: `sparkrunner.ml.driver.keras_estimator`,
+`sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 from pyspark.ml import Pipeline, PipelineModel
 
+from sparkrunner.data.driver import stream_broker
 from sparkrunner.ml import KerasEstimator, KerasModel
 from tests.ml.keras_nets import linear_model
 from tests.ml.nets import BIAS, WEIGHTS, class_rows, linear_rows
@@ -35,8 +38,13 @@ def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
         label_cols=["y"], batch_size=32, epochs=10, validation=0.25, np=-2, launcher="direct",
         data="stream", store=str(store), tracking=tracking_uri, verbose=0,
     )  # fmt: skip
+    opened = _record_stream_opens(monkeypatch)
     fitted = Pipeline(stages=[estimator]).fit(linear_rows(spark_ml, 1200))  # streamed: no copy of the rows
     model = fitted.stages[-1]
+    # every rank opened the same passes, and no more than the fit reads: one per training epoch, one of the
+    # validation rows (tf.data's read-ahead once opened passes on some ranks only, and the run hung)
+    passes = {stream: [sorted(by_pass[i]) for i in sorted(by_pass)] for stream, by_pass in opened.items()}
+    assert passes == {"training": [[0, 1]] * 10, "validation": [[0, 1]]}
 
     assert isinstance(model, KerasModel)
     kernel, bias = model.getModel().get_weights()
@@ -68,6 +76,22 @@ def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
     assert isinstance(loaded.stages[-1], KerasModel) and loaded.stages[-1].history == model.history
     again = np.array([r["prediction"] for r in loaded.transform(test).collect()])
     np.testing.assert_allclose(again, predictions, rtol=1e-6)
+
+
+def _record_stream_opens(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[int, list[int]]]:
+    """Filled as the driver's stream brokers receive them (np < 0: the brokers run in this process): the ranks
+    that opened each pass (by the loader's iteration) of the training stream (shuffled) and of the validation
+    stream."""
+    opened: dict[str, dict[int, list[int]]] = {"training": {}, "validation": {}}
+    original = stream_broker.StreamBroker._open
+
+    def recording(broker: Any, conn: Any, message: Any) -> None:
+        passes = opened["training" if broker.data.shuffle else "validation"]
+        passes.setdefault(message.iteration, []).append(message.rank)
+        original(broker, conn, message)
+
+    monkeypatch.setattr(stream_broker.StreamBroker, "_open", recording)
+    return opened
 
 
 def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities(
