@@ -141,7 +141,7 @@ class KerasModel(HorovodModelAccessors, keras_estimator.KerasModel):
 
 class TorchEstimator(torch_estimator.TorchEstimator):
     """``horovod.spark.torch.TorchEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
-    refused), plus sparkrunner's own as keywords (`np`, `launcher`, `data`, `checkpoint_dir`, `max_failures`,
+    refused), plus sparkrunner's own as keywords (`np`, `launcher`, `data`, `checkpoint_dir`, `max_failures`, `timeout`,
     `tracking`). `fit` returns a `TorchModel` whose output column is ``<label>__output``."""
 
     @keyword_only

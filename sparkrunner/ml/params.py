@@ -113,6 +113,11 @@ class TrainingParams(ScoringParams):
     max_failures = param(
         "max_failures", "failed attempts to retry from the latest epoch's checkpoint", TypeConverters.toInt
     )
+    timeout = param(
+        "timeout",
+        "seconds the ranks may train, every attempt together, before the fit fails with RunTimeoutError, which "
+        "shows where each rank was (None: no bound)",
+    )
     tracking = param("tracking", "MLflow: None (on when installed), False, True, a URI or MlflowTracking")
     run_id = param("run_id", "a name for this fit, kept on the model and as an MLflow tag")
     verbose = param(
@@ -127,7 +132,7 @@ class TrainingParams(ScoringParams):
         super().__init__()
         self._setDefault(
             epochs=1, validation=None, sample_weight_col=None, num_proc=None, np=None, launcher="direct",
-            data="materialize", store=None, checkpoint_dir=None, max_failures=0, tracking=None, run_id=None,
+            data="materialize", store=None, checkpoint_dir=None, max_failures=0, timeout=None, tracking=None, run_id=None,
             verbose=1, seed=0, shuffle=True,
         )  # fmt: skip
 

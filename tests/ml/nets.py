@@ -100,6 +100,21 @@ class CrashOnce(torch.nn.Linear):
         return super().forward(x)
 
 
+class StuckOnRankOne(torch.nn.Linear):
+    """Linear(3, 1) whose first training step on rank 1 never returns (it waits in `stuck_here`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import sparkrunner
+
+        if self.training and sparkrunner.rank_context().rank == 1:
+            self.stuck_here()
+        return super().forward(x)
+
+    def stuck_here(self) -> None:
+        while True:
+            time.sleep(60)
+
+
 def least_squares(train: Any, val: Any) -> Any:
     """A `FunctionEstimator` train_fn: X^T X and X^T y of this rank's rows, summed over the ranks; rank 0 returns
     the solution and the rows of both splits it was given (0 without validation)."""

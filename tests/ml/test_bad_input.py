@@ -60,6 +60,7 @@ CASES = {
     "unknown loss": (dict(loss="hinge"), InvalidArgumentError, "loss='hinge' is unknown"),
     "data mode": (dict(data="copy"), InvalidArgumentError, "data='copy' is unknown"),
     "epochs": (dict(epochs=0), InvalidArgumentError, "epochs must be an int >= 1"),
+    "timeout": (dict(timeout=0), InvalidArgumentError, "timeout must be a number of seconds > 0"),
     "no backward pass per step": (
         dict(backward_passes_per_step=0),
         InvalidArgumentError,

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from sparkrunner.errors import RunTimeoutError
 from sparkrunner.ml import TorchEstimator, TorchModel
 from sparkrunner.ml.driver.persistence import ModelState
+from tests.helpers import leftover_rank_processes
 from tests.ml.nets import (
     BIAS,
     WEIGHTS,
@@ -23,6 +25,7 @@ from tests.ml.nets import (
     KillPoint,
     LoadLogged,
     StepLogged,
+    StuckOnRankOne,
     class_rows,
     classifier,
     forward,
@@ -151,3 +154,19 @@ def test_backward_passes_per_step_steps_the_optimizer_once_every_that_many_batch
     ).fit(linear_rows(spark_ml, 160))  # fmt: skip
     assert sorted(log.read_text().split()) == ["0"] * 6 + ["1"] * 6
     assert len(model.history["loss"]) == 2
+
+
+def test_a_fit_past_its_timeout_fails_showing_where_each_rank_was(spark_ml: Any, store: Path) -> None:
+    """np < 0, launcher direct: rank 1's first training step never returns; `timeout` ends the fit with
+    RunTimeoutError, whose message shows rank 1 in the step and rank 0 waiting in the collective, and no rank
+    process is left (the test's own scan of /proc)."""
+    estimator = regression(
+        -2, store, "", model=StuckOnRankOne(3, 1), epochs=1, validation=None, tracking=False, timeout=20
+    )
+    with pytest.raises(RunTimeoutError, match="20") as info:
+        estimator.fit(linear_rows(spark_ml, 200))
+    assert "rank 1: in stuck_here" in str(info.value)
+    assert "rank 0: in _engine_run_backward" in str(
+        info.value
+    )  # its gradients' all-reduce, waiting on rank 1
+    assert leftover_rank_processes(grace_s=10) == {}

@@ -47,6 +47,7 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
         launcher=get("launcher"),
         tracking=tracking if tracking is not None else False,
         max_failures=get("max_failures"),
+        timeout=get("timeout"),
         checkpoint_dir=get("checkpoint_dir"),
         driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
         progress=get("verbose") >= 1,

@@ -54,6 +54,7 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
         store: str | None = None,
         checkpoint_dir: str | None = None,
         max_failures: int = 0,
+        timeout: float | None = None,
         tracking: Any = None,
         run_id: str | None = None,
         verbose: int = 1,
