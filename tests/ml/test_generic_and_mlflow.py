@@ -13,6 +13,8 @@ import mlflow
 import numpy as np
 import pytest
 import torch
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.feature import SQLTransformer
 
 from sparkrunner.ml import FunctionEstimator, FunctionModel, ScoringModel, TorchEstimator
 from tests.ml.nets import BIAS, WEIGHTS, forward, least_squares, linear_predict, linear_rows
@@ -23,13 +25,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def test_function_estimator_trains_with_your_function_and_scores_with_your_predict(
     spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
 ) -> None:
+    """As the last stage of a Pipeline whose first stage marks the validation rows; the fitted model scores
+    alone, after its own save/load, and inside the saved and loaded PipelineModel."""
     estimator = FunctionEstimator(
         train_fn=least_squares, predict_fn=linear_predict, feature_cols=["x"], label_cols=["y"], np=-2,
         launcher="direct", store=str(store), tracking=tracking_uri, verbose=0, validation="held_out",
     )  # fmt: skip
-    from pyspark.sql import functions as F
-
-    model = estimator.fit(linear_rows(spark_ml, 1000).withColumn("held_out", F.col("id") % 5 == 0))
+    held_out = SQLTransformer(statement="SELECT *, id % 5 = 0 AS held_out FROM __THIS__")
+    fitted = Pipeline(stages=[held_out, estimator]).fit(linear_rows(spark_ml, 1000))
+    model = fitted.stages[-1]
     weights, train_rows, val_rows = model.getModel()
     np.testing.assert_allclose(weights, [*WEIGHTS, BIAS], atol=1e-4)
     assert (train_rows, val_rows) == (800, 200)  # ids 0..999: every fifth is held out
@@ -37,7 +41,10 @@ def test_function_estimator_trains_with_your_function_and_scores_with_your_predi
     test = linear_rows(spark_ml, 200, partitions=2, seed=50)
     expected = [(r["id"], r["y"]) for r in test.collect()]
     model.write().save(str(tmp_path / "function-model"))
-    for scorer in (model, FunctionModel.load(str(tmp_path / "function-model"))):
+    fitted.write().save(str(tmp_path / "pipeline"))
+    loaded = PipelineModel.load(str(tmp_path / "pipeline"))
+    assert isinstance(loaded.stages[-1], FunctionModel)
+    for scorer in (model, FunctionModel.load(str(tmp_path / "function-model")), loaded):
         scored = dict((r["id"], r["prediction"]) for r in scorer.transform(test).collect())
         np.testing.assert_allclose([scored[i] for i, _ in expected], [y for _, y in expected], atol=1e-3)
 
