@@ -141,6 +141,22 @@ def no_rank_left_behind() -> Iterator[None]:
     assert not leftover, f"rank processes left behind: {leftover}"
 
 
+_INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+_INDUCTOR_CACHE_GIVEN = os.environ.get(_INDUCTOR_CACHE_ENV)
+"""Set by whoever started pytest, or None. Importing torch._dynamo (collecting the suite does) writes torch's default
+into os.environ, which every Spark JVM and rank started later would inherit, as no user's would."""
+
+
+@pytest.fixture(autouse=True)
+def inductor_cache_dir_not_inherited() -> None:
+    """Each test starts with the TORCHINDUCTOR_CACHE_DIR its user gave (none, normally), not the one an earlier
+    import of torch._dynamo in this process wrote: a run's processes then place torch's cache as a user's would."""
+    if _INDUCTOR_CACHE_GIVEN is None:
+        os.environ.pop(_INDUCTOR_CACHE_ENV, None)
+    else:
+        os.environ[_INDUCTOR_CACHE_ENV] = _INDUCTOR_CACHE_GIVEN
+
+
 @pytest.fixture(autouse=True)
 def tracking_store_kept() -> Iterator[None]:
     """No test may change the MLflow store the tests after it use (MLflow's `_use_tracking_uri` unsets
