@@ -268,7 +268,9 @@ class RunOptions:
         "`StartTimeoutError` says how many did.",
     )
     timeout: float | None = option(
-        None, "seconds for the whole run (`RunTimeoutError`), or None for no limit."
+        None,
+        "seconds for the whole run, counted from the call (its checks, every attempt and retry together); past it "
+        "`RunTimeoutError` shows where each rank was. None: no limit.",
     )
     env: Mapping[str, str] = option(doc="extra environment variables for every rank.", factory=dict)
     tracking: Any = option(

@@ -24,7 +24,7 @@ from sparkrunner.driver.attempts import RecoveryOptions, run_attempts
 from sparkrunner.driver.elastic import Sizing
 from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.stacks import StallWatch
-from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.driver.supervisor import RunDeadline, Supervisor
 from sparkrunner.driver.zygotes import ZygoteLease, wants_zygotes
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError, StackReport
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
@@ -95,6 +95,7 @@ class RunPipeline:
         self, main: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, every_rank: bool
     ) -> list[Any]:
         """Place, start and supervise one run; rank 0's value (or every rank's) in a list."""
+        deadline = RunDeadline.starting_now(self.options.timeout)
         payload = _function_payload(main, args, kwargs)
         launcher = resolve_launcher(self.options.launcher, main, self.options.horovod, self.options.env)
         spark = self._spark_session()
@@ -111,7 +112,6 @@ class RunPipeline:
         env = {**observers.start(record), **self.options.env, **checkpoints.rank_env()}
         if every_rank:
             env[Env.RESULTS] = "all"
-        deadline = None if self.options.timeout is None else time.monotonic() + self.options.timeout
         zygotes = ZygoteLease(record.run_id, main) if wants_zygotes(self.options, launcher.name) else None
 
         def attempt(number: int) -> list[Any]:
@@ -121,12 +121,10 @@ class RunPipeline:
             spec = RankJobSpec(
                 run_id, job_env, self.options.horovod, per_task, job_description(record, run_id), size
             )
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-            timeout = self.options.timeout if number == 0 else left
             wanted = range(size) if every_rank else range(1)
             return sizing.run(
                 size,
-                lambda: self._attempt(payload, launcher, observers, spec, spark, wanted, timeout, zygotes),
+                lambda: self._attempt(payload, launcher, observers, spec, spark, wanted, deadline, zygotes),
                 lambda: self.in_flight.session,
             )
 
@@ -158,7 +156,7 @@ class RunPipeline:
         spec: RankJobSpec,
         spark: Any,
         wanted: Iterable[int],
-        timeout: float | None,
+        deadline: RunDeadline | None,
         zygotes: ZygoteLease | None = None,
     ) -> list[Any]:
         """One attempt: a fresh placement and driver session; every rank of it is gone when this returns."""
@@ -196,7 +194,7 @@ class RunPipeline:
                 placement,
                 (job, spec.description),
                 self.options.start_timeout,
-                timeout,
+                deadline,
                 self.recovery.stop_grace_s,
                 stall,
             )
@@ -297,7 +295,7 @@ def _run_ranks(
     placement: Placement,
     described: tuple[RankJob, str],
     start_timeout: float,
-    timeout: float | None,
+    deadline: RunDeadline | None,
     stop_grace_s: float,
     stall: StallWatch,
 ) -> None:
@@ -306,7 +304,7 @@ def _run_ranks(
     job, description = described
     try:
         placement.start(job, description)
-        Supervisor(session, placement, start_timeout, timeout, stall).wait()
+        Supervisor(session, placement, start_timeout, deadline, stall).wait()
     except BaseException as exc:
         log.debug("run %s: %s; shutting its ranks down", job.run_id, type(exc).__name__)
         causes.shut_down_after_failure(

@@ -27,6 +27,23 @@ from sparkrunner.timeouts import FINISH_GRACE_S, SUPERVISE_POLL_S
 
 
 @dataclass(frozen=True)
+class RunDeadline:
+    """The run's `timeout`, counted from the run's start: every attempt together, and the checks before the first
+    (a Horovod build probe can take seconds on a busy driver)."""
+
+    timeout: float
+    at: float
+    """`time.monotonic()` past which the run has timed out."""
+
+    @classmethod
+    def starting_now(cls, timeout: float | None) -> RunDeadline | None:
+        return None if timeout is None else cls(timeout, time.monotonic() + timeout)
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.at
+
+
+@dataclass(frozen=True)
 class Running:
     """Nothing decided yet."""
 
@@ -75,13 +92,13 @@ class Supervisor:
         session: AttemptChannel,
         placement: Placement,
         start_timeout: float,
-        timeout: float | None,
+        deadline: RunDeadline | None,
         stall: StallWatch,
     ) -> None:
         self._session = session
         self._placement = placement
         self._start_timeout = start_timeout
-        self._timeout = timeout
+        self._deadline = deadline
         self._stall = stall
         self._started = time.monotonic()
 
@@ -122,8 +139,10 @@ class Supervisor:
         if not report.all_connected() and elapsed > self._start_timeout:
             message = _start_timeout_message(session, self._start_timeout)
             return TimedOut(hang_error(StartTimeoutError, message, session.collect_stacks()))
-        if self._timeout is not None and elapsed > self._timeout:
-            message = f"the run did not finish within timeout={self._timeout} s; every rank was stopped"
+        if self._deadline is not None and self._deadline.passed():
+            message = (
+                f"the run did not finish within timeout={self._deadline.timeout} s; every rank was stopped"
+            )
             return TimedOut(hang_error(RunTimeoutError, message, session.collect_stacks()))
         if report.all_connected():
             stalled = self._stall.check(session.last_activity, session.collect_stacks)

@@ -16,7 +16,16 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
 from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.stacks import StallWatch
-from sparkrunner.driver.supervisor import Failed, Outcome, Running, Stalled, Succeeded, Supervisor, TimedOut
+from sparkrunner.driver.supervisor import (
+    Failed,
+    Outcome,
+    RunDeadline,
+    Running,
+    Stalled,
+    Succeeded,
+    Supervisor,
+    TimedOut,
+)
 from sparkrunner.errors import RankFailedError, RunTimeoutError, StallError, StartTimeoutError
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
@@ -57,7 +66,8 @@ def _step(
     timeout: float | None = None,
     stall: StallWatch | None = None,
 ) -> Outcome:
-    supervisor = Supervisor(session, placement, start_timeout, timeout, stall or StallWatch(None, "warn"))
+    deadline = RunDeadline.starting_now(timeout)
+    supervisor = Supervisor(session, placement, start_timeout, deadline, stall or StallWatch(None, "warn"))
     with session.changed:
         return supervisor.step()
 

@@ -135,7 +135,9 @@ def test_the_zygote_leaves_nothing_in_its_executor_s_temp_dir(
             f"a forked rank's temp dir is not its task's, as a cold rank's is: {ranks}"
         )
         assert poll_until(lambda: not rank_processes(run_id), 10), f"left behind: {rank_processes(run_id)}"
-        assert all(warmed for *_, warmed in ranks), f"no zygote made torch's cache folder in its temp dir: {ranks}"
+        assert all(warmed for *_, warmed in ranks), (
+            f"no zygote made torch's cache folder in its temp dir: {ranks}"
+        )
         left = sorted(os.listdir(executor_temp))
         assert not left, f"the zygotes left in {executor_temp}: {left}"
     finally:

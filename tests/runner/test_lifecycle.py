@@ -11,6 +11,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
+from sparkrunner.observe.observers import RunObserver, RunRecord
 from tests.helpers import leftover_rank_processes, start_driver, wait_for_line
 
 
@@ -47,6 +48,30 @@ def test_run_timeout_stops_everything(launcher: str) -> None:
     with pytest.raises(RunTimeoutError, match="timeout=2"):
         Runner(np=-2, launcher=launcher, timeout=2).run(time.sleep, 600)
     assert leftover_rank_processes(grace_s=5) == {}
+
+
+class SlowToStart(RunObserver):
+    """An observer whose `on_start` (before any rank starts) takes `seconds`, as a slow tracking server's would."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.done_at: float | None = None
+
+    def on_start(self, record: RunRecord) -> None:
+        time.sleep(self.seconds)
+        self.done_at = time.monotonic()
+
+
+@pytest.mark.slow
+def test_the_timeout_counts_from_the_run_s_start_not_from_its_ranks(launcher: str) -> None:
+    """Placement: np<0. 5 s go before any rank starts, against timeout=4: the run has no time left when its
+    ranks start, so it ends as soon as they are stopped, not 4 s later (the timeout is for the whole run)."""
+    slow = SlowToStart(5)
+    runner = Runner(np=-2, launcher=launcher, timeout=4, observers=[slow], tracking=False, progress=False)
+    with pytest.raises(RunTimeoutError, match="within timeout=4 s"):
+        runner.run(time.sleep, 600)
+    after_start = time.monotonic() - (slow.done_at or 0)
+    assert after_start < 4, f"the run took {after_start:.1f} s after its slow start: its timeout started over"
 
 
 @pytest.mark.slow
