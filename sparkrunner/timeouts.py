@@ -116,6 +116,11 @@ DECOMMISSION_CHECK_S = _timing("DECOMMISSION_CHECK_S", 1.0, "between two looks f
 BACKGROUND_STOP_JOIN_S = _timing(
     "BACKGROUND_STOP_JOIN_S", 60.0, "for the background Spark job's thread after a stop"
 )
+BACKGROUND_CANCEL_REPEAT_S = _timing(
+    "BACKGROUND_CANCEL_REPEAT_S",
+    1.0,
+    "between two cancels of a stopped run's Spark job while its thread still runs",
+)
 DATA_PROGRESS_EVERY_S = _timing(
     "DATA_PROGRESS_EVERY_S", 5.0, "between two progress lines of a materialize job"
 )

@@ -116,6 +116,8 @@ class RunPipeline:
 
         def attempt(number: int) -> list[Any]:
             size = record.attempts[-1].world_size = sizing.size_for(number)
+            if deadline is not None:
+                deadline.refuse_start_when_passed(number)
             job_env = {**env, **self.recovery.rank_env(number)}
             run_id = record.run_id if number == 0 else f"{record.run_id}-attempt{number}"
             spec = RankJobSpec(

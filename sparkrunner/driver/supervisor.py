@@ -42,6 +42,14 @@ class RunDeadline:
     def passed(self) -> bool:
         return time.monotonic() > self.at
 
+    def refuse_start_when_passed(self, attempt: int) -> None:
+        """Raise `RunTimeoutError` when the run's time ran out before attempt `attempt` started any rank."""
+        if self.passed():
+            raise RunTimeoutError(
+                f"the run did not finish within timeout={self.timeout} s: it ran out before its ranks started "
+                f"(attempt {attempt}), in the checks and waits before them; no rank was started"
+            )
+
 
 @dataclass(frozen=True)
 class Running:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from sparkrunner.placement.cancellation import spark_cancellation
-from sparkrunner.timeouts import BACKGROUND_STOP_JOIN_S
+from sparkrunner.timeouts import BACKGROUND_CANCEL_REPEAT_S, BACKGROUND_STOP_JOIN_S
 
 _PYTHON_EXCEPTION_LINE = re.compile(
     r"(?!org\.apache\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(Error|Exception): "
@@ -52,10 +53,12 @@ class BackgroundJob:
         return not self._thread.is_alive()
 
     def stop(self) -> None:
-        """Cancel the job if it still runs, then wait (bounded) for the thread to end."""
-        if self._thread.is_alive():
+        """Cancel the job while its thread runs, and wait (bounded) for the thread to end. The cancel is repeated:
+        one that comes before the thread has submitted the job to Spark cancels nothing."""
+        until = time.monotonic() + BACKGROUND_STOP_JOIN_S
+        while self._thread.is_alive() and time.monotonic() < until:
             self._cancel()
-        self._thread.join(BACKGROUND_STOP_JOIN_S)
+            self._thread.join(BACKGROUND_CANCEL_REPEAT_S)
 
 
 def describe_failure(job_error: BaseException | None, records: list[dict[str, object]]) -> str | None:

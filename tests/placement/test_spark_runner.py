@@ -17,6 +17,7 @@ from sparkrunner.errors import (
     RankFailedError,
     StartTimeoutError,
 )
+from sparkrunner.placement.background_job import BackgroundJob
 from tests.helpers import leftover_rank_processes, run_driver, start_driver, wait_for_line
 from tests.waiting import wait_until
 
@@ -117,3 +118,31 @@ def test_ctrl_c_cancels_the_spark_job_and_every_rank() -> None:
 def test_dynamic_allocation_is_refused_before_launch() -> None:
     out = run_driver("dynamic_allocation")
     assert "REFUSED: spark.dynamicAllocation.enabled is true" in out, out
+
+
+def test_a_stop_that_comes_before_the_job_reaches_spark_still_cancels_it(spark_local: Any) -> None:
+    """Placement: local[2], the background thread that runs a run's Spark job (`placement.background_job`), stopped
+    while it has set its job group but not yet submitted the job (a run that timed out as it started: the pause
+    below holds that moment open). A single cancel then cancels nothing, and the job would run on."""
+    sc = spark_local.sparkContext
+    group = f"stopped-before-submission-{os.getpid()}"
+    grouped = threading.Event()
+
+    def collect() -> list[dict[str, object]]:
+        sc.setJobGroup(group, "stopped before it was submitted", interruptOnCancel=True)
+        grouped.set()
+        time.sleep(1.5)
+        return sc.parallelize([0, 1], 2).map(lambda x: {"slept": time.sleep(120) or x}).collect()
+
+    job = BackgroundJob("stopped-before-submission", collect, lambda: sc.cancelJobGroup(group))
+    assert grouped.wait(30)
+    try:
+        job.stop()
+        assert job.finished(), "the job still runs after stop(): its cancel came before the job and was lost"
+        assert "(cancelJobGroup)" in (job.cancelled() or ""), job.failure()
+        assert all(
+            sc.statusTracker().getJobInfo(i).status == "FAILED"
+            for i in sc.statusTracker().getJobIdsForGroup(group)
+        ), "Spark does not show the job as cancelled"
+    finally:
+        sc.cancelJobGroup(group)

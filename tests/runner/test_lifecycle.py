@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -62,16 +63,30 @@ class SlowToStart(RunObserver):
         self.done_at = time.monotonic()
 
 
+def touch_then_sleep(path: str) -> None:
+    Path(path).touch()
+    time.sleep(600)
+
+
 @pytest.mark.slow
-def test_the_timeout_counts_from_the_run_s_start_not_from_its_ranks(launcher: str) -> None:
-    """Placement: np<0. 5 s go before any rank starts, against timeout=4: the run has no time left when its
-    ranks start, so it ends as soon as they are stopped, not 4 s later (the timeout is for the whole run)."""
-    slow = SlowToStart(5)
+@pytest.mark.parametrize(
+    ("slow_s", "says"), [(3, "every rank was stopped"), (5, "it ran out before its ranks")]
+)
+def test_the_timeout_counts_from_the_run_s_start_not_from_its_ranks(
+    launcher: str, tmp_path: Path, slow_s: float, says: str
+) -> None:
+    """Placement: np<0. `slow_s` go before any rank starts, against timeout=4 (it is for the whole run): with 3 s
+    the ranks get the 1 s left; with 5 s none is started. Either way the run ends in less than 4 s after that
+    slow start (the timeout used to start over with the ranks)."""
+    slow, started = SlowToStart(slow_s), tmp_path / "a rank started"
     runner = Runner(np=-2, launcher=launcher, timeout=4, observers=[slow], tracking=False, progress=False)
-    with pytest.raises(RunTimeoutError, match="within timeout=4 s"):
-        runner.run(time.sleep, 600)
+    with pytest.raises(RunTimeoutError, match="within timeout=4 s") as info:
+        runner.run(touch_then_sleep, str(started))
     after_start = time.monotonic() - (slow.done_at or 0)
     assert after_start < 4, f"the run took {after_start:.1f} s after its slow start: its timeout started over"
+    assert says in str(info.value)
+    if slow_s > 4:
+        assert not started.exists(), "a rank was started with no time left"
 
 
 @pytest.mark.slow
