@@ -56,30 +56,6 @@ class TwoClasses(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=0.05)
 
 
-class CrashOnce(pl.Callback):
-    """Rank 0 appends "attempt:epoch" to `path` as each epoch starts; rank 1 dies (os._exit) as epoch `crash_at`
-    of the first attempt starts, after a barrier that lets rank 0 finish the previous epoch's checkpoint."""
-
-    def __init__(self, path: str, crash_at: int) -> None:
-        self.path, self.crash_at = path, crash_at
-
-    def on_train_epoch_start(self, trainer: Any, _: Any) -> None:
-        import os
-
-        import torch.distributed as dist
-
-        from sparkrunner import rank_context
-
-        context = rank_context()
-        if context.rank == 0:
-            with open(self.path, "a") as f:
-                f.write(f"{context.attempt}:{trainer.current_epoch}\n")
-        if context.attempt == 0 and trainer.current_epoch == self.crash_at:
-            dist.barrier()
-            if context.rank == 1:
-                os._exit(3)
-
-
 class Steps(pl.Callback):
     """Every training step of every rank's Trainer goes through `point` (`tests.ml.nets.KillPoint`)."""
 

@@ -15,7 +15,7 @@ from pyspark.ml import Pipeline, PipelineModel
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import LightningEstimator, TorchModel
-from tests.ml.lightning_nets import CrashOnce, LinearRegression, TwoClasses
+from tests.ml.lightning_nets import LinearRegression, TwoClasses
 from tests.ml.nets import BIAS, WEIGHTS, class_rows, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -72,20 +72,6 @@ def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
         predictions, forward(fitted.stages[0].getModel(), x)[:, 0], rtol=1e-5, atol=1e-5
     )
     np.testing.assert_allclose(predictions, [r["y"] for r in rows], atol=0.15)
-
-
-def test_a_failed_epoch_resumes_from_the_latest_checkpoint(
-    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
-) -> None:
-    """A callback kills rank 1 as epoch 3 of 4 starts (after epoch 2's checkpoint): the retry trains the last
-    two epochs only, and the history still has one entry per epoch."""
-    marks = tmp_path / "epochs"
-    model = estimator(
-        -2, store, tracking_uri, epochs=4, validation=None, max_failures=1, callbacks=[CrashOnce(str(marks), 2)],
-    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
-
-    assert marks.read_text().split() == ["0:0", "0:1", "0:2", "1:0", "1:1"]
-    assert len(model.history["train_loss"]) == 4
 
 
 def test_bad_input_fails_before_any_rank_starts(spark_ml: Any, store: Path, tracking_uri: str) -> None:

@@ -21,8 +21,6 @@ from tests.helpers import leftover_rank_processes
 from tests.ml.nets import (
     BIAS,
     WEIGHTS,
-    CrashOnce,
-    KillPoint,
     LoadLogged,
     StepLogged,
     StuckOnRankOne,
@@ -30,7 +28,6 @@ from tests.ml.nets import (
     classifier,
     forward,
     linear_rows,
-    steps_logged,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -123,22 +120,6 @@ def test_transform_loads_the_model_once_per_python_worker(spark_ml: Any, tmp_pat
     pids = log.read_text().split()
     assert len(pids) == len(set(pids)), f"a worker loaded the model more than once: {pids}"
     assert 1 <= len(pids) < 2 * 8, f"{len(pids)} loads for 16 tasks: the model was not reused across tasks"
-
-
-def test_a_rank_that_dies_mid_fit_is_retried_from_the_latest_epoch(
-    spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
-) -> None:
-    """400 rows, 2 ranks of batch 20: 10 steps per epoch. Rank 1 dies in epoch 3 of 4 on the first attempt; the
-    second attempt trains epochs 3 and 4 only (20 steps per rank, counted by the model's own log)."""
-    log = tmp_path / "steps.txt"
-    net = CrashOnce(KillPoint(str(log), crash_after=25))
-    model = TorchEstimator(
-        model=net, loss="mse", feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=-2,
-        launcher="direct", max_failures=1, store=str(store), tracking=tracking_uri, verbose=0,
-    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
-    steps = steps_logged(log)
-    assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20
-    assert len(model.history["loss"]) == 4
 
 
 def test_backward_passes_per_step_steps_the_optimizer_once_every_that_many_batches(
