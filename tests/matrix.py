@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sparkrunner.launch.mpirun import horovod_has_mpi
+from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 
 
 def _mpirun_missing() -> str | None:

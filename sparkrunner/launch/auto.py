@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkrunner.errors import LauncherUnavailableError
+from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 from sparkrunner.launch.code_imports import imported_modules
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.mpirun import MpirunLauncher, horovod_has_mpi
+from sparkrunner.launch.mpirun import MpirunLauncher
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ Every other task serves (or idles) until task 0 tells it that mpirun has ended (
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -20,7 +19,7 @@ from pathlib import Path
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.errors import LauncherUnavailableError
-from sparkrunner.frameworks import horovod_env
+from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 from sparkrunner.launch import gpus
 from sparkrunner.launch.base import (
     Launcher,
@@ -47,20 +46,6 @@ log = logging.getLogger(__name__)
 
 _ALWAYS_EXPORTED = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
 FOLDER_PREFIX = "sparkrunner-mpirun-"  # mpirun's temp folder: its host file and Open MPI's session folder
-
-
-@functools.cache
-def horovod_has_mpi() -> bool:
-    """True when Horovod is installed here and was built with MPI support (asked once: Horovod probes in a
-    subprocess)."""
-    if not horovod_env.horovod_installed():
-        return False
-    try:
-        from horovod.common.util import mpi_built
-
-        return bool(mpi_built())
-    except Exception:
-        return False
 
 
 def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) -> dict[str, str]:
