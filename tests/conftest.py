@@ -143,18 +143,30 @@ def no_rank_left_behind() -> Iterator[None]:
 
 _INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 _INDUCTOR_CACHE_GIVEN = os.environ.get(_INDUCTOR_CACHE_ENV)
-"""Set by whoever started pytest, or None. Importing torch._dynamo (collecting the suite does) writes torch's default
-into os.environ, which every Spark JVM and rank started later would inherit, as no user's would."""
+"""Set by whoever started pytest, or None. Importing torch._dynamo (collecting the suite does, and so may a test)
+writes torch's default into os.environ. The first Spark JVM of a process (pyspark keeps it for every later
+session) and every executor and rank under it would inherit that, as no user's would."""
 
 
-@pytest.fixture(autouse=True)
-def inductor_cache_dir_not_inherited() -> None:
-    """Each test starts with the TORCHINDUCTOR_CACHE_DIR its user gave (none, normally), not the one an earlier
-    import of torch._dynamo in this process wrote: a run's processes then place torch's cache as a user's would."""
+def _give_back_inductor_cache_dir() -> None:
     if _INDUCTOR_CACHE_GIVEN is None:
         os.environ.pop(_INDUCTOR_CACHE_ENV, None)
     else:
         os.environ[_INDUCTOR_CACHE_ENV] = _INDUCTOR_CACHE_GIVEN
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before any fixture: a module-scoped Spark session is set up before a test's own fixtures run."""
+    _give_back_inductor_cache_dir()
+
+
+@pytest.fixture(autouse=True)
+def inductor_cache_dir_not_inherited() -> Iterator[None]:
+    """Each test starts and ends with the TORCHINDUCTOR_CACHE_DIR its user gave (none, normally), not the one an
+    import of torch._dynamo in this process wrote: the next module's Spark session starts before the next test."""
+    _give_back_inductor_cache_dir()
+    yield
+    _give_back_inductor_cache_dir()
 
 
 @pytest.fixture(autouse=True)
