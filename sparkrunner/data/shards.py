@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparkrunner.common.checks import check_choice
 from sparkrunner.errors import NotEnoughDataError
-from sparkrunner.options import check_choice
 
 REMAINDERS = ("drop", "pad")
 DEFAULT_REMAINDER = "drop"

@@ -12,10 +12,10 @@ from typing import ClassVar
 
 from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
+from sparkrunner.common.checks import PortRange
 from sparkrunner.launch import gpus, network, processes, user_env
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.zygote_client import ZygoteSpec
-from sparkrunner.options import PortRange
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 

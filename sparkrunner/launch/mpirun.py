@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.common.checks import PortRange
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 from sparkrunner.launch import gpus
@@ -39,7 +40,6 @@ from sparkrunner.launch.processes import RankProcess
 from sparkrunner.launch.spark_executor import task_environment
 from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.launch.temp_folder import WatchedFolder
-from sparkrunner.options import PortRange
 from sparkrunner.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.common.checks import PortRange
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.options import PortRange
 
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 OOB_PORTS = 2

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from sparkrunner.common.checks import PortRange
 from sparkrunner.launch.mpirun import hostfile_text, mpirun_command
-from sparkrunner.options import PortRange
 from sparkrunner.topology import Peer, Topology
 
 

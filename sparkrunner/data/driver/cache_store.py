@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.common.checks import check_number
 from sparkrunner.data import storage
 from sparkrunner.data.dataset import MANIFEST, human_bytes
 from sparkrunner.data.driver import cache_leases
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.options import check_number
 
 CACHE_ENV = Env.DATA_CACHE
 MAX_BYTES_ENV = Env.CACHE_MAX_BYTES

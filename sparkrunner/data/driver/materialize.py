@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from sparkrunner.common.checks import check_number
 from sparkrunner.data import columns, storage
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.driver import cache_leases, cache_store, host_check
@@ -15,7 +16,6 @@ from sparkrunner.data.driver.cache_store import CACHE_ENV, default_cache_dir
 from sparkrunner.data.driver.write_progress import WriteProgress
 from sparkrunner.data.driver.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.options import check_number
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.voice import install_default_handler
 

@@ -10,13 +10,13 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from sparkrunner.common.checks import check_number
 from sparkrunner.data import columns
 from sparkrunner.data.driver.materialize import converted
 from sparkrunner.data.driver.stream_broker import StreamBroker
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.data.tasks.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
-from sparkrunner.options import check_number
 from sparkrunner.placement.connect import session_client_address
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.placement.slots import session_slots

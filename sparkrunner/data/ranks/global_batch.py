@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkrunner.common.checks import check_number
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.options import check_number
 from sparkrunner.ranks.api import rank_context
 
 

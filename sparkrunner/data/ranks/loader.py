@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from sparkrunner.channel.messages import StreamOpen
+from sparkrunner.common.checks import check_choice, check_number
 from sparkrunner.data import shards, shared
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
@@ -15,7 +16,6 @@ from sparkrunner.data.ranks import arrow_reader, batching, petastorm_reader, res
 from sparkrunner.data.ranks.prefetch import prefetched
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.options import check_choice, check_number
 from sparkrunner.ranks.anatomy import timed
 from sparkrunner.ranks.api import rank_context
 

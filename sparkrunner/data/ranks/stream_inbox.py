@@ -21,11 +21,11 @@ from collections import deque
 
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
+from sparkrunner.common.checks import configured_port_range
 from sparkrunner.data.shards import Slice
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import ChannelError, StreamFeedError
 from sparkrunner.launch.network import server_port
-from sparkrunner.options import configured_port_range
 
 log = logging.getLogger(__name__)
 

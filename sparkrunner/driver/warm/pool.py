@@ -15,9 +15,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sparkrunner.common.checks import check_number
 from sparkrunner.driver.warm.session import WarmSession
 from sparkrunner.errors import SparkRunnerError
-from sparkrunner.options import RunOptions, check_number
+from sparkrunner.options import RunOptions
 
 if TYPE_CHECKING:
     from sparkrunner.driver.run import PlacementFactory

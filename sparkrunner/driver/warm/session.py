@@ -18,12 +18,13 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from sparkrunner.common.checks import check_number
 from sparkrunner.driver.in_flight import InFlightWatch
 from sparkrunner.driver.run import CodeDir, PlacementFactory, RunPipeline
 from sparkrunner.driver.warm.live_ranks import WarmRanks
 from sparkrunner.errors import SparkRunnerError
 from sparkrunner.observe.tracking import MlflowTracking
-from sparkrunner.options import RunOptions, check_number
+from sparkrunner.options import RunOptions
 
 if TYPE_CHECKING:
     from sparkrunner.observe.observers import RunObserver, RunRecord
