@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from sparkrunner.common.lazy_exports import lazy_exports
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,
@@ -17,7 +18,6 @@ from sparkrunner.errors import (
     SparkRunnerWarning,
     StartTimeoutError,
     StragglerWarning,
-    lazy_exports,
 )
 from sparkrunner.ranks.api import RankContext, log_to_driver, rank_context
 from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint

@@ -1,51 +1,13 @@
-"""Typed errors raised by sparkrunner, written for the person reading them in a notebook."""
+"""Typed errors raised by sparkrunner, written for the person reading them in a notebook.
 
-from __future__ import annotations
+Only errors (and warnings) live here: every public name of this module is an exception class.
+"""
 
-import importlib
 import signal as _signal
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import typing as _typing
 
-ERROR_TAIL_LINES = 20
-"""Lines of a rank's output an error message shows (the full tail is an attribute of the error)."""
-
-
-@dataclass(frozen=True)
-class RankStack:
-    """One rank's state: its threads' stacks (None when it did not answer) and the last lines it printed."""
-
-    rank: int
-    host: str
-    pid: int | None
-    where: str
-    threads: str | None
-    output_tail: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        head = f"--- rank {self.rank} (host {self.host or '?'}, pid {self.pid or '?'}): {self.where} ---"
-        body = self.threads if self.threads is not None else "(no stacks)\n"
-        tail = "\n".join(self.output_tail[-ERROR_TAIL_LINES:]) or "(nothing)"
-        return f"{head}\n{body}\nlast output of rank {self.rank}:\n{tail}\n"
-
-
-@dataclass(frozen=True)
-class StackReport:
-    """Every rank's stacks at one moment; `summary()` is one line per rank, `str()` the full dumps."""
-
-    ranks: dict[int, RankStack]
-
-    def summary(self) -> str:
-        return "\n".join(f"  rank {r}: {s.where}" for r, s in sorted(self.ranks.items()))
-
-    @property
-    def stacks(self) -> dict[int, str | None]:
-        return {r: s.threads for r, s in self.ranks.items()}
-
-    def __str__(self) -> str:
-        return "\n".join(str(s) for _, s in sorted(self.ranks.items()))
+if _typing.TYPE_CHECKING:
+    from sparkrunner.stack_report import StackReport
 
 
 class SparkRunnerError(Exception):
@@ -67,50 +29,6 @@ class InvalidArgumentError(SparkRunnerError, ValueError):
 
 class MissingExtraError(SparkRunnerError, ImportError):
     """A feature needs an optional dependency that is not installed; the message names the extra to install."""
-
-
-EXTRAS = {
-    "numpy": "data",
-    "pyarrow": "data",
-    "pandas": "data",
-    "torch": "torch",
-    "tensorflow": "tensorflow",
-    "mlflow": "mlflow",
-    "tqdm": "progress",
-    "horovod": "horovod",
-    "petastorm": "petastorm",
-}
-"""Each optional dependency and the extra of `pip install 'sparkrunner[EXTRA]'` that brings it."""
-
-
-def missing_extra(feature: str, exc: ModuleNotFoundError) -> ImportError:
-    """The error to raise when `feature` failed to import an optional dependency: `MissingExtraError` naming the
-    extra, or `exc` itself when what is missing is no dependency of an extra."""
-    top = (exc.name or "").split(".")[0]
-    if top not in EXTRAS:
-        return exc
-    return MissingExtraError(
-        f"{feature} needs {top}, which is not installed here: pip install 'sparkrunner[{EXTRAS[top]}]'"
-    )
-
-
-def lazy_exports(package: str, table: dict[str, str]) -> Callable[[str], Any]:
-    """A package's module-level ``__getattr__`` that imports each name of `table` (name -> module) on first use
-    and keeps it; an optional dependency missing there raises `MissingExtraError` naming its extra. Packages
-    import their public names this way so that a rank, or a plain install, loads only what it uses."""
-
-    def __getattr__(name: str) -> Any:
-        if name not in table:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        try:
-            module = importlib.import_module(table[name])
-        except ModuleNotFoundError as exc:
-            raise missing_extra(f"{package}.{name}", exc) from exc
-        value = getattr(module, name)
-        setattr(sys.modules[package], name, value)
-        return value
-
-    return __getattr__
 
 
 class NotPicklableError(SparkRunnerError, TypeError):
@@ -147,7 +65,7 @@ class HangError(SparkRunnerError, TimeoutError):
     """Ranks did not get on in time. `stack_report` (a `StackReport`) holds every live
     rank's Python stacks (all threads) and its last output lines; the message names where each rank was."""
 
-    stack_report: StackReport | None = None
+    stack_report: "StackReport | None" = None
 
 
 class StartTimeoutError(HangError):

@@ -12,7 +12,6 @@ from sparkrunner.driver.in_flight import InFlight
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.driver.warm.pool import SessionPool
 from sparkrunner.driver.warm.session import WarmSession
-from sparkrunner.errors import StackReport
 from sparkrunner.launch import Launcher
 from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import RunObserver, RunRecord
@@ -24,6 +23,7 @@ from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
+from sparkrunner.stack_report import StackReport
 from sparkrunner.timeouts import SESSION_IDLE_S, START_TIMEOUT_S, STOP_GRACE_S
 from sparkrunner.voice import install_default_handler
 

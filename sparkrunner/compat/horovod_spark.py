@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from typing import IO, TYPE_CHECKING, Any
 
+from sparkrunner.common.lazy_exports import lazy_exports
 from sparkrunner.compat.spark_facts import positive_int
-from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning, lazy_exports
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.launch import mpirun_unavailable
 from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session

@@ -12,7 +12,7 @@ def train(data):
 
 from typing import TYPE_CHECKING
 
-from sparkrunner.errors import lazy_exports
+from sparkrunner.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from sparkrunner.data.dataset import ParquetData

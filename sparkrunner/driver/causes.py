@@ -12,10 +12,11 @@ from sparkrunner.channel import messages as m
 from sparkrunner.driver import task_reports
 from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.registry import RankState
-from sparkrunner.errors import ERROR_TAIL_LINES, RankFailedError, RankProcessDiedError, RanksVanishedError
+from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner
 from sparkrunner.placement import Placement
+from sparkrunner.stack_report import ERROR_TAIL_LINES
 from sparkrunner.timeouts import (
     FAILURE_DETAIL_WAIT_S,
     FAILURE_OUTPUT_WAIT_S,

@@ -18,6 +18,7 @@ from typing import Any
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
+from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.driver import causes
 from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempts import RecoveryOptions, run_attempts
@@ -26,15 +27,15 @@ from sparkrunner.driver.in_flight import InFlight, InFlightWatch
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import RunDeadline, Supervisor
 from sparkrunner.driver.zygotes import ZygoteLease, wants_zygotes
-from sparkrunner.errors import InvalidArgumentError, SparkRunnerError, StackReport
+from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
 from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
 from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
-from sparkrunner.recovery.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.script import module_call, script_call
+from sparkrunner.stack_report import StackReport
 from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)

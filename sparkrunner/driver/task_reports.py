@@ -9,7 +9,7 @@ import contextlib
 import signal
 
 from sparkrunner.channel.messages import TaskReport
-from sparkrunner.errors import ERROR_TAIL_LINES
+from sparkrunner.stack_report import ERROR_TAIL_LINES
 
 MPIRUN_LOST_A_DAEMON = 255
 """mpirun's exit code when it lost a daemon on another host (the rsh agent returns ssh's 255 when its connection

@@ -11,7 +11,7 @@ Imported on first use: ranks import `sparkrunner.ml.ranks.training` and Spark's 
 
 from typing import TYPE_CHECKING
 
-from sparkrunner.errors import lazy_exports
+from sparkrunner.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from sparkrunner.ml.driver.generic import FunctionEstimator, FunctionModel, ScoringModel

@@ -98,3 +98,18 @@ the job to be terminated. The first process to do so was:
 @pytest.mark.parametrize(("rank", "code"), [(1, 3), (0, None), (11, None)])
 def test_mpirun_banner_names_the_exit_code_of_that_rank_only(rank: int, code: int | None) -> None:
     assert rank_exit_from_banner(_EXIT_BANNER, rank) == code
+
+
+def test_every_public_name_of_the_errors_module_is_an_exception_class() -> None:
+    """`sparkrunner.errors` holds errors and warnings only (its import machinery, extras table and stack-report
+    types live in their own modules); the oracle is the module's own namespace, read at run time."""
+    import sparkrunner.errors
+
+    public = {name: value for name, value in vars(sparkrunner.errors).items() if not name.startswith("_")}
+    assert len(public) > 20, sorted(public)
+    not_errors = sorted(
+        name
+        for name, value in public.items()
+        if not (isinstance(value, type) and issubclass(value, Exception))
+    )
+    assert not_errors == [], f"public names of sparkrunner.errors that are no exception class: {not_errors}"
