@@ -22,6 +22,7 @@ from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import RemoteError, loads
+from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env
 from sparkrunner.launch import gpus, network, processes
@@ -30,7 +31,6 @@ from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.ranks.warm_relay import WarmRelay
-from sparkrunner.recovery.checkpoint_dir import verify_on_rank
 from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
 from sparkrunner.topology import Topology
 

@@ -16,8 +16,8 @@ import warnings
 from typing import Any
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.common.checkpoint_dir import list_checkpoints
 from sparkrunner.errors import CheckpointDirError, SparkRunnerWarning
-from sparkrunner.recovery.checkpoint_dir import list_checkpoints
 
 _TEMP_PREFIX = ".checkpoint-writing-"
 

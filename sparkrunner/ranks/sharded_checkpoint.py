@@ -11,8 +11,8 @@ import contextlib
 import os
 import shutil
 
+from sparkrunner.common.checkpoint_dir import CheckpointFile, list_sharded
 from sparkrunner.ranks.checkpoints import checkpoint_dir
-from sparkrunner.recovery.checkpoint_dir import CheckpointFile, list_sharded
 
 
 def sharded_checkpoint(step: int, keep: int = 2) -> str:
