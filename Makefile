@@ -16,7 +16,7 @@ lint:
 	.venv/bin/ruff check sparkrunner tests bench examples
 	.venv/bin/ruff format --check sparkrunner tests bench examples
 	.venv/bin/mypy
-	.venv/bin/mypy tests/drivers  # the programs tests run as subprocesses
+	.venv/bin/mypy tests/programs  # the programs tests run as subprocesses
 	.venv/bin/mypy bench  # the benchmarks: a stand-in that misses part of an interface hangs them
 
 image: setup

@@ -13,7 +13,7 @@ from typing import Any
 from tests.waiting import poll_until
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVERS = ROOT / "tests" / "drivers"
+PROGRAMS = ROOT / "tests" / "programs"
 
 # Every process this pytest starts (drivers, executors, ranks) inherits this tag, so the process-table checks
 # below see this session's ranks only, never those of another test session on the same machine.
@@ -70,12 +70,12 @@ def leftover_rank_processes(grace_s: float = 0.0) -> dict[int, str]:
 
 
 def driver(name: str) -> Path:
-    """The program `tests/drivers/<name>.py`."""
-    return DRIVERS / f"{name}.py"
+    """The program `tests/programs/<name>.py`."""
+    return PROGRAMS / f"{name}.py"
 
 
 def start_driver(name: str, *argv: str, stdin: int | None = None) -> subprocess.Popen[str]:
-    """Run `tests/drivers/<name>.py argv...` as a separate driver process (its own interpreter, and
+    """Run `tests/programs/<name>.py argv...` as a separate driver process (its own interpreter, and
     SparkSession if it makes one); `stdin` as subprocess.Popen takes it (PIPE: the test writes to it)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen(
@@ -104,7 +104,7 @@ def wait_for_line(proc: subprocess.Popen[str], text: str, seconds: float = 120) 
 
 
 def run_driver(name: str, *argv: str, seconds: float = 180) -> str:
-    """Run `tests/drivers/<name>.py argv...` to its end and return everything it printed."""
+    """Run `tests/programs/<name>.py argv...` to its end and return everything it printed."""
     out, _ = start_driver(name, *argv).communicate(timeout=seconds)
     return out
 

@@ -1,5 +1,5 @@
 """What the user reads when a barrier stage fails: real Spark 3.5 and 4.x error texts (recorded by
-tests/drivers/record_spark_errors.py) and the run-failure classification, table-driven."""
+tests/programs/record_spark_errors.py) and the run-failure classification, table-driven."""
 
 from __future__ import annotations
 

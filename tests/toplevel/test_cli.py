@@ -33,7 +33,7 @@ def cli(
 
 
 def script(tmp_path: Path) -> str:
-    """`tests/drivers/cli_train.py`, copied as train.py into the test's folder (the command's working dir)."""
+    """`tests/programs/cli_train.py`, copied as train.py into the test's folder (the command's working dir)."""
     path = tmp_path / "train.py"
     shutil.copy(driver("cli_train"), path)
     return str(path)

@@ -1,5 +1,5 @@
 """The materialize cache across Spark applications for a Spark ML pipeline over Parquet files: a second
-application (tests/drivers/ml_cache_session.py) that fits the same pipeline on the same files gets this
+application (tests/programs/ml_cache_session.py) that fits the same pipeline on the same files gets this
 application's entry without writing a file of it, and a pipeline with StandardScaler's withMean flipped gets a
 new entry holding that pipeline's output (the oracle: this application computes it itself)."""
 

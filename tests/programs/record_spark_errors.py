@@ -1,6 +1,6 @@
 """Records the text of a real barrier-stage failure (a task's Python error) for tests/placement/spark_errors/.
 
-Run it in each Spark environment: `python -m tests.drivers.record_spark_errors tests/placement/spark_errors`.
+Run it in each Spark environment: `python -m tests.programs.record_spark_errors tests/placement/spark_errors`.
 """
 
 from __future__ import annotations
