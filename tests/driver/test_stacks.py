@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner import Runner, channel
-from sparkrunner.channel import messages as m
-from sparkrunner.channel.payload import dumps_call
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner import Runner
 from sparkrunner.errors import RunTimeoutError, StallError
 from sparkrunner.observe.observers import RunObserver
-from sparkrunner.tasks import address_exchange
 from tests.driver.conftest import timeout_for
 from tests.driver.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
 from tests.matrix import LAUNCHERS
@@ -111,23 +107,3 @@ def test_dump_stacks_from_another_thread_while_the_run_is_in_flight(
         release.touch()
         thread.join(180)
     assert outcome == ["done"]
-
-
-def test_asking_for_stacks_never_reaches_a_task_waiting_in_the_address_exchange() -> None:
-    """Driver side, real channel: a barrier task that joined the address exchange gets the topology as its one
-    answer, even when `dump_stacks` is called before the last task has joined."""
-    session = AttemptChannel(dumps_call(print, (), {}), 2, "all", "127.0.0.1")
-    entries = [m.RankAddress("127.0.0.1", (1,), ())]
-    waiting = channel.connect(("127.0.0.1", session.port), session.secret)
-    try:
-        first, second = m.SparkTask(10, 0, {}), m.SparkTask(11, 0, {})
-        m.send(waiting, m.Join(task=0, tasks=2, spark=first, entries=entries))
-        with session.changed:  # the driver has taken task 0's join
-            assert session.changed.wait_for(lambda: 0 in session.spark_task_ids(), timeout=30)
-        session.collect_stacks()
-        assert address_exchange.exchange(("127.0.0.1", session.port), session.secret, 1, 2, second, entries)
-        assert m.receive(waiting) == m.Topology([entries, entries], [first, second])
-        assert session.spark_task_ids() == {0: 10, 1: 11}
-    finally:
-        waiting.close()
-        session.close()
