@@ -28,7 +28,8 @@ from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import RunDeadline, Supervisor
 from sparkrunner.driver.zygotes import ZygoteLease, wants_zygotes
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
-from sparkrunner.launch import Launcher, RankJob, processes, resolve_launcher
+from sparkrunner.launch import Launcher, RankJob, processes
+from sparkrunner.launch.driver import resolve_launcher
 from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.launch import processes
-from sparkrunner.launch.code_imports import imported_modules
+from sparkrunner.launch.driver.code_imports import imported_modules
 from sparkrunner.launch.network import server_port
 from sparkrunner.launch.zygote_client import PRELOADABLE, WARM_LATER, ZygoteSpec
 from sparkrunner.options import RunOptions

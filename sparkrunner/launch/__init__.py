@@ -1,36 +1,12 @@
-"""Launchers turn a `Topology` into running rank processes, on the driver or inside barrier tasks."""
+"""Launchers turn a `Topology` into running rank processes: on the driver (np < 0) or inside barrier tasks.
+
+The folders say where each part runs: `launch/driver/` on the driver only (which launcher a run gets),
+`launch/tasks/` in a barrier task only (the task's side of a Spark run), and the modules here in both, or in
+a rank.
+"""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-from sparkrunner.launch.auto import auto_choice, mpirun_unavailable
 from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome
-from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.mpirun import MpirunLauncher
 
-if TYPE_CHECKING:
-    from sparkrunner.options import LauncherName
-
-log = logging.getLogger(__name__)
-
-LAUNCHERS: dict[str, type[Launcher]] = {
-    launcher.name: launcher for launcher in (DirectLauncher, MpirunLauncher)
-}
-
-
-def resolve_launcher(
-    name: LauncherName, main: object = None, horovod: bool | None = None, env: Mapping[str, str] | None = None
-) -> Launcher:
-    """The launcher called `name` (checked by `RunOptions`); "auto" picks one for the code `main` (see
-    `launch.auto`) and logs which and why."""
-    if name == "auto":
-        choice = auto_choice(main, horovod, env or {})
-        log.info("launcher='auto' picked %s: %s", choice.name, choice.reason)
-        name = choice.name  # type: ignore[assignment]
-    return LAUNCHERS[name]()
-
-
-__all__ = ["LAUNCHERS", "Launcher", "RankJob", "TaskOutcome", "mpirun_unavailable", "resolve_launcher"]
+__all__ = ["Launcher", "RankJob", "TaskOutcome"]

@@ -214,6 +214,9 @@ def test_the_folders_give_every_role_its_modules() -> None:
     )
     assert role("sparkrunner.ranks") == "rank" and role("sparkrunner.errors") == "shared"
     assert role("sparkrunner.lightning") == "facade" and role("sparkrunner.ranks.lightning") == "rank"
+    assert (
+        role("sparkrunner.launch.driver.auto") == "driver" and role("sparkrunner.launch.network") == "shared"
+    )
 
 
 def test_the_cycle_check_sees_type_checking_and_function_level_imports() -> None:

@@ -1,4 +1,4 @@
-"""np=6, ranks_per_task=2 on local[3] (tests/launch/test_ranks_per_task.py): which task started each rank,
+"""np=6, ranks_per_task=2 on local[3] (tests/tasks/test_barrier_task.py): which task started each rank,
 and where a dead rank 3 is reported."""
 
 import os

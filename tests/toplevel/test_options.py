@@ -10,7 +10,7 @@ import pytest
 
 from sparkrunner import Runner, RunObserver
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
-from sparkrunner.launch import LAUNCHERS
+from sparkrunner.launch.driver import LAUNCHERS
 from sparkrunner.options import (
     LauncherName,
     RunOptions,

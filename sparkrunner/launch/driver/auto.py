@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
-from sparkrunner.launch.code_imports import imported_modules
 from sparkrunner.launch.direct import DirectLauncher
+from sparkrunner.launch.driver.code_imports import imported_modules
 from sparkrunner.launch.mpirun import MpirunLauncher
 
 
