@@ -127,7 +127,8 @@ def worker_command() -> list[str]:
 
 
 class Launcher(ABC):
-    """Starts ranks. `start_local` runs on the driver (np < 0); `run_in_task` inside barrier task `index`."""
+    """Starts ranks. `start_local` runs on the driver (np < 0); inside a barrier task (np > 0) the launcher's
+    task side runs, found by its `name` in `sparkrunner.launch.tasks.TASK_SIDES`."""
 
     name: ClassVar[str]
     ports_per_rank: ClassVar[int] = PORTS_PER_RANK
@@ -143,11 +144,3 @@ class Launcher(ABC):
         """What the launcher's own process printed about how `rank` ended (negative: killed by that signal);
         None where each rank is its own process (its exit code says it all)."""
         return None
-
-    @abstractmethod
-    def run_in_task(
-        self, job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
-    ) -> TaskOutcome:
-        """Inside the barrier task whose first rank is `index`: start what this task owns and block until it
-        ends. A launcher whose task holds several processes calls `report_failure` as soon as one fails, so
-        the driver learns that exit while the task's other processes still run."""

@@ -3,7 +3,8 @@
 `np < 0`: mpirun runs on the driver and starts |np| ranks there. `np > 0`: barrier task 0 writes a host file
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
-Every other task serves (or idles) until task 0 tells it that mpirun has ended (`mpirun_end_notice.py`).
+Every other task serves (or idles) until task 0 tells it that mpirun has ended (`mpirun_end_notice.py`). What
+runs in a barrier task only is in `launch/tasks/` (`mpirun_task.py` and the modules it uses).
 """
 
 from __future__ import annotations
@@ -14,33 +15,23 @@ import re
 import shlex
 import shutil
 import sys
-from pathlib import Path
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.common.checks import PortRange
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
-from sparkrunner.launch import gpus
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
-    ReportFailure,
-    TaskOutcome,
-    barrier_task_of,
     close_after,
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.gpus import CUDA_VISIBLE
-from sparkrunner.launch.mpirun_end_notice import RunEndServer, wait_for_run_end
-from sparkrunner.launch.mpirun_shutdown import RunOverWatch
-from sparkrunner.launch.network import local_interface, mpi_port_split
+from sparkrunner.launch.network import mpi_port_split
 from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.launch.temp_folder import WatchedFolder
-from sparkrunner.topology import RankIndex, Topology
+from sparkrunner.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +63,7 @@ def mpirun_command(
 ) -> list[str]:
     """The mpirun command: explicit env, root allowed, our rsh agent, the network that joins the peers'
     addresses (never a decoy such as docker0), and MPI's TCP ports inside `ports` when given."""
-    agent = f"{sys.executable} -m sparkrunner.launch.rsh_agent"
+    agent = f"{sys.executable} -m sparkrunner.launch.tasks.rsh_agent"
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
     cmd += [*placement, "--mca", "plm_rsh_agent", agent]
     if network is not None:
@@ -142,53 +133,3 @@ class MpirunLauncher(Launcher):
         ranks = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp.path)})]
         close_after(ranks, drop.close, tmp.remove)
         return ranks
-
-    def run_in_task(
-        self, job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
-    ) -> TaskOutcome:
-        """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
-        # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
-        key = agent_key(job.secret)
-        if index == 0:
-            notice = RunEndServer(key, topology)
-            outcome = TaskOutcome(1, "")
-            try:
-                outcome = self._run_mpirun(job, topology)
-            finally:
-                notice.ended(outcome)
-            return outcome
-        serves = index in agent_tasks(topology).values()
-        agent = (
-            TaskAgent(job.run_id, job.secret, topology, index, barrier_task_of(job, index))
-            if serves
-            else None
-        )
-        try:
-            return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
-        finally:
-            if agent is not None:
-                agent.stop()
-
-    def _run_mpirun(self, job: RankJob, topology: Topology) -> TaskOutcome:
-        env = shared_environment(job, topology, in_spark_task=True)
-        names = exported_names(env, job)  # the secret folder is not among them: each host has its own
-        env.update(agents_env(topology))
-        # mpirun and its local ranks are task 0's to clean up (never exported)
-        env.update(task_environment(0))
-        env[CUDA_VISIBLE] = gpus.host_devices(topology, topology.peers[0].host)
-        env[Env.TASK_GPUS] = ""  # a Spark run: each rank finds its own task's GPUs in the topology
-        interface = local_interface(topology.peers[0].host)
-        network = interface.network if interface is not None else None
-        with WatchedFolder(FOLDER_PREFIX) as tmp, SecretDrop(within=tmp.path) as drop:
-            drop.put_run_secret(job.secret, range(topology.local_world_size(0)))
-            drop.put_agent_key(agent_key(job.secret), list(agent_tasks(topology)))
-            env.update({**drop.env(), **session_dir_env(tmp.path)})
-            hostfile = Path(tmp.path, "hostfile")
-            hostfile.write_text(hostfile_text(topology))
-            cmd = mpirun_command(topology.size, ["--hostfile", str(hostfile)], names, network, job.port_range)
-            log.debug("task 0 starts mpirun: %s", shlex.join(cmd))
-            proc = RankProcess(cmd, env, echo_to=1)
-            watch = RunOverWatch(job.driver, job.secret, proc)
-            code = proc.wait()
-            watch.close()
-        return TaskOutcome(0 if watch.ended_mpirun else code, proc.output_tail())

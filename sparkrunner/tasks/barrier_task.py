@@ -14,6 +14,7 @@ from sparkrunner.channel.barrier_stage import BarrierStage
 from sparkrunner.channel.messages import RankAddress, SparkTask, TaskReport
 from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
 from sparkrunner.launch.network import hold_ports, own_ports, peer_address
+from sparkrunner.launch.tasks import TASK_SIDES
 from sparkrunner.tasks import address_exchange, task_report
 from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
@@ -118,7 +119,7 @@ def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, .
 
     watch = StoppedRanksWatch(job.driver, job.secret, job.run_id, index)
     try:
-        outcome = launcher.run_in_task(job, topology, first, report_failure)
+        outcome = TASK_SIDES[launcher.name](job, topology, first, report_failure)
     except BaseException:
         failure = TaskReport(index, host, launcher.name, traceback=traceback.format_exc())
         task_report.send(job.driver, job.secret, failure)

@@ -1,12 +1,20 @@
-"""The barrier task's body (`sparkrunner/tasks/barrier_task.py`): how a task's GPUs are split among its ranks,
-and which barrier task a rank belongs to when a task holds several (its clean-up and the failure's words)."""
+"""The barrier task's body (`sparkrunner/tasks/barrier_task.py`): every launcher has a task side, how a task's
+GPUs are split among its ranks, and which barrier task a rank belongs to when a task holds several (its clean-up
+and the failure's words)."""
 
 from __future__ import annotations
 
 import pytest
 
+from sparkrunner.launch.driver import LAUNCHERS
+from sparkrunner.launch.tasks import TASK_SIDES
 from sparkrunner.tasks.barrier_task import split_gpus
 from tests.helpers import leftover_rank_processes, run_driver
+
+
+def test_every_launcher_a_run_can_get_has_a_side_in_the_barrier_task() -> None:
+    """The task looks its launcher's side up by name: one missing would fail only inside a Spark task."""
+    assert set(TASK_SIDES) == set(LAUNCHERS) == {"direct", "mpirun"}
 
 
 def test_task_gpus_are_split_one_per_rank() -> None:

@@ -21,7 +21,7 @@ PACKAGE = ROOT / "sparkrunner"
 DRIVER = Path(__file__).with_name("voice_driver.py")
 # where printing IS the product: the CLI's own output; the rank's own message when log_to_driver runs outside a
 # run; the rsh agent, whose stderr is what mpirun shows of a failed remote launch
-PRINT_ALLOWED = {"cli.py", "ranks/api.py", "launch/rsh_agent.py"}
+PRINT_ALLOWED = {"cli.py", "ranks/api.py", "launch/tasks/rsh_agent.py"}
 
 
 # SparkRunnerWarning and its subclasses, read from the errors module itself

@@ -1,4 +1,4 @@
-"""mpirun's remote-start agent (`plm_rsh_agent`): `python -m sparkrunner.launch.rsh_agent HOST COMMAND...`.
+"""mpirun's remote-start agent (`plm_rsh_agent`): `python -m sparkrunner.launch.tasks.rsh_agent HOST COMMAND...`.
 
 Called by mpirun the way it would call ssh. Instead of logging in, it asks the task agent of the barrier task
 on HOST (see `task_agent.py`) to run COMMAND, waits for it, and exits with its exit code.

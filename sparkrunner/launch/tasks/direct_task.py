@@ -1,0 +1,57 @@
+"""The direct launcher's side in a barrier task: the task starts its own ranks (forked from the executor's
+zygote when the run has one) and waits for all of them."""
+
+from __future__ import annotations
+
+import time
+
+from sparkrunner import frameworks
+from sparkrunner.launch import zygote_client
+from sparkrunner.launch.base import (
+    RankJob,
+    ReportFailure,
+    TaskOutcome,
+    rank_process_environment,
+    worker_command,
+)
+from sparkrunner.launch.processes import RankHandle, RankProcess
+from sparkrunner.launch.temp_folder import WatchedSecretDrop
+from sparkrunner.timeouts import DIRECT_POLL_S
+from sparkrunner.topology import RankIndex, Topology
+
+
+def run_direct_task(
+    job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
+) -> TaskOutcome:
+    """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
+    ranks = range(index, index + job.ranks_per_task)
+    with frameworks.task_services(topology, index, job.uses_horovod), WatchedSecretDrop() as drop:
+        drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
+        procs = [
+            _start_rank(job, {**rank_process_environment(job, topology, i, True, True), **drop.env()})
+            for i in ranks
+        ]
+        return _wait_for_all(procs, report_failure)
+
+
+def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
+    """Fork the rank from the executor's zygote when the run has one, else start it as a new process; echo: a
+    copy of its output goes to the executor log."""
+    forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, 1)
+    return forked or RankProcess(worker_command(), env, echo_to=1)
+
+
+def _wait_for_all(procs: list[RankHandle], report_failure: ReportFailure) -> TaskOutcome:
+    """Wait for every process; the first to fail (in time) is reported at once and is the task's outcome."""
+    first_failure: TaskOutcome | None = None
+    running = list(procs)
+    while running:
+        for proc in [p for p in running if p.poll() is not None]:
+            running.remove(proc)
+            code = proc.wait()  # ended: this only lets its output reach the tail
+            if code != 0 and first_failure is None:
+                first_failure = TaskOutcome(code, proc.output_tail())
+                report_failure(first_failure)
+        if running:
+            time.sleep(DIRECT_POLL_S)
+    return first_failure or TaskOutcome(0, procs[0].output_tail())
