@@ -3,14 +3,13 @@
 `WarmRanks` owns the session's long-lived ranks: launched (through the ordinary placement, local processes
 or a barrier stage that stays up) on the first run that needs them, served run after run through a
 `WarmHome`, and torn down after any failed run (the next run launches fresh ones: a dirty rank is never
-reused), after `idle_timeout` without a run (freeing the Spark slots), or on close. `WarmPlacement` is one
-run's `Placement`: to the runner it looks like a cold placement whose `start` serves the run.
+reused), after `idle_timeout` without a run (freeing the Spark slots), or on close. Each run's placement is a
+`sparkrunner.placement.warm.WarmPlacement` that asks these ranks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 import uuid
@@ -25,20 +24,26 @@ from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher, RankJob, processes
 from sparkrunner.launch.network import server_port
 from sparkrunner.placement import Placement
+from sparkrunner.placement.warm import Shape, WarmPlacement
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
 
-Shape = tuple[str, int, bool | None, int]
-"""What the live ranks were launched for: launcher, tasks, hosting Horovod's rendezvous, ranks per task."""
-
 
 @dataclass
 class _Launch:
+    """One launch of live ranks: what `WarmPlacement` sees of it is a `ServedRun`."""
+
     shape: Shape
     placement: Placement
     home: WarmHome
     run_id: str
+
+    def lost(self) -> list[int]:
+        return self.home.lost()
+
+    def spark_task_ids(self) -> dict[int, int]:
+        return self.home.addresses.spark_task_ids()
 
 
 class WarmRanks:
@@ -146,80 +151,18 @@ class WarmRanks:
                 processes.described(leftover),
             )
 
-    def close(self) -> None:
-        """Stop the ranks now; a later run would start new ones."""
-        with self._lock:
-            self._tear_down()
-
-
-class WarmPlacement:
-    """One run's placement in a warm session: `start` serves the run on the live ranks, `stop` keeps them
-    unless the run failed. Everything else is answered by the placement the ranks run in."""
-
-    def __init__(
-        self, ranks: WarmRanks, cold: Callable[[], Placement], launcher_tasks: tuple[str, int]
-    ) -> None:
-        self._ranks = ranks
-        self._new_cold = cold
-        self._launcher_tasks = launcher_tasks
-        self._live: _Launch | None = None
-        known = ranks.live_placement(launcher_tasks) or self._cold
-        self.driver_host = known.driver_host
-        self.bind_host = known.bind_host
-
-    @functools.cached_property
-    def _cold(self) -> Placement:
-        """A placement for new ranks (made only when needed: a Spark one costs calls to the JVM)."""
-        return self._new_cold()
-
-    @property
-    def _active(self) -> Placement:
-        if self._live is not None:
-            return self._live.placement
-        return self._ranks.live_placement(self._launcher_tasks) or self._cold
-
-    @property
-    def job_group(self) -> str | None:
-        return self._active.job_group
-
-    def check(self) -> None:
-        if self._ranks.live_placement(self._launcher_tasks) is None:  # live ranks hold their slots
-            self._cold.check()
-
-    def start(self, job: RankJob, description: str = "") -> None:
-        shape = (*self._launcher_tasks, job.uses_horovod, job.ranks_per_task)
-        self._live = self._ranks.serve(lambda: self._cold, job, shape, description)
-
-    def failure(self, pid: int | None = None) -> str | None:
-        failure = self._active.failure(pid)
-        lost = [] if self._live is None else self._live.home.lost()
-        if failure is None and lost:
-            return f"rank(s) {lost} of the warm session ended"
-        return failure
-
-    def exit_code(self, rank: int, pid: int | None) -> int | None:
-        return self._active.exit_code(rank, pid)
-
-    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
-        ids = spark_task_ids if self._live is None else self._live.home.addresses.spark_task_ids()
-        return self._active.decommissioning(ids)
-
-    def cancelled(self) -> str | None:
-        return self._active.cancelled()
-
-    def finished(self) -> bool:
-        return self._active.finished() or self._run_over()
-
-    def _run_over(self) -> bool:
-        """Every rank of this run reported success and hung up (its output relay too): it is back, waiting."""
-        session = self._ranks.run_session()
-        if session is None or self._live is None:
+    def run_over(self) -> bool:
+        """Every rank of the run in flight reported success and hung up (its output relay too): it is back,
+        waiting."""
+        session = self.run_session()
+        if session is None:
             return False
         with session.changed:
             report = session.report
             ended = report.all_done() and report.all_gone() and len(report.output_ended) == report.num_ranks
             return ended and not report.errors and not report.vanished
 
-    def stop(self) -> None:
-        if self._live is not None:
-            self._ranks.end_run(self._run_over())
+    def close(self) -> None:
+        """Stop the ranks now; a later run would start new ones."""
+        with self._lock:
+            self._tear_down()
