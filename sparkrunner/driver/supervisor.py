@@ -1,8 +1,8 @@
 """The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
 
 `Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
-`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.wait` steps until the attempt
-ends and raises its error.
+`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.outcome`
+steps until the attempt ends and returns how it ended (`Ended`), which the run's controller reads.
 """
 
 from __future__ import annotations
@@ -89,7 +89,22 @@ class Stalled:
     error: StallError
 
 
-Outcome = Running | Succeeded | Failed | Cancelled | TimedOut | Stalled
+Ended = Succeeded | Failed | Cancelled | TimedOut | Stalled
+"""How an attempt ended, as the supervisor saw it."""
+Outcome = Running | Ended
+
+
+def error_of(ended: Ended) -> SparkRunnerError | None:
+    """The error the run reports for `ended` (None for `Succeeded`); a rank's error carries its original as the
+    cause (the remote traceback)."""
+    match ended:
+        case Succeeded():
+            return None
+        case Failed(cause=RankFailedError() as error):
+            error.__cause__ = error.original
+            return error
+        case Failed(cause=error) | Cancelled(error=error) | TimedOut(error=error) | Stalled(error=error):
+            return error
 
 
 class Supervisor:
@@ -110,24 +125,12 @@ class Supervisor:
         self._stall = stall
         self._started = time.monotonic()
 
-    def wait(self) -> None:
-        """Step until the attempt ends; return on success, raise its error otherwise."""
+    def outcome(self) -> Ended:
+        """Step until the attempt ends, and say how it ended."""
         with self._session.changed:
-            while True:
-                match self.step():
-                    case Running():
-                        self._session.changed.wait(SUPERVISE_POLL_S)
-                    case Succeeded():
-                        return
-                    case Failed(cause=RankFailedError() as error):
-                        raise error from error.original
-                    case (
-                        Failed(cause=error)
-                        | Cancelled(error=error)
-                        | TimedOut(error=error)
-                        | Stalled(error=error)
-                    ):
-                        raise error
+            while isinstance(outcome := self.step(), Running):
+                self._session.changed.wait(SUPERVISE_POLL_S)
+            return outcome
 
     def step(self) -> Outcome:
         """What happened since the last step (the first decisive answer wins)."""

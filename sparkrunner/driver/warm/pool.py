@@ -20,8 +20,8 @@ from sparkrunner.errors import SparkRunnerError
 from sparkrunner.options import RunOptions, check_number
 
 if TYPE_CHECKING:
-    from sparkrunner.driver.run import PlacementFactory
     from sparkrunner.observe.observers import RunObserver
+    from sparkrunner.placement.factory import PlacementFactory
 
 T = TypeVar("T")
 
