@@ -205,7 +205,7 @@ class RunController:
     def _attempts(self, run: _Run) -> list[Any]:
         """From PLACING on: attempt after attempt until SUCCEEDED (returns) or FAILED (raises)."""
         state, number, failures = RunState.PLACING, 0, 0
-        record = AttemptRecord(number, time.time())
+        record = AttemptRecord(number, time.time())  # each PLACING opens the attempt's own
         placed: _Placed | None = None
         watch: GrowWatch | None = None
         error: BaseException | None = None
