@@ -96,7 +96,12 @@ class Attempt:
 
     @classmethod
     def of(cls, run_id: str, number: int, np: int) -> Attempt:
-        return cls(number, run_id if number == 0 else f"{run_id}-attempt{number}", np)
+        return cls(number, cls.id_for(run_id, number), np)
+
+    @staticmethod
+    def id_for(run_id: str, number: int) -> str:
+        """The id of attempt `number` of run `run_id`: the run's own for the first, then one per attempt."""
+        return run_id if number == 0 else f"{run_id}-attempt{number}"
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,12 @@ class RunController:
     def _new_attempt_record(self, run: _Run, number: int) -> AttemptRecord:
         """The record of attempt `number` (what `last_run.attempts`, MLflow and the report read), as it starts."""
         resumed = latest_step(run.checkpoints.folder) if number else None
-        record = AttemptRecord(number, time.time(), resumed_from_step=resumed)
+        record = AttemptRecord(
+            number,
+            time.time(),
+            resumed_from_step=resumed,
+            attempt_id=Attempt.id_for(run.record.run_id, number),
+        )
         run.record.attempts.append(record)
         if number:
             log.info(f"attempt {number} started{resume_text(resumed)}")

@@ -1,10 +1,17 @@
 """The run controller's transitions: how an ended attempt (its typed end) and the real policies choose the next
-state. The loop itself runs in every behaviour test of a run (tests/recovery, tests/runner)."""
+state; and one real run (np=-1 on the driver, launcher direct) through PLACING, RUNNING, STOPPING, RESTARTING and
+SUCCEEDED, its ranks as the oracle of each attempt's id. The loop also runs in every behaviour test of a run
+(tests/recovery, tests/runner)."""
 
 from __future__ import annotations
 
+import logging
+import os
+
 import pytest
 
+import sparkrunner
+from sparkrunner import Runner
 from sparkrunner.driver.attempts import FailureDecision, RetryPolicy, StopDecision, StopPolicy
 from sparkrunner.driver.controller import Attempt, AttemptEnd, Decision, RunState, decide
 from sparkrunner.driver.elastic import Resize, Sizing
@@ -115,3 +122,37 @@ def test_a_rank_failure_carries_its_original_as_the_cause() -> None:
     original = ValueError("bad")
     error = error_of(Failed(RankFailedError(0, "ValueError", "bad", "", original)))
     assert error is not None and error.__cause__ is original
+
+
+def fails_on_the_first_attempt() -> str:
+    if sparkrunner.rank_context().attempt == 0:
+        raise RuntimeError("lost on the first attempt")
+    return os.environ["SPARKRUNNER_RUN_ID"]
+
+
+def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runner = Runner(np=-1, launcher="direct", max_failures=1, tracking=False, progress=False)
+    with caplog.at_level(logging.DEBUG, logger="sparkrunner.driver.controller"):
+        seen_by_rank = runner.run(fails_on_the_first_attempt)
+    record = runner.last_run
+    assert record is not None
+    first, second = record.attempts
+    assert (first.attempt_id, second.attempt_id) == (record.run_id, f"{record.run_id}-attempt1")
+    assert seen_by_rank == second.attempt_id  # what the rank process carried
+    assert isinstance(first.error, RankFailedError) and second.error is None
+    assert first.world_size == second.world_size == 1
+    states = [
+        r.getMessage().split(": ")[1].split(" ")[0] for r in caplog.records if "(attempt " in r.getMessage()
+    ]
+    assert states == [
+        "placing",
+        "running",
+        "stopping",
+        "restarting",
+        "placing",
+        "running",
+        "stopping",
+        "succeeded",
+    ]
