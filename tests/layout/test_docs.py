@@ -28,7 +28,8 @@ import pytest
 
 from tests.helpers import ROOT
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 FACADES = (
     "sparkrunner",
     "sparkrunner.data",
@@ -64,6 +65,10 @@ class Snippet:
     @property
     def where(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    def at(self, node: ast.AST) -> str:
+        """Where `node` of the snippet's code is on its page."""
+        return f"{self.page.relative_to(ROOT)}:{self.line + getattr(node, 'lineno', 1) - 1}"
 
     @property
     def given(self) -> set[str]:
@@ -283,7 +288,7 @@ def test_every_snippet_names_the_real_api(page: Path) -> None:
                 try:
                     names |= _imported(node)
                 except (ImportError, AttributeError) as error:
-                    problems.append(f"{snippet.where}: {ast.unparse(node)}: {error}")
+                    problems.append(f"{snippet.at(node)}: {ast.unparse(node)}: {error}")
         for node in tree.body:  # x = SomeClass(...): later calls of x.method(...) are checked too
             if (
                 isinstance(node, ast.Assign)
@@ -293,10 +298,10 @@ def test_every_snippet_names_the_real_api(page: Path) -> None:
                 names[node.targets[0].id] = _resolve(node.value, names)
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(found := _resolve(node, names), AttributeError):
-                problems.append(f"{snippet.where}: {ast.unparse(node)}: {found}")
+                problems.append(f"{snippet.at(node)}: {ast.unparse(node)}: {found}")
             elif isinstance(node, ast.Call):
                 problems += [
-                    f"{snippet.where}: {p}" for p in _keyword_problems(node, _resolve(node.func, names))
+                    f"{snippet.at(node)}: {p}" for p in _keyword_problems(node, _resolve(node.func, names))
                 ]
     assert not problems, "\n".join(problems)
 
@@ -429,9 +434,9 @@ def test_every_error_the_package_defines_is_in_sparkrunner_errors_and_at_the_top
     elsewhere = []
     for path in (ROOT / "sparkrunner").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            bases = {getattr(b, "id", getattr(b, "attr", None)) for b in getattr(node, "bases", [])}
-            public = isinstance(node, ast.ClassDef) and not node.name.startswith("_")
-            if public and bases & set(errors) and node.name not in errors:  # type: ignore[attr-defined]
+            if not isinstance(node, ast.ClassDef) or node.name.startswith("_") or node.name in errors:
+                continue
+            if {getattr(base, "id", getattr(base, "attr", None)) for base in node.bases} & set(errors):
                 elsewhere.append(f"{path.relative_to(ROOT)}: {node.name}")
     assert not elsewhere, "errors a user may catch that sparkrunner.errors does not offer:\n" + "\n".join(
         elsewhere
@@ -446,3 +451,22 @@ def test_the_docs_import_errors_from_sparkrunner_errors() -> None:
     text, errors = _docs_text(), _errors()
     at_top = {n for n in re.findall(r"\bsparkrunner\.(\w+)", text) if n in errors}
     assert sorted(at_top | (_imports_in_docs("sparkrunner", text) & set(errors))) == []
+
+
+# -- the README's indexes
+
+
+def _readme_section(heading: str) -> str:
+    return README.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_names_every_notebook() -> None:
+    section = _readme_section("Notebooks")
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert notebooks and [n for n in notebooks if f"`{n}`" not in section] == []
+
+
+def test_the_readme_links_every_page_of_the_docs() -> None:
+    """From its Documentation list, or (docs/development.md) from the section on the same subject."""
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert [p for p in pages if f"(docs/{p})" not in README.read_text()] == []
