@@ -1,4 +1,5 @@
-"""Typed errors raised by sparkrunner, written for the person reading them in a notebook."""
+"""Typed errors raised by sparkrunner, written for the person reading them in a notebook. Every error a user may
+catch is importable from here (docs/errors.md; `sparkrunner` re-exports each)."""
 
 from __future__ import annotations
 
