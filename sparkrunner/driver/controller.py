@@ -1,9 +1,8 @@
 """The run's controller: one loop owns a run from its checks to its end, as an explicit state machine.
 
-    CHECKING -> PLACING -> RUNNING -> STOPPING -> SUCCEEDED
-                   ^  \\                  |-> RESIZING   -> PLACING  (the resize policy grows the run)
-                   |   \\                 |-> RESTARTING -> PLACING  (the retry policy retries a failure)
-                   |    '-> (decide) ---> '-> FAILED                (the run's error is raised)
+    CHECKING -> PLACING -> RUNNING -> STOPPING -> SUCCEEDED | RESIZING | RESTARTING | FAILED
+    RESIZING -> PLACING (the resize policy grows the run), RESTARTING -> PLACING (the retry policy retries);
+    PLACING -> STOPPING when the attempt cannot start (docs/architecture.md draws it)
 
 Each state does its work and names the next. How an attempt ended (the supervisor's `Ended`, or an error of
 its start, read as an `AttemptEnd`) goes to the policies for typed decisions: `StopPolicy` -> `StopDecision`
