@@ -32,7 +32,7 @@ from bench.scale_ranks import PHASE_TIMEOUT_S, serve
 from sparkrunner.driver import addresses
 from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.stacks import StallWatch
-from sparkrunner.driver.supervisor import Supervisor
+from sparkrunner.driver.supervisor import Supervisor, error_of
 from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
@@ -171,7 +171,9 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
 def _end(session: AttemptChannel) -> None:
     """What `Runner` does at the end of a run: supervise until every rank reported, wait for them to leave."""
     stall = StallWatch(None, "warn")
-    Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).wait()
+    error = error_of(Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).outcome())
+    if error is not None:
+        raise error
     report = session.report
 
     def everyone_left() -> bool:

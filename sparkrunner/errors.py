@@ -1,4 +1,5 @@
-"""Typed errors raised by sparkrunner, written for the person reading them in a notebook.
+"""Typed errors raised by sparkrunner, written for the person reading them in a notebook. Every error a user may
+catch is importable from here (docs/errors.md; `sparkrunner` re-exports each).
 
 Only errors (and warnings) live here: every public name of this module is an exception class.
 """
@@ -274,3 +275,12 @@ class DataNotSharedError(SparkRunnerError):
 class StreamFeedError(SparkRunnerError):
     """A streamed DataFrame could not feed a pass: a feeder task failed for good (the message names its
     partition and Spark's reason) or a partition gave other rows than when it was counted."""
+
+
+class DistributorRuntimeError(SparkRunnerError, RuntimeError):
+    """A drop-in (`sparkrunner.compat`) refused where its original raises RuntimeError (so ``except RuntimeError``
+    keeps working)."""
+
+
+class DriverGpuError(GpuUnavailableError, RuntimeError):
+    """A drop-in was asked for GPUs but Spark's configuration gives none (RuntimeError, as in the originals)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, get_args
 
 from sparkrunner import timeouts
@@ -76,10 +76,13 @@ def check_checkpoint_dir(np: int, max_failures: int, checkpoint_dir: str | None)
         raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
 
 
-def option(default: Any = None, doc: str = "", *, factory: Any = None) -> Any:
-    """A `RunOptions` field and its documentation (what users read in `help(Runner)` and docs/options.md)."""
+def option(default: Any = None, doc: str = "", *, factory: Any = None, timing: str | None = None) -> Any:
+    """A `RunOptions` field and its documentation (what users read in `help(Runner)` and docs/options.md);
+    `timing` names the `sparkrunner.timeouts` entry whose value (its environment override included) is the default."""
     if factory is not None:
         return field(default_factory=factory, metadata={"doc": doc})
+    if timing is not None:
+        return field(default=timeouts.TIMINGS[timing].value, metadata={"doc": doc, "timing": timing})
     return field(default=default, metadata={"doc": doc})
 
 
@@ -183,9 +186,10 @@ class RunOptions:
     """
 
     np: int = option(
-        doc="``> 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession (classic or Spark Connect). "
+        MISSING,
+        "``> 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession (classic or Spark Connect). "
         "``< 0``: ``abs(np)`` processes on the driver machine, no Spark at all. ``(min, max)``: an elastic run, sized "
-        "by the slots there are (docs/elastic.md)."
+        "by the slots there are (docs/elastic.md).",
     )
     spark: Any = option(
         None,
@@ -206,9 +210,9 @@ class RunOptions:
         '``"log_callback_only"``: only ``log_to_driver(...)`` messages.',
     )
     start_timeout: float = option(
-        timeouts.START_TIMEOUT_S,
-        "seconds to wait for enough task slots, then again for every rank to start and connect; then a "
-        "`StartTimeoutError` says how many did.",
+        timing="START_TIMEOUT_S",
+        doc="seconds to wait for enough task slots (then `NotEnoughSlotsError` says how many there were), then again "
+        "for every rank to start and connect (then `StartTimeoutError` says how many did).",
     )
     timeout: float | None = option(
         None,
@@ -236,13 +240,14 @@ class RunOptions:
         "its end). ``np > 0``: a path the driver and every executor can read; required when ``max_failures > 0``.",
     )
     stop_grace_s: float = option(
-        timeouts.STOP_GRACE_S,
-        "seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.",
+        timing="STOP_GRACE_S",
+        doc="seconds a stopping rank gets (SIGTERM, `sparkrunner.stopping()` true) before SIGKILL.",
     )
     retry_if: Any = option(
         None,
-        "``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes, except argument "
-        "errors and `sparkrunner.errors.DoNotRetry`).",
+        "``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes). Never retried, and "
+        "never asked about: the errors another attempt cannot fix, which docs/recovery.md lists (bad arguments, "
+        "`NotEnoughSlotsError`, `RunTimeoutError`, `RunCancelledError`, `DoNotRetry`, ...).",
     )
     stall_timeout: float | None = option(
         None,
@@ -338,7 +343,25 @@ def options_docstring() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _default_markdown(declared: Any) -> str:
+    """An option's default as docs/options.md shows it: the declared value (a timing's with its variable)."""
+    timing = declared.metadata.get("timing")
+    if timing is not None:
+        entry = timeouts.TIMINGS[timing]
+        return f"`{entry.default:g}` (`{entry.env}`)"
+    if declared.default_factory is not MISSING:
+        return f"`{declared.default_factory()!r}`"
+    if declared.default is MISSING:
+        return "required"
+    value = declared.default
+    return f'`"{value}"`' if isinstance(value, str) else f"`{value!r}`"
+
+
 def options_markdown() -> str:
-    """The options as the table of docs/options.md (a test keeps that file equal to this)."""
-    rows = [f"| `{name}` | {doc.replace('``', '`')} |" for name, doc in option_docs().items()]
-    return "\n".join(["| option | meaning |", "|---|---|", *rows]) + "\n"
+    """The options as the table of docs/options.md (the docs test keeps that file equal to this)."""
+    rows = [
+        f"| `{f.name}` | {_default_markdown(f)} | {f.metadata['doc'].replace('``', '`')} |"
+        for f in fields(RunOptions)
+        if f.name != "np_range"
+    ]
+    return "\n".join(["| option | default | meaning |", "|---|---|---|", *rows])

@@ -12,17 +12,12 @@ from sparkrunner.driver.in_flight import InFlight
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.driver.warm.pool import SessionPool
 from sparkrunner.driver.warm.session import WarmSession
-from sparkrunner.launch import Launcher
 from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
 from sparkrunner.observe.tracking import tracking_observer
 from sparkrunner.options import LauncherName, OnStall, RunOptions, Verbosity, options_docstring, parse_np
-from sparkrunner.placement import Placement
-from sparkrunner.placement.connect import ConnectPlacement
-from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.placement.sessions import is_connect_session
-from sparkrunner.placement.spark import SparkPlacement
+from sparkrunner.placement.factory import ColdPlacements
 from sparkrunner.stack_report import StackReport
 from sparkrunner.timeouts import SESSION_IDLE_S, START_TIMEOUT_S, STOP_GRACE_S
 from sparkrunner.voice import install_default_handler
@@ -63,9 +58,9 @@ class Runner:
         port_range: tuple[int, int] | None = None,
     ) -> None:
         install_default_handler()
-        fixed_np, np_range = parse_np(np)
+        np, np_range = parse_np(np)
         self.options = RunOptions(
-            np=fixed_np, np_range=np_range, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
+            np=np, np_range=np_range, spark=spark, launcher=launcher, driver_log_verbosity=driver_log_verbosity,
             start_timeout=start_timeout, timeout=timeout, env=env or {}, tracking=tracking,
             progress=progress, observers=observers, max_failures=max_failures,
             checkpoint_dir=checkpoint_dir, stop_grace_s=stop_grace_s, retry_if=retry_if,
@@ -74,7 +69,8 @@ class Runner:
         )  # fmt: skip
         live = [ProgressObserver(show=bool(progress)), AnatomyObserver(show=bool(progress))]
         self._observers = [*live, *tracking_observer(tracking), *observers]
-        self._pipeline = RunPipeline(self.options, self._observers, self.placement)
+        self._placements = ColdPlacements(self.options.np, self.options.start_timeout, self.options.use_gpu)
+        self._pipeline = RunPipeline(self.options, self._observers, self._placements)
 
     @property
     def last_run(self) -> RunRecord | None:
@@ -101,12 +97,12 @@ class Runner:
     def session(self, idle_timeout: float = SESSION_IDLE_S) -> WarmSession:
         """Keep the ranks alive between runs: ``with runner.session() as s: s.run(f); s.run(g)``; from the second
         run on, no process starts. See `sparkrunner.driver.warm.session.WarmSession`."""
-        return WarmSession(self.options, self._observers, self.placement, idle_timeout)
+        return WarmSession(self.options, self._observers, self._placements, idle_timeout)
 
     def session_pool(self, size: int, idle_timeout: float = SESSION_IDLE_S) -> SessionPool:
         """`size` warm sessions that concurrent trials share: ``pool.run(f)`` borrows a free one (a warm one
         first). See `sparkrunner.driver.warm.pool.SessionPool`."""
-        return SessionPool(self.options, self._observers, self.placement, size, idle_timeout)
+        return SessionPool(self.options, self._observers, self._placements, size, idle_timeout)
 
     def run_all(self, main: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
         """Like `run`, but return every rank's return value, in rank order (as ``horovod.spark.run`` does)."""
@@ -150,15 +146,6 @@ class Runner:
         """From another thread: wait until a run of this Runner has `ranks` (default: every) rank connected,
         and return `in_flight` then; raises TimeoutError after `timeout` seconds."""
         return self._pipeline.in_flight.wait(ranks, timeout)
-
-    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
-        """Where the ranks of one attempt run: np < 0 this machine, else Spark (classic or Connect). A subclass
-        may return another `Placement` (tests use it to stand in for a failing Spark)."""
-        if self.options.np < 0:
-            return LocalPlacement(-self.options.np, launcher, self.options.use_gpu)
-        if is_connect_session(spark):
-            return ConnectPlacement(spark, tasks, launcher, self.options.use_gpu)
-        return SparkPlacement(spark, tasks, launcher, self.options.start_timeout, self.options.use_gpu)
 
 
 Runner.__doc__ = (Runner.__doc__ or "") + options_docstring()

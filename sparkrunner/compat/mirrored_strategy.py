@@ -15,12 +15,11 @@ from typing import Any
 
 from sparkrunner.compat.runners import barrier_runner, local_runner
 from sparkrunner.compat.spark_facts import (
-    DriverGpuError,
     driver_gpus,
     optional_session,
     task_gpu_amount,
 )
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.errors import DriverGpuError, InvalidArgumentError
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 
 TF_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"

@@ -5,19 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sparkrunner.errors import GpuUnavailableError, InvalidArgumentError, SparkRunnerError
+from sparkrunner.errors import DistributorRuntimeError, DriverGpuError, InvalidArgumentError
 from sparkrunner.launch.gpus import device_ids, host_gpu_count
 from sparkrunner.placement.sessions import conf_value, is_connect_session, task_resource_amount
 
 log = logging.getLogger(__name__)
-
-
-class DistributorRuntimeError(SparkRunnerError, RuntimeError):
-    """A drop-in refused where its original raises RuntimeError (so ``except RuntimeError`` keeps working)."""
-
-
-class DriverGpuError(GpuUnavailableError, RuntimeError):
-    """GPUs were asked for but Spark's configuration gives none (RuntimeError, as in the originals)."""
 
 
 def optional_session() -> Any:

@@ -18,13 +18,12 @@ from typing import Any
 
 from sparkrunner.compat.runners import barrier_runner, local_runner
 from sparkrunner.compat.spark_facts import (
-    DriverGpuError,
     driver_gpus,
     optional_session,
     positive_int,
     task_gpu_amount,
 )
-from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
+from sparkrunner.errors import DriverGpuError, InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.launch.gpus import CUDA_VISIBLE
 
 log = logging.getLogger(__name__)

@@ -1,21 +1,20 @@
-"""The attempt loop on the driver: run, and when an attempt fails and attempts remain, run again.
+"""What the attempts of a run may do, as policies the run's controller asks for typed decisions.
 
-Each attempt is a fresh placement (for Spark: a new barrier stage), whose ranks resume from the latest
-checkpoint. Errors that retrying cannot fix (bad arguments, `DoNotRetry`, a predicate's no) end the run at
-once; when attempts run out the final error carries every attempt's.
+`RetryPolicy` decides, from an attempt's error, whether another attempt runs (`FailureDecision`): errors that
+retrying cannot fix (bad arguments, `DoNotRetry`, a predicate's no) end the run at once, and when attempts run
+out the final error carries every attempt's. `StopPolicy` decides how an ended attempt's ranks go
+(`StopDecision`). Each new attempt is a fresh placement (for Spark: a new barrier stage) whose ranks resume from
+the latest checkpoint.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
-import time
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.driver.elastic import Rescaled
 from sparkrunner.errors import (
     AttemptsFailedError,
     BarrierModeUnsupportedError,
@@ -31,9 +30,6 @@ from sparkrunner.errors import (
 from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.options import RunOptions
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 RetryPredicate = Callable[[BaseException], bool]
 
 _NEVER_RETRIED: tuple[type[BaseException], ...] = (
@@ -46,6 +42,19 @@ _NEVER_RETRIED: tuple[type[BaseException], ...] = (
     DoNotRetry,
     RunCancelledError,
 )
+
+
+class FailureDecision(enum.Enum):
+    """What a failed attempt leads to."""
+
+    RETRY = "retry"
+    """Another attempt, from the latest checkpoint."""
+    RAISE = "raise"
+    """No retries were asked for (``max_failures=0``): the run ends with the attempt's own error."""
+    NO_ATTEMPTS_LEFT = "no attempts left"
+    """The run ends: every failure it allowed is spent."""
+    NOT_RETRIED = "not retried"
+    """The run ends: another attempt cannot fix this error (or the user's `retry_if` said no)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +70,16 @@ class RetryPolicy:
             return False
         return True if self.retry_if is None else bool(self.retry_if(error))
 
+    def decide(self, error: BaseException, failures: int) -> FailureDecision:
+        """After an attempt failed with `error`, `failures` attempts having failed before it."""
+        if self.max_failures == 0:
+            return FailureDecision.RAISE
+        if failures < self.max_failures and self.retryable(error):
+            return FailureDecision.RETRY
+        if failures == self.max_failures:
+            return FailureDecision.NO_ATTEMPTS_LEFT
+        return FailureDecision.NOT_RETRIED
+
 
 def _never_retried(error: BaseException) -> bool:
     if isinstance(error, _NEVER_RETRIED):
@@ -68,51 +87,14 @@ def _never_retried(error: BaseException) -> bool:
     return isinstance(error, RankFailedError) and isinstance(error.original, _NEVER_RETRIED)
 
 
-def run_attempts(
-    policy: RetryPolicy,
-    attempts: list[AttemptRecord],
-    run_attempt: Callable[[int], T],
-    resume_step: Callable[[], int | None],
-    before_retry: Callable[[], None],
-) -> T:
-    """Call ``run_attempt(n)`` for n = 0, 1, ... until one succeeds or the policy says stop.
-
-    `attempts` receives one record per attempt as it starts; `before_retry` waits for the cluster to be
-    ready again. Prints one line per failed attempt and per retry, for the person watching the driver.
-    """
-    failures = 0
-    for number in itertools.count():
-        if number and not attempts[-1].rescaled:
-            before_retry()
-        record = AttemptRecord(number, time.time(), resumed_from_step=resume_step() if number else None)
-        attempts.append(record)
-        if number:
-            log.info(f"attempt {number} started{_resume_text(record.resumed_from_step)}")
-        try:
-            value = run_attempt(number)
-        except Rescaled as exc:
-            record.ended_at, record.rescaled = time.time(), True
-            log.info(f"attempt {number} ended after {record.duration_s:.1f} s: {exc}")
-            continue
-        except BaseException as exc:
-            record.ended_at, record.error = time.time(), exc
-            if policy.max_failures == 0:
-                raise
-            retry = failures < policy.max_failures and policy.retryable(exc)
-            why = _next(retry, failures == policy.max_failures, exc)
-            failures += 1
-            log.warning(f"attempt {number} failed after {record.duration_s:.1f} s: {_first_line(exc)}{why}")
-            if not retry:
-                raise _final_error(attempts, policy, exc) from exc
-            continue
-        record.ended_at = time.time()
-        if number:
-            log.info(f"attempt {number} succeeded")
-        return value
-    raise AssertionError("unreachable: attempts go on until one returns or raises")
+def failure_line(record: AttemptRecord, error: BaseException, decision: FailureDecision) -> str:
+    """The line the person watching the driver sees when an attempt failed (runs with retries only)."""
+    why = _why(decision, error)
+    return f"attempt {record.number} failed after {record.duration_s:.1f} s: {_first_line(error)}{why}"
 
 
-def _final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
+def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
+    """What a run with retries raises when it gives up: one attempt's own error, else every attempt's."""
     if len(attempts) == 1:
         return last
     failed = [a for a in attempts if a.error is not None]
@@ -126,21 +108,45 @@ def _final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseE
     return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
 
 
-def _next(retry: bool, was_last: bool, error: BaseException) -> str:
-    if retry:
+def _why(decision: FailureDecision, error: BaseException) -> str:
+    if decision is FailureDecision.RETRY:
         return "; starting the next attempt from the latest checkpoint"
     if not isinstance(error, Exception):
         return ""
-    return "; no attempts left" if was_last else "; this error is not retried"
+    return (
+        "; no attempts left"
+        if decision is FailureDecision.NO_ATTEMPTS_LEFT
+        else "; this error is not retried"
+    )
 
 
-def _resume_text(step: int | None) -> str:
+def resume_text(step: int | None) -> str:
+    """How an attempt after the first starts: from the latest checkpoint's step, or over."""
     return " (no checkpoint yet: starting over)" if step is None else f" (latest checkpoint: step {step})"
 
 
 def _first_line(error: Any) -> str:
     text = str(error).strip().splitlines()
     return text[0].rstrip(":; ") if text else type(error).__name__
+
+
+class StopDecision(enum.Enum):
+    """How an ended attempt's ranks go."""
+
+    LET_EXIT = "let exit"
+    """They succeeded: let them exit on their own (up to `EXIT_WAIT_S`), their last output delivered."""
+    STOP = "stop"
+    """Anything else: ask them to stop (SIGTERM, up to `stop_grace_s` to save a checkpoint), then kill them."""
+
+
+@dataclass(frozen=True)
+class StopPolicy:
+    """How long ranks that are told to stop get to save their work (`stop_grace_s`)."""
+
+    grace_s: float
+
+    def decide(self, succeeded: bool) -> StopDecision:
+        return StopDecision.LET_EXIT if succeeded else StopDecision.STOP
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,10 @@ class RecoveryOptions:
     policy: RetryPolicy
     checkpoint_dir: str | None
     stop_grace_s: float
+
+    @property
+    def stop_policy(self) -> StopPolicy:
+        return StopPolicy(self.stop_grace_s)
 
     @classmethod
     def of(cls, options: RunOptions) -> RecoveryOptions:

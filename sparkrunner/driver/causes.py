@@ -35,13 +35,13 @@ _CONSEQUENTIAL = re.compile(
 )
 
 
-def wait_until(session: AttemptChannel, predicate: Callable[[], bool], seconds: float) -> bool:
-    """Wait (holding `session.changed`) until `predicate()`; polled, so changes nobody notifies count."""
+def wait_until(channel: AttemptChannel, predicate: Callable[[], bool], seconds: float) -> bool:
+    """Wait (holding `channel.changed`) until `predicate()`; polled, so changes nobody notifies count."""
     deadline = time.monotonic() + seconds
     while not predicate():
         if time.monotonic() >= deadline:
             return False
-        session.changed.wait(FAILURE_POLL_S)
+        channel.changed.wait(FAILURE_POLL_S)
     return True
 
 
@@ -53,50 +53,50 @@ def location(state: RankState | None) -> str:
     return ", ".join([*task, f"host {state.host}", f"pid {state.pid}"])
 
 
-def run_failure(session: AttemptChannel, placement: Placement) -> RankFailedError:
+def run_failure(channel: AttemptChannel, placement: Placement) -> RankFailedError:
     """The error to raise once a rank raised or vanished: the first cause, the others as `other_failures`."""
-    if not any(_is_cause(session, r) for r in _failed_ranks(session)):
+    if not any(_is_cause(channel, r) for r in _failed_ranks(channel)):
         wait_until(
-            session, lambda: any(_is_cause(session, r) for r in _failed_ranks(session)), FAILURE_SETTLE_S
+            channel, lambda: any(_is_cause(channel, r) for r in _failed_ranks(channel)), FAILURE_SETTLE_S
         )
-    ranks = _failed_ranks(session)
-    first = next((r for r in ranks if _is_cause(session, r)), ranks[0])
-    error = _describe(session, placement, first, wait=True)
-    error.other_failures = [_describe(session, placement, r, wait=False) for r in ranks if r != first]
+    ranks = _failed_ranks(channel)
+    first = next((r for r in ranks if _is_cause(channel, r)), ranks[0])
+    error = _describe(channel, placement, first, wait=True)
+    error.other_failures = [_describe(channel, placement, r, wait=False) for r in ranks if r != first]
     return error
 
 
-def _failed_ranks(session: AttemptChannel) -> list[int]:
-    states = session.report.ranks
+def _failed_ranks(channel: AttemptChannel) -> list[int]:
+    states = channel.report.ranks
     failed = [r for r, s in states.items() if s.failed_at is not None]
     return sorted(failed, key=lambda r: states[r].failed_at or 0.0)
 
 
-def _raised(session: AttemptChannel, rank: int) -> RankFailedError | None:
-    return next((e for e in session.report.errors if e.rank == rank), None)
+def _raised(channel: AttemptChannel, rank: int) -> RankFailedError | None:
+    return next((e for e in channel.report.errors if e.rank == rank), None)
 
 
-def _is_cause(session: AttemptChannel, rank: int) -> bool:
+def _is_cause(channel: AttemptChannel, rank: int) -> bool:
     """A rank that died, or raised something other than a peer's hang-up, is a cause, not a consequence."""
-    raised = _raised(session, rank)
+    raised = _raised(channel, rank)
     return raised is None or not _CONSEQUENTIAL.search(f"{raised.exc_type}: {raised.exc_message}")
 
 
-def _describe(session: AttemptChannel, placement: Placement, rank: int, wait: bool) -> RankFailedError:
-    state = session.report.ranks.get(rank)
+def _describe(channel: AttemptChannel, placement: Placement, rank: int, wait: bool) -> RankFailedError:
+    state = channel.report.ranks.get(rank)
     if wait:  # the relay may still be sending what the rank printed last
-        wait_until(session, lambda: rank in session.report.output_ended, FAILURE_OUTPUT_WAIT_S)
-    full_tail = session.output.tail(rank)
+        wait_until(channel, lambda: rank in channel.report.output_ended, FAILURE_OUTPUT_WAIT_S)
+    full_tail = channel.output.tail(rank)
     tail = tuple(full_tail[-ERROR_TAIL_LINES:])
-    raised = _raised(session, rank)
+    raised = _raised(channel, rank)
     if raised is not None:
         error = RankFailedError(
             rank, raised.exc_type, raised.exc_message, raised.remote_traceback, raised.original,
             location(state), tail,
         )  # fmt: skip
     else:
-        detail = _exit_detail(session, placement, rank, state, wait)  # waits for the exit to be known
-        code = _exit_code(session, placement, rank, state)
+        detail = _exit_detail(channel, placement, rank, state, wait)  # waits for the exit to be known
+        code = _exit_code(channel, placement, rank, state)
         if code is not None and state is not None and state.task is None:  # on the driver: its own exit
             detail = f"process {state.pid} ended with {task_reports.exit_text(code)}"
         message = f"its process ended without reporting a result: {detail}"
@@ -109,10 +109,10 @@ def _describe(session: AttemptChannel, placement: Placement, rank: int, wait: bo
 
 
 def _exit_detail(
-    session: AttemptChannel, placement: Placement, rank: int, state: RankState | None, wait: bool
+    channel: AttemptChannel, placement: Placement, rank: int, state: RankState | None, wait: bool
 ) -> str:
     """How the rank's process ended: its barrier task's report, else what the placement knows."""
-    reports = session.report.task_reports
+    reports = channel.report.task_reports
     task = state.task if state is not None else None
 
     pid = state.pid if state is not None else None
@@ -120,7 +120,7 @@ def _exit_detail(
     def known() -> str | None:
         """The rank's own task's report, else the placement's word (a lost executor, also when mpirun says it
         lost a daemon on another host), else any task's."""
-        own = _rank_report(session, rank, state) if task is not None else None
+        own = _rank_report(channel, rank, state) if task is not None else None
         other = next(iter(reports.values()), None)
         said = placement.failure(pid) if own is None or task_reports.lost_a_daemon(own) else None
         return said or next((task_reports.describe(r) for r in (own, other) if r is not None), None)
@@ -136,32 +136,32 @@ def _exit_detail(
         return (own_said or mpirun_said) and (not mpirun_lost_a_host or placement.failure(pid) is not None)
 
     if wait and task is None:
-        wait_until(session, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
-    elif wait and not wait_until(session, lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
+        wait_until(channel, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
+    elif wait and not wait_until(channel, lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
         # its task never reported: its executor is gone with it, and Spark's word on why comes later
-        wait_until(session, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
+        wait_until(channel, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
     if wait and task is not None and not settled():
         # the stage ended first (a lost executor fails it at once; task 0 ends once it sent mpirun's report): a
         # task that has not reported never will, and one that did may still be on its way
-        wait_until(session, settled, FAILURE_REPORT_IN_FLIGHT_S)
+        wait_until(channel, settled, FAILURE_REPORT_IN_FLIGHT_S)
     return known() or "no exit code is known yet"
 
 
 def _exit_code(
-    session: AttemptChannel, placement: Placement, rank: int, state: RankState | None
+    channel: AttemptChannel, placement: Placement, rank: int, state: RankState | None
 ) -> int | None:
     """The rank process's exit code: from its barrier task's report, else from the placement; None if unknown."""
     if state is None or state.task is None:
         return placement.exit_code(rank, state.pid if state is not None else None)
-    report = _rank_report(session, rank, state)
+    report = _rank_report(channel, rank, state)
     return report.exit_code if report is not None and not report.traceback else None
 
 
-def _rank_report(session: AttemptChannel, rank: int, state: RankState | None) -> m.TaskReport | None:
+def _rank_report(channel: AttemptChannel, rank: int, state: RankState | None) -> m.TaskReport | None:
     """The report that speaks for the rank's process: its own task's. Under mpirun that says how mpirun ended
     (task 0), or there is none (a task on another host only serves mpirun's daemon, which started the rank):
     the rank's own exit is in mpirun's banner (task 0 ran mpirun), and its own output is what it relayed."""
-    reports = session.report.task_reports
+    reports = channel.report.task_reports
     if state is None or state.task is None:
         return None
     own = reports.get(state.task)
@@ -174,13 +174,13 @@ def _rank_report(session: AttemptChannel, rank: int, state: RankState | None) ->
     # worded as the direct launcher's report of the rank's own process in its own task, on its own host: the
     # same outcome on both launchers, whichever host the rank ran on
     host = own.host if own is not None else state.host
-    tail = "\n".join(session.output.tail(rank))
+    tail = "\n".join(channel.output.tail(rank))
     return m.TaskReport(state.task, host, "direct", exit_code=code, tail=tail)
 
 
-def ended_without_result(session: AttemptChannel, placement: Placement, missing: int) -> RanksVanishedError:
+def ended_without_result(channel: AttemptChannel, placement: Placement, missing: int) -> RanksVanishedError:
     """The ranks (or the Spark stage) ended and `missing` ranks never reported: say what the tasks said."""
-    told = [task_reports.describe(r) for _, r in sorted(session.report.task_reports.items())]
+    told = [task_reports.describe(r) for _, r in sorted(channel.report.task_reports.items())]
     spark = placement.failure()
     detail = "\n\n".join([*told, *([spark] if spark else [])]) or "the ranks ended without reporting"
     return RanksVanishedError(missing, detail)

@@ -37,24 +37,24 @@ class InFlight:
         return len(self.ranks) == self.num_ranks
 
 
-def snapshot(session: AttemptChannel) -> InFlight:
-    """The session's connected ranks, now."""
-    with session.changed:
-        states = sorted(session.report.ranks.items())
+def snapshot(channel: AttemptChannel) -> InFlight:
+    """The channel's connected ranks, now."""
+    with channel.changed:
+        states = sorted(channel.report.ranks.items())
     ranks = tuple(ConnectedRank(r, s.pid, s.host, s.task) for r, s in states if s.connected_at is not None)
-    return InFlight(session.report.num_ranks, ranks)
+    return InFlight(channel.report.num_ranks, ranks)
 
 
 class InFlightWatch:
-    """The runner's current session, published so that other threads can see and wait for the run."""
+    """The channel of the attempt in flight, published so that other threads can see and wait for the run."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self.session: AttemptChannel | None = None
+        self.channel: AttemptChannel | None = None
 
-    def publish(self, session: AttemptChannel | None) -> None:
-        """Make `session` the one in flight (None: the attempt ended); wakes every waiter."""
-        previous, self.session = self.session, session
+    def publish(self, channel: AttemptChannel | None) -> None:
+        """Make `channel` the one in flight (None: the attempt ended); wakes every waiter."""
+        previous, self.channel = self.channel, channel
         with self._changed:
             self._changed.notify_all()
         if previous is not None:  # a waiter on the ended attempt's ranks moves on to the next attempt
@@ -62,31 +62,31 @@ class InFlightWatch:
                 previous.changed.notify_all()
 
     def view(self) -> InFlight | None:
-        session = self.session
-        return None if session is None else snapshot(session)
+        channel = self.channel
+        return None if channel is None else snapshot(channel)
 
     def wait(self, ranks: int | None, timeout: float) -> InFlight:
         """Wait until an attempt has `ranks` (default: all) ranks connected; TimeoutError after `timeout` s."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             with self._changed:
-                self._changed.wait_for(lambda: self.session is not None, left)
-            session = self.session
-            if session is None:
+                self._changed.wait_for(lambda: self.channel is not None, left)
+            channel = self.channel
+            if channel is None:
                 continue
-            wanted = session.report.num_ranks if ranks is None else ranks
-            if self._connected_in(session, wanted, deadline - time.monotonic()):
-                return snapshot(session)
+            wanted = channel.report.num_ranks if ranks is None else ranks
+            if self._connected_in(channel, wanted, deadline - time.monotonic()):
+                return snapshot(channel)
         raise TimeoutError(f"no run of this Runner had its ranks connected within {timeout} s")
 
-    def _connected_in(self, session: AttemptChannel, wanted: int, timeout: float) -> bool:
-        """Whether `wanted` ranks of `session` connect within `timeout` s, before another attempt replaces it."""
-        with session.changed:
-            session.changed.wait_for(
-                lambda: self.session is not session or _connected(session) >= wanted, max(timeout, 0)
+    def _connected_in(self, channel: AttemptChannel, wanted: int, timeout: float) -> bool:
+        """Whether `wanted` ranks of `channel` connect within `timeout` s, before another attempt replaces it."""
+        with channel.changed:
+            channel.changed.wait_for(
+                lambda: self.channel is not channel or _connected(channel) >= wanted, max(timeout, 0)
             )
-            return self.session is session and _connected(session) >= wanted
+            return self.channel is channel and _connected(channel) >= wanted
 
 
-def _connected(session: AttemptChannel) -> int:
-    return sum(1 for s in session.report.ranks.values() if s.connected_at is not None)
+def _connected(channel: AttemptChannel) -> int:
+    return sum(1 for s in channel.report.ranks.values() if s.connected_at is not None)

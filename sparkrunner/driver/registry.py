@@ -1,6 +1,6 @@
 """The driver's rank bookkeeping: what each rank of one attempt reported (connected, result, error, exit).
 
-`AttemptChannel` feeds it from the channel and guards it with its condition variable (``session.changed``);
+`AttemptChannel` feeds it from the channel and guards it with its condition variable (``channel.changed``);
 the supervisor and failure attribution read it.
 """
 
@@ -27,7 +27,7 @@ class RankState:
 
 @dataclass
 class RankRegistry:
-    """Everything the ranks reported; its callers hold the session's condition variable."""
+    """Everything the ranks reported; its callers hold the channel's condition variable."""
 
     num_ranks: int
     ranks: dict[int, RankState] = field(default_factory=dict)

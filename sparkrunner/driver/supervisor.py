@@ -1,8 +1,8 @@
 """The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
 
 `Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
-`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.wait` steps until the attempt
-ends and raises its error.
+`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.outcome`
+steps until the attempt ends and returns how it ended (`Ended`), which the run's controller reads.
 """
 
 from __future__ import annotations
@@ -89,54 +89,57 @@ class Stalled:
     error: StallError
 
 
-Outcome = Running | Succeeded | Failed | Cancelled | TimedOut | Stalled
+Ended = Succeeded | Failed | Cancelled | TimedOut | Stalled
+"""How an attempt ended, as the supervisor saw it."""
+Outcome = Running | Ended
+
+
+def error_of(ended: Ended) -> SparkRunnerError | None:
+    """The error the run reports for `ended` (None for `Succeeded`); a rank's error carries its original as the
+    cause (the remote traceback)."""
+    match ended:
+        case Succeeded():
+            return None
+        case Failed(cause=RankFailedError() as error):
+            error.__cause__ = error.original
+            return error
+        case Failed(cause=error) | Cancelled(error=error) | TimedOut(error=error) | Stalled(error=error):
+            return error
 
 
 class Supervisor:
-    """Watches one attempt's session and placement; `step()` is called with ``session.changed`` held."""
+    """Watches one attempt's channel and placement; `step()` is called with ``channel.changed`` held."""
 
     def __init__(
         self,
-        session: AttemptChannel,
+        channel: AttemptChannel,
         placement: Placement,
         start_timeout: float,
         deadline: RunDeadline | None,
         stall: StallWatch,
     ) -> None:
-        self._session = session
+        self._channel = channel
         self._placement = placement
         self._start_timeout = start_timeout
         self._deadline = deadline
         self._stall = stall
         self._started = time.monotonic()
 
-    def wait(self) -> None:
-        """Step until the attempt ends; return on success, raise its error otherwise."""
-        with self._session.changed:
-            while True:
-                match self.step():
-                    case Running():
-                        self._session.changed.wait(SUPERVISE_POLL_S)
-                    case Succeeded():
-                        return
-                    case Failed(cause=RankFailedError() as error):
-                        raise error from error.original
-                    case (
-                        Failed(cause=error)
-                        | Cancelled(error=error)
-                        | TimedOut(error=error)
-                        | Stalled(error=error)
-                    ):
-                        raise error
+    def outcome(self) -> Ended:
+        """Step until the attempt ends, and say how it ended."""
+        with self._channel.changed:
+            while isinstance(outcome := self.step(), Running):
+                self._channel.changed.wait(SUPERVISE_POLL_S)
+            return outcome
 
     def step(self) -> Outcome:
         """What happened since the last step (the first decisive answer wins)."""
-        session, report = self._session, self._session.report
+        channel, report = self._channel, self._channel.report
         cancelled = self._cancelled()
         if cancelled is not None:
             return cancelled
         if report.errors or report.vanished:
-            failure = causes.run_failure(session, self._placement)
+            failure = causes.run_failure(channel, self._placement)
             return self._cancelled() or Failed(failure)  # ranks of a cancelled job may go first
         if report.all_done():
             return Succeeded()
@@ -145,15 +148,15 @@ class Supervisor:
             return ended
         elapsed = time.monotonic() - self._started
         if not report.all_connected() and elapsed > self._start_timeout:
-            message = _start_timeout_message(session, self._start_timeout)
-            return TimedOut(hang_error(StartTimeoutError, message, session.collect_stacks()))
+            message = _start_timeout_message(channel, self._start_timeout)
+            return TimedOut(hang_error(StartTimeoutError, message, channel.collect_stacks()))
         if self._deadline is not None and self._deadline.passed():
             message = (
                 f"the run did not finish within timeout={self._deadline.timeout} s; every rank was stopped"
             )
-            return TimedOut(hang_error(RunTimeoutError, message, session.collect_stacks()))
+            return TimedOut(hang_error(RunTimeoutError, message, channel.collect_stacks()))
         if report.all_connected():
-            stalled = self._stall.check(session.last_activity, session.collect_stacks)
+            stalled = self._stall.check(channel.last_activity, channel.collect_stacks)
             if stalled is not None:
                 return Stalled(stalled)
         return Running()
@@ -171,8 +174,8 @@ class Supervisor:
 
     def _ended(self) -> Failed | None:
         """The placement is going away (decommission) or ended while ranks had not all reported."""
-        session, report, placement = self._session, self._session.report, self._placement
-        decommissioning = placement.decommissioning(session.spark_task_ids())
+        channel, report, placement = self._channel, self._channel.report, self._placement
+        decommissioning = placement.decommissioning(channel.spark_task_ids())
         if decommissioning is not None:
             return Failed(
                 ExecutorDecommissionedError(
@@ -181,15 +184,15 @@ class Supervisor:
                 )
             )
         if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-            session, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
+            channel, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
         ):
             missing = report.num_ranks - sum(1 for s in report.ranks.values() if s.done)
-            return Failed(causes.ended_without_result(session, placement, missing))
+            return Failed(causes.ended_without_result(channel, placement, missing))
         return None
 
 
-def _start_timeout_message(session: AttemptChannel, start_timeout: float) -> str:
-    report = session.report
+def _start_timeout_message(channel: AttemptChannel, start_timeout: float) -> str:
+    report = channel.report
     connected = sorted(r for r, s in report.ranks.items() if s.connected_at is not None)
     return (
         f"only {len(connected)} of {report.num_ranks} ranks started within start_timeout={start_timeout} s "

@@ -35,6 +35,8 @@ class AttemptRecord:
         resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
         world_size: its ranks (with ``np=(min, max)`` each attempt's own).
         rescaled: True when it ended because the run changed its size (not a failure).
+        attempt_id: the id every process of the attempt carries (`SPARKRUNNER_RUN_ID`): the run's id for attempt 0,
+            ``<run_id>-attempt<number>`` after.
     """
 
     number: int
@@ -44,6 +46,7 @@ class AttemptRecord:
     resumed_from_step: int | None = None
     world_size: int | None = None
     rescaled: bool = False
+    attempt_id: str | None = None
 
     @property
     def duration_s(self) -> float | None:

@@ -2,7 +2,7 @@
 flags, flipped bits in header, ciphertext and tag, replayed, reordered and cross-connection records.
 
 Every hostile frame carries a booby-trapped pickle that creates a file when unpickled: the file must never
-appear, and afterwards the same driver session still serves a real rank (direct launcher, np=-1 placement).
+appear, and afterwards the same attempt channel still serves a real rank (direct launcher, np=-1 placement).
 """
 
 from __future__ import annotations

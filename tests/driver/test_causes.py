@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
+from sparkrunner.driver.run import RunPipeline
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.direct import DirectLauncher
@@ -85,15 +86,15 @@ class _CancelFailsPlacement(LocalPlacement):
         raise RuntimeError("cancel failed while stopping")
 
 
-class _CancelFailsRunner(Runner):
-    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
-        return _CancelFailsPlacement(2, launcher)
+def _cancel_fails(launcher: Launcher, spark: Any, tasks: int) -> Placement:
+    """The placement factory of a run whose every placement fails while stopping."""
+    return _CancelFailsPlacement(2, launcher)
 
 
 def test_an_error_while_shutting_down_never_replaces_the_runs_error() -> None:
-    runner = _CancelFailsRunner(np=-2, launcher="direct", tracking=False)
+    options = Runner(np=-2, launcher="direct", tracking=False).options
     with pytest.raises(RankFailedError) as info:
-        runner.run(killed_on_rank_one)
+        RunPipeline(options, [], _cancel_fails).run(killed_on_rank_one, (), {})
     assert info.value.rank == 1
     assert isinstance(info.value.__dict__["shutdown_error"], RuntimeError)
     assert any("cancel failed while stopping" in note for note in getattr(info.value, "__notes__", []))

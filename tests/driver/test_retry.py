@@ -1,13 +1,11 @@
-"""RetryPolicy and the attempt loop, driven by scripted attempts (no Spark, no ranks)."""
+"""RetryPolicy: which errors another attempt may fix, its typed decisions, and the lines and final error a run
+with retries shows (no Spark, no ranks)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from sparkrunner.driver.attempts import RetryPolicy, run_attempts
-from sparkrunner.driver.elastic import Rescaled
+from sparkrunner.driver.attempts import FailureDecision, RetryPolicy, failure_line, final_error
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,
@@ -50,68 +48,64 @@ def test_the_users_predicate_decides_among_retryable_errors() -> None:
     assert not policy.retryable(DoNotRetry("flaky"))  # never retried, whatever the predicate says
 
 
-def scripted(outcomes: list[BaseException | str]) -> Callable[[int], str]:
-    """Attempt n raises outcomes[n], or returns it."""
-
-    def attempt(number: int) -> str:
-        outcome = outcomes[number]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    return attempt
-
-
-def run(policy: RetryPolicy, outcomes: list[BaseException | str]) -> tuple[list[AttemptRecord], list[str]]:
-    attempts: list[AttemptRecord] = []
-    calls: list[str] = []
-    try:
-        calls.append(
-            run_attempts(policy, attempts, scripted(outcomes), lambda: 7, lambda: calls.append("wait"))
-        )
-    except BaseException as exc:
-        calls.append(f"raised {type(exc).__name__}")
-    return attempts, calls
-
-
 @pytest.mark.parametrize(
-    ("max_failures", "outcomes", "calls", "attempts"),
+    ("max_failures", "error", "failures", "decision"),
     [
-        (0, ["ok"], ["ok"], 1),
-        (0, [RuntimeError("x")], ["raised RuntimeError"], 1),  # no retries: the error itself
-        (2, [RuntimeError("x"), "ok"], ["wait", "ok"], 2),
-        (2, [RuntimeError("x"), RuntimeError("y"), "ok"], ["wait", "wait", "ok"], 3),
-        (1, [RuntimeError("x"), RuntimeError("y")], ["wait", "raised AttemptsFailedError"], 2),
-        (3, [RuntimeError("x"), DoNotRetry("y")], ["wait", "raised AttemptsFailedError"], 2),
-        (3, [DoNotRetry("y")], ["raised DoNotRetry"], 1),  # one attempt: its own error
+        (0, RuntimeError("x"), 0, FailureDecision.RAISE),  # no retries: the error itself
+        (2, RuntimeError("x"), 0, FailureDecision.RETRY),
+        (2, RuntimeError("y"), 1, FailureDecision.RETRY),
+        (1, RuntimeError("y"), 1, FailureDecision.NO_ATTEMPTS_LEFT),
+        (3, DoNotRetry("y"), 1, FailureDecision.NOT_RETRIED),
+        (3, KeyboardInterrupt(), 0, FailureDecision.NOT_RETRIED),
     ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
 )
-def test_attempts_run_until_one_succeeds_or_the_policy_stops(
-    max_failures: int, outcomes: list[BaseException | str], calls: list[str], attempts: int
+def test_the_policy_decides_from_the_error_and_the_failures_so_far(
+    max_failures: int, error: BaseException, failures: int, decision: FailureDecision
 ) -> None:
-    records, seen = run(RetryPolicy(max_failures=max_failures), outcomes)
-    assert seen == calls
-    assert [r.number for r in records] == list(range(attempts))
-    assert all(r.ended_at is not None for r in records)
-    assert [r.resumed_from_step for r in records] == [None] + [7] * (attempts - 1)
-    assert [type(r.error) for r in records] == [
-        type(o) if isinstance(o, BaseException) else type(None) for o in outcomes[:attempts]
-    ]
+    assert RetryPolicy(max_failures=max_failures).decide(error, failures) is decision
+
+
+def failed(number: int, error: BaseException) -> AttemptRecord:
+    return AttemptRecord(number, 100.0, ended_at=101.5, error=error)
 
 
 def test_the_final_error_carries_every_attempts_error() -> None:
-    errors: list[BaseException | str] = [RuntimeError("first"), RuntimeError("second")]
-    with pytest.raises(AttemptsFailedError, match="all 2 attempts failed") as info:
-        run_attempts(RetryPolicy(max_failures=1), [], scripted(errors), lambda: None, lambda: None)
-    assert info.value.errors == errors
+    errors = [RuntimeError("first"), RuntimeError("second")]
+    attempts = [failed(n, e) for n, e in enumerate(errors)]
+    error = final_error(attempts, RetryPolicy(max_failures=1), errors[-1])
+    assert isinstance(error, AttemptsFailedError) and error.errors == errors
+    assert str(error).startswith("all 2 attempts failed (max_failures=1):\n  attempt 0: RuntimeError: first")
 
 
-def test_a_rescale_starts_the_next_attempt_without_using_up_a_failure() -> None:
-    """An elastic run's rescale (`Rescaled`) is no failure: max_failures=1 still has its retry left."""
-    records, seen = run(RetryPolicy(max_failures=1), [Rescaled(2, 4), RuntimeError("lost"), "ok"])
-    assert seen == ["wait", "ok"], "only a failed attempt waits for the cluster before the next one"
-    assert [(r.error is not None, r.rescaled) for r in records] == [
-        (False, True),
-        (True, False),
-        (False, False),
+def test_a_lone_attempts_error_is_the_final_error_and_a_rescaled_attempt_is_no_failure() -> None:
+    lone = DoNotRetry("y")
+    assert final_error([failed(0, lone)], RetryPolicy(max_failures=3), lone) is lone
+    rescaled = AttemptRecord(0, 100.0, ended_at=101.0, rescaled=True)
+    attempts = [rescaled, failed(1, RuntimeError("lost")), failed(2, DoNotRetry("stop"))]
+    error = final_error(attempts, RetryPolicy(max_failures=3), DoNotRetry("stop"))
+    assert str(error).splitlines() == [
+        "attempt 2 failed with an error that is not retried:",
+        "  attempt 1: RuntimeError: lost",
+        "  attempt 2: DoNotRetry: stop",
     ]
+
+
+@pytest.mark.parametrize(
+    ("error", "decision", "end"),
+    [
+        (
+            RuntimeError("lost\nmore"),
+            FailureDecision.RETRY,
+            "lost; starting the next attempt from the latest checkpoint",
+        ),
+        (RuntimeError("lost"), FailureDecision.NO_ATTEMPTS_LEFT, "lost; no attempts left"),
+        (DoNotRetry("stop"), FailureDecision.NOT_RETRIED, "stop; this error is not retried"),
+        (KeyboardInterrupt(), FailureDecision.NOT_RETRIED, "KeyboardInterrupt"),
+    ],
+    ids=lambda v: v.value if isinstance(v, FailureDecision) else None,
+)
+def test_the_line_for_a_failed_attempt_says_what_comes_next(
+    error: BaseException, decision: FailureDecision, end: str
+) -> None:
+    assert failure_line(failed(1, error), error, decision) == f"attempt 1 failed after 1.5 s: {end}"

@@ -1,4 +1,4 @@
-"""`Supervisor.step` over a real driver session and a real rank process: each case gives its typed outcome.
+"""`Supervisor.step` over a real attempt channel and a real rank process: each case gives its typed outcome.
 
 The rank's messages are sent by this test over a real channel connection; its process is a real `sleep`, so
 the placement knows a live rank (np<0 placement, direct launcher).

@@ -1,4 +1,4 @@
-"""`sparkrunner.timeouts`: every timing named there, its docs table in step, and its environment overrides."""
+"""`sparkrunner.timeouts`: every timing named there, and its environment overrides."""
 
 from __future__ import annotations
 
@@ -11,17 +11,7 @@ from pathlib import Path
 from sparkrunner import timeouts
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "timeouts.md"
-BEGIN, END = "<!-- timings: begin -->", "<!-- timings: end -->"
-REGENERATE = "python -c 'from sparkrunner.timeouts import markdown_table; print(markdown_table())'"
-
-
-def test_the_docs_table_is_the_modules() -> None:
-    text = DOC.read_text()
-    table = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
-    assert table == timeouts.markdown_table(), (
-        f"docs/timeouts.md is out of date; regenerate its table with {REGENERATE}"
-    )
+# docs/timeouts.md's table is checked against `timeouts.markdown_table()` by tests/layout/test_docs.py
 
 
 def test_each_constant_is_registered_under_its_own_name() -> None:

@@ -19,11 +19,11 @@ from typing import Any
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.run import PlacementFactory
 from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher, RankJob, processes
 from sparkrunner.launch.network import server_port
 from sparkrunner.placement import Placement
+from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
 from sparkrunner.timeouts import SWEEP_GRACE_S
 

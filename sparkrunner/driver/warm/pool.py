@@ -21,8 +21,8 @@ from sparkrunner.errors import SparkRunnerError
 from sparkrunner.options import RunOptions
 
 if TYPE_CHECKING:
-    from sparkrunner.driver.run import PlacementFactory
     from sparkrunner.observe.observers import RunObserver
+    from sparkrunner.placement.factory import PlacementFactory
 
 T = TypeVar("T")
 

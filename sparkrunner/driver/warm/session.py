@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from sparkrunner.common.checks import check_number
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.run import CodeDir, PlacementFactory, RunPipeline
+from sparkrunner.driver.run import CodeDir, RunPipeline
 from sparkrunner.driver.warm.live_ranks import WarmRanks
 from sparkrunner.errors import SparkRunnerError
 from sparkrunner.observe.tracking import MlflowTracking
 from sparkrunner.options import RunOptions
+from sparkrunner.placement.factory import PlacementFactory
 
 if TYPE_CHECKING:
     from sparkrunner.observe.observers import RunObserver, RunRecord
@@ -50,7 +51,7 @@ class WarmSession:
         own = [o.in_background() if isinstance(o, MlflowTracking) else o for o in observers]
         self._tracking = [o for o in own if isinstance(o, MlflowTracking)]
         in_flight = InFlightWatch()
-        self._ranks = WarmRanks(cold, lambda: in_flight.session, idle_timeout)
+        self._ranks = WarmRanks(cold, lambda: in_flight.channel, idle_timeout)
         self._pipeline = RunPipeline(options, own, self._ranks.placement, in_flight)
         self._lock = threading.Lock()
         self._close = weakref.finalize(self, self._ranks.close)  # also at interpreter exit
