@@ -3,6 +3,7 @@ a loaded model, alone or inside a loaded PipelineModel, scores exactly as the on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,59 @@ def test_a_pipeline_ending_in_the_estimator_fits_saves_and_loads(
     assert scores(
         alone.transform(fitted.stages[1].transform(fitted.stages[0].transform(test))), "prediction"
     ) == [(p,) for p, _ in before]
+
+
+@pytest.mark.timeout(900)  # five fits, TensorFlow's import and a new driver process: ~3 min when the machine is idle
+def test_tuning_models_and_unfitted_pipelines_save_and_load_in_a_new_process(
+    spark_ml: Any, store: Path, tmp_path: Path
+) -> None:
+    """A real CrossValidator (2 folds x 2 param maps, np=-1, launcher "direct") over a Pipeline ending in
+    TorchEstimator; a TrainValidationSplitModel of the same estimator, param maps and best model (what its
+    writer writes: a TrainValidationSplit fit would train three times more for nothing new to save); unfitted
+    Pipelines ending in each other kind of stage. A new process loads them: the best models score as here, and
+    every loaded stage holds what was saved (the optimizer still optimizing the loaded model's parameters)."""
+    from pyspark.ml import Pipeline
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder, TrainValidationSplitModel
+
+    from tests.helpers import run_driver
+    from tests.ml.saved_stages import fingerprint, unfitted
+
+    net = classifier()
+    estimator = TorchEstimator(
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="cross_entropy",
+        feature_cols=["features"], label_cols=["label"], batch_size=32, np=-1, launcher="direct",
+        store=str(store), tracking=False, verbose=0,
+    )  # fmt: skip
+    pipeline = Pipeline(stages=[VectorAssembler(inputCols=["a", "b"], outputCol="features"), estimator])
+    grid = ParamGridBuilder().addGrid(estimator.epochs, [1, 4]).build()
+    evaluator = MulticlassClassificationEvaluator(labelCol="label", metricName="accuracy")
+    cv = CrossValidator(
+        estimator=pipeline, estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, seed=3
+    ).fit(class_rows(spark_ml, 400))
+    assert cv.avgMetrics[1] > cv.avgMetrics[0]  # four epochs learn more than one
+    tvs = TrainValidationSplitModel(cv.bestModel, cv.avgMetrics)
+    tvs._set(estimator=pipeline, estimatorParamMaps=grid, evaluator=evaluator)
+
+    saved = tmp_path / "saved"
+    test = class_rows(spark_ml, 100, partitions=2)
+    test.write.parquet(str(saved / "test"))
+    cv.write().save(str(saved / "cv"))
+    tvs.write().save(str(saved / "tvs"))
+    stages = {"torch": estimator, **unfitted()}
+    for name, stage in stages.items():
+        Pipeline(stages=[stage]).write().save(str(saved / "unfitted" / name))
+
+    out = run_driver("load_saved_stages", str(saved), seconds=300)
+    printed = [line.split(" ", 2) for line in out.splitlines() if line.startswith(("SCORES ", "STAGE "))]
+    assert printed and printed[0][0] == "SCORES", out
+    loaded = json.loads(" ".join(printed[0][1:]))
+    loaded_stages = {name: json.loads(text) for kind, name, text in printed[1:]}
+    rows = cv.bestModel.transform(spark_ml.read.parquet(str(saved / "test"))).collect()
+    here = {str(r["id"]): [r["prediction"], list(r["probability"])] for r in rows}
+    assert loaded["cv"] == loaded["tvs"] == here
+    assert loaded["cv_estimator"] == loaded["tvs_estimator"] == json.loads(json.dumps(fingerprint(estimator)))
+    assert loaded["cv_maps"] == loaded["tvs_maps"] == [1, 4]
+    assert fingerprint(estimator)["optimizer"]["binds"]
+    assert loaded_stages == {name: json.loads(json.dumps(fingerprint(s))) for name, s in stages.items()}
