@@ -62,8 +62,12 @@ unfitted = estimator(-2, "materialize", 3)
 Pipeline(stages=[unfitted]).write().save(str(TMP / "saved-unfitted"))  # through the Connect session's writers
 (stage,) = Pipeline.load(str(TMP / "saved-unfitted")).getStages()
 PipelineModel(stages=[model]).write().save(str(TMP / "saved-fitted"))
-again = PipelineModel.load(str(TMP / "saved-fitted")).stages[0].transform(frame).select("prediction").collect()
-print("SAVED", type(stage).__name__, stage.getEpochs(), fingerprint(stage) == fingerprint(unfitted), flush=True)
+again = (
+    PipelineModel.load(str(TMP / "saved-fitted")).stages[0].transform(frame).select("prediction").collect()
+)
+print(
+    "SAVED", type(stage).__name__, stage.getEpochs(), fingerprint(stage) == fingerprint(unfitted), flush=True
+)
 print("LOADED", [r["prediction"] for r in again] == list(predictions), flush=True)
 streamed = estimator(1, "stream", 2).fit(frame)
 print("STREAMED", len(streamed.history["loss"]), flush=True)

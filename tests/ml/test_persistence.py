@@ -70,7 +70,9 @@ def test_a_pipeline_ending_in_the_estimator_fits_saves_and_loads(
     ) == [(p,) for p, _ in before]
 
 
-@pytest.mark.timeout(900)  # five fits, TensorFlow's import and a new driver process: ~3 min when the machine is idle
+@pytest.mark.timeout(
+    900
+)  # five fits, TensorFlow's import and a new driver process: ~3 min when the machine is idle
 def test_tuning_models_and_unfitted_pipelines_save_and_load_in_a_new_process(
     spark_ml: Any, store: Path, tmp_path: Path
 ) -> None:

@@ -104,7 +104,9 @@ class _FeatureColumnsFlavor:
         from mlflow import pyfunc
         from mlflow.models.model import MLMODEL_FILE_NAME
 
+        signature = kwargs.pop("signature")  # set after: TensorFlow's save_model takes tensor signatures only
         self.module.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+        mlflow_model.signature = signature
         code = Path(path) / "code"
         code.mkdir(exist_ok=True)
         shutil.copy(sparkrunner_pyfunc.__file__, code / "sparkrunner_pyfunc.py")

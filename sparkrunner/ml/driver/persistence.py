@@ -102,7 +102,9 @@ class ParamsWriter(MLWriter):
         as_json = {name: value for name, value in given.items() if _is_json(value)}
         pickled = {name: value for name, value in given.items() if name not in as_json}
         name = type(self.instance).__name__
-        payload = checks.pickled(f"{name}'s {', '.join(pickled)}", pickled, to="a saved stage")
+        payload = checks.pickled(
+            f"{name}'s {', '.join(pickled)}", pickled, to="a saved stage (Spark ML's writer)"
+        )
         DefaultParamsWriter.saveMetadata(self.instance, path, _spark(self), paramMap=as_json)
         rows = self.sparkSession.createDataFrame([(payload,)], "params binary")
         rows.coalesce(1).write.parquet(f"{path}/data")
