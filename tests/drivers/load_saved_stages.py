@@ -1,6 +1,6 @@
 """Loads what tests/ml/test_persistence.py saved, in a process of its own (nothing of the saving process's
 objects, classes or caches): a CrossValidatorModel and a TrainValidationSplitModel over a Pipeline ending in
-TorchEstimator, and unfitted Pipelines ending in each kind of stage.
+TorchEstimator, and unfitted Pipelines (SAVED/unfitted/NAME).
 
 Usage: ``load_saved_stages.py SAVED``: prints "SCORES <json>" (each tuning model's best model scoring SAVED/test,
 by id) and "STAGE <name> <json>" (`tests.ml.saved_stages.fingerprint` of each loaded unfitted stage)."""
