@@ -67,8 +67,9 @@ class StateWriter(MLWriter):
         rows.coalesce(1).write.parquet(f"{path}/data")
 
 
-class StateReader(MLReader[Any]):
-    """Reads what `StateWriter` wrote into a new instance of `cls` (with a new model id)."""
+class SavedReader(MLReader[Any]):
+    """Reads a saved stage into a new instance of `cls`: the saved uid (tuning models name their param maps'
+    Params by it) and JSON Params, then what the stage's kind restores from its row in ``data/``."""
 
     def __init__(self, cls: type) -> None:
         super().__init__()
@@ -79,12 +80,21 @@ class StateReader(MLReader[Any]):
         instance = self.cls()
         instance._resetUid(metadata["uid"])
         DefaultParamsReader.getAndSetParams(instance, metadata)
-        row = self.sparkSession.read.parquet(f"{path}/data").collect()[0]
+        self.restore(instance, metadata, self.sparkSession.read.parquet(f"{path}/data").collect()[0])
+        return instance
+
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
+        raise NotImplementedError
+
+
+class StateReader(SavedReader):
+    """Reads what `StateWriter` wrote (with a new model id)."""
+
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
         predictor = None if row["predictor"] is None else bytes(row["predictor"])
         instance.state = ModelState(
             payload=bytes(row["payload"]), predictor=predictor, **metadata[_STATE_KEY]
         )
-        return instance
 
 
 class ParamsWriter(MLWriter):
@@ -110,22 +120,11 @@ class ParamsWriter(MLWriter):
         rows.coalesce(1).write.parquet(f"{path}/data")
 
 
-class ParamsReader(MLReader[Any]):
-    """Reads what `ParamsWriter` wrote into a new instance of `cls`, with the saved uid (tuning models name
-    their param maps' Params by it)."""
+class ParamsReader(SavedReader):
+    """Reads what `ParamsWriter` wrote."""
 
-    def __init__(self, cls: type) -> None:
-        super().__init__()
-        self.cls = cls
-
-    def load(self, path: str) -> Any:
-        metadata = DefaultParamsReader.loadMetadata(path, _spark(self))
-        instance = self.cls()
-        instance._resetUid(metadata["uid"])
-        DefaultParamsReader.getAndSetParams(instance, metadata)
-        row = self.sparkSession.read.parquet(f"{path}/data").collect()[0]
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
         instance._set(**cloudpickle.loads(bytes(row["params"])))
-        return instance
 
 
 class SavedParams(MLWritable, MLReadable[Any]):
