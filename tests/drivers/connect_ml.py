@@ -60,7 +60,7 @@ print("SAME", bool(np.allclose(predictions, local, rtol=1e-5, atol=1e-5)), flush
 print("LEARNT", bool(np.abs(predictions - np.array([r["y"] for r in rows])).max() < 0.2), flush=True)
 unfitted = estimator(-2, "materialize", 3)
 Pipeline(stages=[unfitted]).write().save(str(TMP / "saved-unfitted"))  # through the Connect session's writers
-(stage,) = Pipeline.load(str(TMP / "saved-unfitted")).getStages()
+stage: Any = Pipeline.load(str(TMP / "saved-unfitted")).getStages()[0]
 PipelineModel(stages=[model]).write().save(str(TMP / "saved-fitted"))
 again = (
     PipelineModel.load(str(TMP / "saved-fitted")).stages[0].transform(frame).select("prediction").collect()

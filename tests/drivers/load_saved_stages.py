@@ -8,6 +8,7 @@ by id) and "STAGE <name> <json>" (`tests.ml.saved_stages.fingerprint` of each lo
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pyspark.ml import Pipeline
 from pyspark.ml.tuning import CrossValidatorModel, TrainValidationSplitModel
@@ -18,12 +19,13 @@ from tests.ml.saved_stages import fingerprint
 SAVED = Path(sys.argv[1])
 spark = spark_session("local[1]")
 test = spark.read.parquet(str(SAVED / "test"))
-scores = {}
+scores: dict[str, Any] = {}
 for name, cls in (("cv", CrossValidatorModel), ("tvs", TrainValidationSplitModel)):
     tuned = cls.load(str(SAVED / name))
     rows = tuned.bestModel.transform(test).select("id", "prediction", "probability").collect()
     scores[name] = {str(r["id"]): [r["prediction"], list(r["probability"])] for r in rows}
-    scores[f"{name}_estimator"] = fingerprint(tuned.getEstimator().getStages()[-1])
+    pipeline: Any = tuned.getEstimator()
+    scores[f"{name}_estimator"] = fingerprint(pipeline.getStages()[-1])
     scores[f"{name}_maps"] = sorted(v for m in tuned.getEstimatorParamMaps() for v in m.values())
 print("SCORES", json.dumps(scores), flush=True)
 for path in sorted((SAVED / "unfitted").iterdir()):
