@@ -80,8 +80,12 @@ def _describe(value: Any, model: Any) -> Any:
         }
     if hasattr(value, "get_weights"):  # a Keras model
         return {"keras": type(value).__name__, "sums": [float(np.sum(w)) for w in value.get_weights()]}
-    if hasattr(value, "get_config"):  # a Keras optimizer
-        config = value.get_config()
+    if hasattr(value, "get_config") or (
+        isinstance(value, dict) and "class_name" in value
+    ):  # a Keras optimizer
+        config = (
+            value.get_config() if hasattr(value, "get_config") else value["config"]
+        )  # or its saved config
         return {"keras_optimizer": config["name"], "lr": float(config["learning_rate"])}
     if callable(value):
         inner = getattr(value, "fn", value)  # sparkrunner's wrappers of a loss function hold it as `fn`

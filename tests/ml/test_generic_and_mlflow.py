@@ -112,7 +112,7 @@ def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_cli
     info = mlflow.models.get_model_info(model.mlflow_model_uri)
     assert info.run_id == model.mlflow_run_id
     assert [(c.name, str(c.type)) for c in info.signature.inputs.inputs] == [
-        ("a", "double"), ("f", "double"), ("v", "SparkML vector"), ("ad", "Array(double)"), ("af", "Array(double)")
+        ("a", "DataType.double"), ("f", "DataType.double"), ("v", "SparkML vector"), ("ad", "Array(double)"), ("af", "Array(double)")
     ]  # fmt: skip
 
     test = mixed_rows(spark_ml, 60, partitions=2, seed=9)

@@ -85,6 +85,14 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         )  # fmt: skip
         return model
 
+    def saved_values(self) -> dict[str, Any]:
+        """A Keras optimizer as its config (it holds weak references, which do not pickle); `fit` takes either."""
+        values = super().saved_values()
+        optimizer, package = values.get("optimizer"), keras_models.package_of(values.get("model"))
+        if package is not None and optimizer is not None and not isinstance(optimizer, (str, dict)):
+            values["optimizer"] = _keras(package).optimizers.serialize(optimizer)
+        return values
+
     def _spec(self, dataset: Any) -> KerasSpec:
         get = self.getOrDefault
         model = get("model")
@@ -98,7 +106,7 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
                 "TF_USE_LEGACY_KERAS=1 and use tf.keras), or set np=1"
             )
         optimizer = get("optimizer")
-        if not isinstance(optimizer, str):
+        if not isinstance(optimizer, (str, dict)):  # a dict: its serialized config (a saved estimator's)
             optimizer = _keras(package).optimizers.serialize(optimizer)
         compiled = checks.pickled("optimizer, loss or metrics", (optimizer, get("loss"), get("metrics")))
         return KerasSpec(

@@ -108,7 +108,7 @@ class ParamsWriter(MLWriter):
         self.instance = instance
 
     def saveImpl(self, path: str) -> None:
-        given = {param.name: value for param, value in self.instance._paramMap.items()}
+        given = self.instance.saved_values()
         as_json = {name: value for name, value in given.items() if _is_json(value)}
         pickled = {name: value for name, value in given.items() if name not in as_json}
         name = type(self.instance).__name__
@@ -133,6 +133,10 @@ class SavedParams(MLWritable, MLReadable[Any]):
 
     def write(self) -> ParamsWriter:
         return ParamsWriter(self)
+
+    def saved_values(self) -> dict[str, Any]:
+        """The Params set, by name, as they are saved (a stage whose values do not pickle gives their config)."""
+        return {param.name: value for param, value in self._paramMap.items()}  # type: ignore[attr-defined]
 
     @classmethod
     def read(cls) -> ParamsReader:
