@@ -21,6 +21,7 @@ from sparkrunner.compat.spark_facts import (
 )
 from sparkrunner.errors import DriverGpuError, InvalidArgumentError
 from sparkrunner.launch.gpus import CUDA_VISIBLE
+from sparkrunner.placement.sessions import is_connect_session
 
 TF_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"
 
@@ -62,6 +63,10 @@ class MirroredStrategyRunner:
         use_gpu: train on the GPUs Spark assigns (the ``gpu`` resource); False: CPU only.
         gpu_resource_name: Spark's name of the GPU resource; sparkrunner reads ``gpu``.
         use_custom_strategy: True: `train_fn` builds and enters its own strategy.
+
+    Attributes:
+        sc: the session's SparkContext, as the original's (None without a classic SparkSession: none at all, or
+            Spark Connect's, which has no SparkContext).
     """
 
     def __init__(
@@ -85,6 +90,7 @@ class MirroredStrategyRunner:
         self.gpu_resource_name = gpu_resource_name
         self.use_custom_strategy = bool(use_custom_strategy)
         self.spark = optional_session()
+        self.sc = None if self.spark is None or is_connect_session(self.spark) else self.spark.sparkContext
         self.num_tasks = None if self.local_mode else self.get_num_tasks()
 
     def get_num_tasks(self) -> int:

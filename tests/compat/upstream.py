@@ -227,19 +227,14 @@ SUITES = [
             ),
         },
         public=(
+            "k:test_equal_gpu_allocation",
             "k:test_zero_num_slots",
             "k:test_local_run",
             "k:test_run_on_ssl_cluster",
+            "k:test_cpu_training_with_gpus",
             "k:test_spark_task_cuda_devices_env_support",
         ),
-        left_out={
-            "test_equal_gpu_allocation": (
-                "its train_fn's BarrierTaskContext.get().allGather() is answered in the ranks now (issue 29), but "
-                "its three cases ask for 4- and 2-core executors and failed on this 1-core-executor stand-in "
-                "cluster, not yet diagnosed"
-            ),
-            "test_cpu_training_with_gpus": "not yet run since BarrierTaskContext is answered in the ranks",
-        },
+        left_out={},
         conftest="tests/compat/upstream_tf_conftest.py",
         requires=("tensorflow",),
     ),

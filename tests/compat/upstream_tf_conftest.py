@@ -46,8 +46,9 @@ def num_gpus_per_worker(request: pytest.FixtureRequest) -> int:
 def spark_session(
     num_workers: int, num_gpus_per_worker: int, extra_spark_configs: dict[str, Any]
 ) -> Iterator[Any]:
-    """`num_workers` executors with `num_gpus_per_worker` fake GPUs each, the driver with four, each task
-    taking a whole executor's GPUs unless `extra_spark_configs` says otherwise."""
+    """`num_workers` executors with `num_gpus_per_worker` fake GPUs each (and `spark.executor.cores` cores, as
+    the original's workers have), the driver with four, each task taking a whole executor's GPUs unless
+    `extra_spark_configs` says otherwise."""
     from pyspark.sql import SparkSession
 
     worker_script = discovery_script(tuple(str(i) for i in range(num_gpus_per_worker)))
@@ -66,7 +67,8 @@ def spark_session(
         "tensorflow.spark.distributor.ignoreSsl": "false",
         **{k: str(v) for k, v in extra_spark_configs.items()},
     }
-    builder = SparkSession.builder.master(f"local-cluster[{num_workers},1,1024]").appName("upstream-tf")
+    cores = int(extra_spark_configs.get("spark.executor.cores", 1))  # each worker runs one executor this big
+    builder = SparkSession.builder.master(f"local-cluster[{num_workers},{cores},1024]").appName("upstream-tf")
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

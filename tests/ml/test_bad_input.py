@@ -97,3 +97,11 @@ def test_an_empty_dataframe_or_too_few_rows_are_refused(frame: Any, tmp_path: An
     with pytest.raises(NotEnoughDataError, match="fewer than one batch of 32 for each of 2 ranks"):
         estimator.fit(frame)  # 40 rows, 2 ranks of 32
     assert runs(uri) == 0
+
+
+def test_saving_an_estimator_whose_model_cannot_be_pickled_names_it(spark_ml: Any, tmp_path: Any) -> None:
+    """Refused at save, before anything is written: the error names the Params pickled and the cause."""
+    estimator = TorchEstimator(model=Locked(), feature_cols=["a"], label_cols=["label"])
+    with pytest.raises(NotPicklableError, match=r"TorchEstimator's model.*lock"):
+        estimator.write().save(str(tmp_path / "saved"))
+    assert not (tmp_path / "saved").exists()

@@ -11,13 +11,14 @@ from typing import Any
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import SQLTransformer
 
 from sparkrunner.ml import FunctionEstimator, FunctionModel, ScoringModel, TorchEstimator
-from tests.ml.nets import BIAS, WEIGHTS, forward, least_squares, linear_predict, linear_rows
+from tests.ml.nets import BIAS, WEIGHTS, least_squares, linear_predict, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -71,16 +72,37 @@ def test_scoring_model_builds_once_per_python_worker(spark_ml: Any, tmp_path: Pa
     assert str(os.getpid()) not in pids and 1 <= len(pids) < 12
 
 
-def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
-    spark_ml: Any, store: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+def mixed_rows(spark: Any, rows: int, partitions: int = 4, seed: int = 0) -> Any:
+    """`linear_rows`' x as every kind of feature column the estimator takes: a double, a float, an ML vector,
+    an array of doubles and an array of floats (y stays x . WEIGHTS + BIAS)."""
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql import functions as F
+
+    x = F.col("x")
+    return linear_rows(spark, rows, partitions, seed).select(
+        "id", "y", x[0].cast("double").alias("a"), x[1].alias("f"),
+        array_to_vector(F.array(x[2])).alias("v"), F.array(x[0].cast("double")).alias("ad"),
+        F.array(x[1]).alias("af"),
+    )  # fmt: skip
+
+
+MIXED = ["a", "f", "v", "ad", "af"]
+
+
+def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_client(
+    spark_ml: Any, store: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Fitted (np=-1, launcher "direct") on a double, a float, an ML vector and arrays of doubles and floats; the
+    logged model's signature names those columns, and `mlflow.pyfunc.load_model`, `mlflow.pyfunc.spark_udf` (the
+    double and vector columns as Spark holds them) and a REST request to `mlflow models serve` give
+    `transform`'s predictions; a ScoringModel of its URI too. A missing column is refused by name."""
     users_store = os.environ["MLFLOW_TRACKING_URI"]  # conftest's; the fit logs to another store
     torch.manual_seed(0)
-    net = torch.nn.Linear(3, 1)
+    net = torch.nn.Linear(5, 1)
     model = TorchEstimator(
-        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x"],
-        label_cols=["y"], epochs=3, np=-2, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
-    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=MIXED,
+        label_cols=["y"], epochs=2, np=-1, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
+    ).fit(mixed_rows(spark_ml, 400))  # fmt: skip
     assert model.mlflow_model_uri is not None and model.mlflow_run_id is not None
     assert os.environ.get("MLFLOW_TRACKING_URI") == users_store, "the fit changed the user's tracking URI"
 
@@ -88,14 +110,86 @@ def test_the_fitted_model_is_in_mlflow_with_a_signature_and_scores_from_its_uri(
         "MLFLOW_TRACKING_URI", tracking_uri
     )  # never mlflow.set_tracking_uri: it outlives the test
     info = mlflow.models.get_model_info(model.mlflow_model_uri)
-    assert info.signature is not None and info.run_id == model.mlflow_run_id
-    x = np.random.default_rng(0).random((5, 3), dtype=np.float32)
+    assert info.run_id == model.mlflow_run_id
+    assert [(c.name, str(c.type)) for c in info.signature.inputs.inputs] == [
+        ("a", "DataType.double"), ("f", "DataType.double"), ("v", "SparkML vector"), ("ad", "Array(double)"), ("af", "Array(double)")
+    ]  # fmt: skip
+
+    test = mixed_rows(spark_ml, 60, partitions=2, seed=9)
+    transformed = {r["id"]: r["prediction"] for r in model.transform(test).collect()}
+    ids = sorted(transformed)
+    expected = [transformed[i] for i in ids]
+
+    records = [
+        {"a": r["a"], "f": r["f"], "v": r["v"].toArray().tolist(), "ad": list(r["ad"]), "af": list(r["af"])}
+        for r in test.orderBy("id").collect()
+    ]
     loaded = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    np.testing.assert_allclose(np.asarray(loaded.predict(pd.DataFrame(records)))[:, 0], expected, rtol=1e-6)
+    with pytest.raises(mlflow.exceptions.MlflowException, match=r"missing inputs.*'af'"):
+        loaded.predict(pd.DataFrame(records).drop(columns=["af"]))
+
+    udf = mlflow.pyfunc.spark_udf(spark_ml, model.mlflow_model_uri, result_type="double", env_manager="local")
+    from pyspark.ml.functions import vector_to_array  # MLflow's schema check refuses Spark's vector struct
+
+    columns = [vector_to_array("v").alias("v") if c == "v" else c for c in MIXED]
+    by_udf = {r["id"]: r["p"] for r in test.select("id", udf(*columns).alias("p")).collect()}
+    np.testing.assert_allclose([by_udf[i] for i in ids], expected, rtol=1e-6)
+
+    served = _served(model.mlflow_model_uri, {"dataframe_records": records}, tmp_path)
     np.testing.assert_allclose(
-        np.asarray(loaded.predict(x)).reshape(-1), forward(model.getModel(), x)[:, 0], rtol=1e-6
+        np.asarray(served["predictions"], dtype=float).reshape(-1), expected, rtol=1e-6
     )
 
-    test = linear_rows(spark_ml, 100, partitions=2, seed=9)
-    mine = {r["id"]: r["prediction"] for r in model.transform(test).collect()}
-    from_uri = ScoringModel(model_uri=model.mlflow_model_uri, feature_cols=["x"]).transform(test).collect()
-    assert {r["id"]: r["prediction"] for r in from_uri} == pytest.approx(mine, rel=1e-6)
+    from_uri = ScoringModel(model_uri=model.mlflow_model_uri, feature_cols=MIXED).transform(test).collect()
+    assert {r["id"]: r["prediction"] for r in from_uri} == pytest.approx(transformed, rel=1e-6)
+
+
+def _served(uri: str, body: dict[str, Any], tmp_path: Path) -> Any:
+    """`body`'s answer from ``mlflow models serve -m uri`` (the venv's own environment: --env-manager local), on
+    a port of its own; the server and its workers are stopped after."""
+    import json
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.waiting import wait_until
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)  # mlflow execs uvicorn from the environment's bin
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    command = [f"{bin_dir}/mlflow", "models", "serve", "-m", uri, "--env-manager", "local", "-h", "127.0.0.1",
+               "-p", str(port), "-w", "1"]  # fmt: skip
+    with open(tmp_path / "serve.log", "w") as log:
+        server = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_until(
+            lambda: _answers(f"http://127.0.0.1:{port}/ping", server), 180, "mlflow models serve to start"
+        )
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read())
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def _answers(url: str, server: Any) -> bool:
+    import urllib.request
+
+    assert server.poll() is None, f"mlflow models serve exited with {server.returncode}"
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return True
+    except OSError:
+        return False

@@ -17,6 +17,7 @@ from typing import Any
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 from pyspark.ml import Pipeline, PipelineModel
 
@@ -68,8 +69,11 @@ def test_a_pipeline_ending_in_keras_learns_logs_saves_and_loads(
     # the fit's store, as a user names it (MLflow's _use_tracking_uri would unset the session's variable)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
     logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
-    assert [s.shape for s in logged.metadata.signature.inputs.inputs] == [(-1, 3)]
-    np.testing.assert_allclose(np.asarray(logged.predict(x))[:, 0], predictions, rtol=1e-5, atol=1e-5)
+    assert [(c.name, str(c.type)) for c in logged.metadata.signature.inputs.inputs] == [
+        ("x", "Array(double)")
+    ]
+    by_column = np.asarray(logged.predict(pd.DataFrame({"x": list(x.astype(np.float64))})))
+    np.testing.assert_allclose(by_column[:, 0], predictions, rtol=1e-5, atol=1e-5)
 
     fitted.write().save(str(tmp_path / "pipeline"))
     loaded = PipelineModel.load(str(tmp_path / "pipeline"))

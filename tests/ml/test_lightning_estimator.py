@@ -9,6 +9,7 @@ from typing import Any
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from pyspark.ml import Pipeline, PipelineModel
@@ -47,7 +48,8 @@ def test_fit_in_spark_learns_the_generating_function_and_logs_each_epoch(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)  # the fit's store, as a user names it
     loaded = mlflow.pyfunc.load_model(model.mlflow_model_uri)
     x = np.random.default_rng(0).random((5, 3), dtype=np.float32)
-    np.testing.assert_allclose(loaded.predict(x), forward(trained, x), rtol=1e-6)
+    by_column = np.asarray(loaded.predict(pd.DataFrame({"x": list(x)})))  # the signature's feature column
+    np.testing.assert_allclose(by_column, forward(trained, x), rtol=1e-6)
 
 
 def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(

@@ -3,6 +3,7 @@ a loaded model, alone or inside a loaded PipelineModel, scores exactly as the on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +68,71 @@ def test_a_pipeline_ending_in_the_estimator_fits_saves_and_loads(
     assert scores(
         alone.transform(fitted.stages[1].transform(fitted.stages[0].transform(test))), "prediction"
     ) == [(p,) for p, _ in before]
+
+
+# five fits and a new driver process: ~2 min when the machine is idle
+@pytest.mark.timeout(900)
+def test_tuning_models_save_and_load_in_a_new_process(spark_ml: Any, store: Path, tmp_path: Path) -> None:
+    """A real CrossValidator (2 folds x 2 param maps, np=-1, launcher "direct") over a Pipeline ending in
+    TorchEstimator; a TrainValidationSplitModel of the same estimator, param maps and best model (what its
+    writer writes: a TrainValidationSplit fit would train three times more for nothing new to save), and the
+    unfitted Pipeline. A new process loads them: the best models score as here, and the loaded estimators hold
+    what was saved (the optimizer still optimizing the loaded model's parameters)."""
+    from pyspark.ml import Pipeline
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder, TrainValidationSplitModel
+
+    from tests.helpers import run_driver
+    from tests.ml.saved_stages import fingerprint
+
+    net = classifier()
+    estimator = TorchEstimator(
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="cross_entropy",
+        feature_cols=["features"], label_cols=["label"], batch_size=32, np=-1, launcher="direct",
+        store=str(store), tracking=False, verbose=0,
+    )  # fmt: skip
+    pipeline = Pipeline(stages=[VectorAssembler(inputCols=["a", "b"], outputCol="features"), estimator])
+    grid = ParamGridBuilder().addGrid(estimator.epochs, [1, 4]).build()
+    evaluator = MulticlassClassificationEvaluator(labelCol="label", metricName="accuracy")
+    cv = CrossValidator(
+        estimator=pipeline, estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, seed=3
+    ).fit(class_rows(spark_ml, 400))
+    assert cv.avgMetrics[1] > cv.avgMetrics[0]  # four epochs learn more than one
+    tvs = TrainValidationSplitModel(cv.bestModel, cv.avgMetrics)
+    tvs._set(estimator=pipeline, estimatorParamMaps=grid, evaluator=evaluator)
+
+    saved = tmp_path / "saved"
+    test = class_rows(spark_ml, 100, partitions=2)
+    test.write.parquet(str(saved / "test"))
+    cv.write().save(str(saved / "cv"))
+    tvs.write().save(str(saved / "tvs"))
+    Pipeline(stages=[estimator]).write().save(str(saved / "unfitted" / "torch"))
+
+    out = run_driver("load_saved_stages", str(saved), seconds=300)
+    printed = [line.split(" ", 2) for line in out.splitlines() if line.startswith(("SCORES ", "STAGE "))]
+    assert len(printed) == 2 and printed[0][0] == "SCORES", out
+    loaded = json.loads(" ".join(printed[0][1:]))
+    rows = cv.bestModel.transform(spark_ml.read.parquet(str(saved / "test"))).collect()
+    here = {str(r["id"]): [r["prediction"], list(r["probability"])] for r in rows}
+    assert loaded["cv"] == loaded["tvs"] == here
+    expected = json.loads(json.dumps(fingerprint(estimator)))
+    assert expected["optimizer"]["binds"] and expected["model"]["sums"]
+    assert loaded["cv_estimator"] == loaded["tvs_estimator"] == json.loads(printed[1][2]) == expected
+    assert loaded["cv_maps"] == loaded["tvs_maps"] == [1, 4]
+
+
+def test_unfitted_stages_of_every_kind_save_and_load_in_a_pipeline(spark_ml: Any, tmp_path: Path) -> None:
+    """LightningEstimator, KerasEstimator (tf_keras), FunctionEstimator, ScoringModel and the Horovod drop-ins,
+    each the stage of an unfitted Pipeline saved and loaded (no fit): the loaded stage is of the same class and
+    uid, with the same Params, weights, optimizer settings (bound to the loaded model) and functions."""
+    from pyspark.ml import Pipeline
+
+    from tests.ml.saved_stages import fingerprint, unfitted
+
+    stages = unfitted()
+    for name, stage in stages.items():
+        Pipeline(stages=[stage]).write().save(str(tmp_path / name))
+    loaded = {name: Pipeline.load(str(tmp_path / name)).getStages()[0] for name in stages}
+    assert {n: fingerprint(s) for n, s in loaded.items()} == {n: fingerprint(s) for n, s in stages.items()}
+    assert fingerprint(loaded["horovod_torch"])["optimizer"]["binds"]

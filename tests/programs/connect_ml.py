@@ -1,7 +1,8 @@
 """Every estimator over Spark Connect (test_connect_ml.py), in one Connect server.
 
 Usage: ``connect_ml.py TMP``: TorchEstimator fitted on np<0 ranks from materialized rows, one in the server's
-barrier stage from streamed rows, and transform on the server's executors; then LightningEstimator (np<0),
+barrier stage from streamed rows, and transform on the server's executors; an unfitted Pipeline and a
+PipelineModel of the first saved and loaded through the Connect session; then LightningEstimator (np<0),
 KerasEstimator (tf_keras, np<0) and FunctionEstimator (a barrier stage, materialized rows), each scored on the
 executors, its worst error against the generating function computed in Spark. Prints what the test checks."""
 
@@ -11,12 +12,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql.connect import functions as F
 
 from sparkrunner.ml import FunctionEstimator, KerasEstimator, LightningEstimator, TorchEstimator
 from tests.ml.keras_nets import linear_model
 from tests.ml.lightning_nets import LinearRegression
 from tests.ml.nets import least_squares, linear_predict
+from tests.ml.saved_stages import fingerprint
 from tests.scenarios.connect.server import start_connect_session
 
 TMP = Path(sys.argv[1])
@@ -55,6 +58,17 @@ with torch.no_grad():
 predictions = np.array([r["prediction"] for r in rows])
 print("SAME", bool(np.allclose(predictions, local, rtol=1e-5, atol=1e-5)), flush=True)
 print("LEARNT", bool(np.abs(predictions - np.array([r["y"] for r in rows])).max() < 0.2), flush=True)
+unfitted = estimator(-2, "materialize", 3)
+Pipeline(stages=[unfitted]).write().save(str(TMP / "saved-unfitted"))  # through the Connect session's writers
+stage: Any = Pipeline.load(str(TMP / "saved-unfitted")).getStages()[0]
+PipelineModel(stages=[model]).write().save(str(TMP / "saved-fitted"))
+again = (
+    PipelineModel.load(str(TMP / "saved-fitted")).stages[0].transform(frame).select("prediction").collect()
+)
+print(
+    "SAVED", type(stage).__name__, stage.getEpochs(), fingerprint(stage) == fingerprint(unfitted), flush=True
+)
+print("LOADED", [r["prediction"] for r in again] == list(predictions), flush=True)
 streamed = estimator(1, "stream", 2).fit(frame)
 print("STREAMED", len(streamed.history["loss"]), flush=True)
 

@@ -15,7 +15,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, fit_stage
-from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter
+from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.outputs import PROBABILITY_KINDS
 from sparkrunner.ml.params import FunctionParams, ScoringParams, param, probability_param, with_accessors
@@ -25,7 +25,7 @@ from sparkrunner.options import check_choice
 _NAMES = ("prediction", "probability")
 
 
-class FunctionEstimator(Estimator, FunctionParams, MLWritable):
+class FunctionEstimator(Estimator, FunctionParams, SavedParams):
     """``train_fn(train_data, val_data)`` on every rank (read them with ``sparkrunner.data``'s loaders; rank 0
     returns the model, anything picklable); `fit` returns a `FunctionModel` that scores with
     ``predict_fn(model, features)`` on the executors (features: a float32 matrix of the `feature_cols`)."""
@@ -67,11 +67,6 @@ class FunctionEstimator(Estimator, FunctionParams, MLWritable):
     @keyword_only
     def setParams(self, **params: Any) -> FunctionEstimator:
         return self._set(**self._input_kwargs)
-
-    def write(self) -> Any:
-        raise InvalidArgumentError(
-            "save the fitted FunctionModel (or the Pipeline after fit), not the estimator"
-        )
 
     def _fit(self, dataset: Any) -> FunctionModel:
         get = self.getOrDefault
@@ -135,7 +130,7 @@ class FunctionModel(Model, ScoringParams, MLWritable, MLReadable):
 
 
 @with_accessors
-class ScoringModel(Model, ScoringParams):
+class ScoringModel(Model, ScoringParams, SavedParams):
     """Scores with a model trained anywhere: ``model_uri`` (an MLflow model: torch modules run as such, other
     flavors through ``pyfunc``) or ``builder()`` (a function that returns the model), loaded once per Python
     worker; ``predict_fn(model, features)`` when a forward pass (or ``model.predict``) is not how it predicts.

@@ -12,7 +12,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import keras_models
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
-from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter, unfitted_cannot_be_saved
+from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import KerasParams, ScoringParams
@@ -23,7 +23,7 @@ _TRAIN = RankEntry("sparkrunner.ml.ranks.keras_training", "train")
 _CLASSIFIER_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy")
 
 
-class KerasEstimator(Estimator, KerasParams, MLWritable):
+class KerasEstimator(Estimator, KerasParams, SavedParams):
     """Trains a Keras model (``tf_keras``, or Keras 3 on one rank) on `np` ranks; `fit(df)` returns a
     `KerasModel`. The model receives one float32 matrix per batch (the `feature_cols` side by side) and the
     `label_cols` as float32 labels; a classifier (loss ``sparse_categorical_crossentropy`` or
@@ -69,9 +69,6 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
     def setParams(self, **params: Any) -> KerasEstimator:
         return self._set(**self._input_kwargs)
 
-    def write(self) -> Any:
-        raise unfitted_cannot_be_saved("KerasEstimator", "a live model", "KerasModel")
-
     def _fit(self, dataset: Any) -> KerasModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec(dataset)
@@ -88,6 +85,14 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
         )  # fmt: skip
         return model
 
+    def saved_values(self) -> dict[str, Any]:
+        """A Keras optimizer as its config (it holds weak references, which do not pickle); `fit` takes either."""
+        values = super().saved_values()
+        optimizer, package = values.get("optimizer"), keras_models.package_of(values.get("model"))
+        if package is not None and optimizer is not None and not isinstance(optimizer, (str, dict)):
+            values["optimizer"] = _keras(package).optimizers.serialize(optimizer)
+        return values
+
     def _spec(self, dataset: Any) -> KerasSpec:
         get = self.getOrDefault
         model = get("model")
@@ -101,7 +106,7 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
                 "TF_USE_LEGACY_KERAS=1 and use tf.keras), or set np=1"
             )
         optimizer = get("optimizer")
-        if not isinstance(optimizer, str):
+        if not isinstance(optimizer, (str, dict)):  # a dict: its serialized config (a saved estimator's)
             optimizer = _keras(package).optimizers.serialize(optimizer)
         compiled = checks.pickled("optimizer, loss or metrics", (optimizer, get("loss"), get("metrics")))
         return KerasSpec(
@@ -116,9 +121,13 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
             return None
         import cloudpickle
 
-        example = mlflow_logging.feature_example(dataset, self.getOrDefault("feature_cols"))
+        names = self.getOrDefault("feature_cols")
+        inputs = mlflow_logging.feature_schema(dataset, names)
+        example = mlflow_logging.feature_example(dataset, names)
         model = cloudpickle.loads(result.model)
-        return mlflow_logging.log_keras_model(fitted.tracking.uri, fitted.mlflow_run_id, model, example)
+        return mlflow_logging.log_keras_model(
+            fitted.tracking.uri, fitted.mlflow_run_id, model, inputs, example
+        )
 
 
 class KerasModel(Model, ScoringParams, MLWritable, MLReadable):

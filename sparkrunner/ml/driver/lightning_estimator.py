@@ -7,11 +7,10 @@ from typing import Any
 
 from pyspark import keyword_only
 from pyspark.ml import Estimator
-from pyspark.ml.util import MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, fit_stage
-from sparkrunner.ml.driver.persistence import unfitted_cannot_be_saved
+from sparkrunner.ml.driver.persistence import SavedParams
 from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.outputs import PROBABILITY_KINDS
@@ -23,7 +22,7 @@ _TRAIN = RankEntry("sparkrunner.ml.ranks.lightning_training", "train")
 _RESERVED = ("strategy", "max_epochs", "callbacks", "default_root_dir", "use_distributed_sampler")
 
 
-class LightningEstimator(Estimator, LightningParams, MLWritable):
+class LightningEstimator(Estimator, LightningParams, SavedParams):
     """Trains a ``pytorch_lightning.LightningModule`` on `np` ranks; `fit(df)` returns a `TorchModel`.
 
     ``training_step``/``validation_step`` receive each batch as ``{column: tensor}`` (as Horovod's Lightning
@@ -71,9 +70,6 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
     @keyword_only
     def setParams(self, **params: Any) -> LightningEstimator:
         return self._set(**self._input_kwargs)
-
-    def write(self) -> Any:
-        raise unfitted_cannot_be_saved("LightningEstimator", "a live LightningModule", "TorchModel")
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
-from sparkrunner.ml import features
+from sparkrunner.data import columns
+from sparkrunner.ml import features, sparkrunner_pyfunc
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 
@@ -32,42 +36,80 @@ def feature_example(df: Any, feature_cols: list[str], rows: int = 2) -> Any:
     return features.matrix([np.array([_numbers(row[c]) for row in found]) for c in feature_cols])
 
 
+def feature_schema(df: Any, feature_cols: list[str]) -> Any:
+    """The signature's inputs: the estimator's feature columns by name, as `fit` and `transform` take them:
+    numbers as doubles (floats upcast), arrays as arrays of doubles (floats too), ML vectors as vectors."""
+    from mlflow.types.schema import Array, ColSpec, Schema, SparkMLVector
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+
+    def spec(name: str) -> ColSpec:
+        kind = columns.spark_type_name(fields[name])
+        if kind == "vector":
+            return ColSpec(SparkMLVector(), name)
+        return ColSpec(Array("double"), name) if kind.startswith("array<") else ColSpec("double", name)
+
+    return Schema([spec(c) for c in feature_cols])
+
+
 def _numbers(value: Any) -> Any:
     return value.toArray() if hasattr(value, "toArray") else value
 
 
-def log_torch_model(uri: str, run_id: str, model: Any, example: Any) -> str:
-    """Log `model` in MLflow's pytorch flavor (pickled, so any module loads back) with a signature inferred
-    from `example` (a float32 feature matrix) into run `run_id`; returns the model's URI."""
-    import mlflow
+def log_torch_model(uri: str, run_id: str, model: Any, inputs: Any, example: Any) -> str:
+    """Log `model` in MLflow's pytorch flavor (pickled, so any module loads back) into run `run_id`, its pyfunc
+    taking the feature columns `inputs` (a schema); `example` (a float32 feature matrix) gives the outputs'
+    schema. Returns the model's URI."""
     import torch
-    from mlflow.models import infer_signature
 
     with torch.no_grad():
         outputs = model(torch.from_numpy(example)).numpy()
-    signature = infer_signature(example, outputs)
-    # the fit's store for this call only: the user's own tracking URI (set or not) is left as it was
-    with tracking_uri_for_call(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
-        info = mlflow.pytorch.log_model(
-            model,
-            name="model",
-            signature=signature,
-            input_example=example[:2],
-            serialization_format="pickle",  # any module, any batch size (pt2 is traced at one shape)
-        )
-    return str(info.model_uri)
+    # pickle: any module, any batch size (pt2 is traced at one shape)
+    return _log(
+        uri, run_id, "pytorch", inputs, example, outputs, pytorch_model=model, serialization_format="pickle"
+    )
 
 
-def log_keras_model(uri: str, run_id: str, model: Any, example: Any) -> str:
-    """Log a Keras `model` into run `run_id` (MLflow's keras flavor for Keras 3, tensorflow for tf_keras) with a
-    signature inferred from `example` (a float32 feature matrix); returns the model's URI."""
-    import mlflow
-    from mlflow.models import infer_signature
-
+def log_keras_model(uri: str, run_id: str, model: Any, inputs: Any, example: Any) -> str:
+    """Log a Keras `model` into run `run_id` (MLflow's keras flavor for Keras 3, tensorflow for tf_keras), its
+    pyfunc taking the feature columns `inputs`; returns the model's URI."""
     from sparkrunner.ml import keras_models
 
-    signature = infer_signature(example, keras_models.predict(model, example))
-    flavor = mlflow.keras if keras_models.package_of(model) == "keras" else mlflow.tensorflow
+    flavor = "keras" if keras_models.package_of(model) == "keras" else "tensorflow"
+    return _log(uri, run_id, flavor, inputs, example, keras_models.predict(model, example), model=model)
+
+
+def _log(uri: str, run_id: str, flavor: str, inputs: Any, example: Any, outputs: Any, **model: Any) -> str:
+    """The model in `flavor` in run `run_id`, with `sparkrunner_pyfunc` as its pyfunc (feature columns in)."""
+    import mlflow
+    from mlflow.models import ModelSignature, infer_signature
+
+    signature = ModelSignature(inputs=inputs, outputs=infer_signature(example, outputs).outputs)
+    saver = _FeatureColumnsFlavor(importlib.import_module(f"mlflow.{flavor}"), flavor)
+    # the fit's store for this call only: the user's own tracking URI (set or not) is left as it was
     with tracking_uri_for_call(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
-        info = flavor.log_model(model, name="model", signature=signature, input_example=example[:2])
+        info = mlflow.models.Model.log(None, saver, name="model", signature=signature, **model)
     return str(info.model_uri)
+
+
+class _FeatureColumnsFlavor:
+    """A flavor for ``mlflow.models.Model.log``: `flavor`'s own ``save_model``, then `sparkrunner_pyfunc` copied
+    into the model's ``code/`` and named as its pyfunc loader (it wraps the flavor's own pyfunc)."""
+
+    def __init__(self, module: Any, name: str) -> None:
+        self.module = module
+        self.name = name
+
+    def save_model(self, path: str, mlflow_model: Any, **kwargs: Any) -> None:
+        from mlflow import pyfunc
+        from mlflow.models.model import MLMODEL_FILE_NAME
+
+        signature = kwargs.pop("signature")  # set after: TensorFlow's save_model takes tensor signatures only
+        self.module.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+        mlflow_model.signature = signature
+        code = Path(path) / "code"
+        code.mkdir(exist_ok=True)
+        shutil.copy(sparkrunner_pyfunc.__file__, code / "sparkrunner_pyfunc.py")
+        conf = mlflow_model.flavors[pyfunc.FLAVOR_NAME]
+        conf.update(loader_module="sparkrunner_pyfunc", code="code", sparkrunner_flavor=self.name)
+        mlflow_model.save(str(Path(path) / MLMODEL_FILE_NAME))

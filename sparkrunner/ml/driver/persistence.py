@@ -1,17 +1,28 @@
-"""Saving and loading fitted models as Spark ML does its own: Params in ``metadata/`` (what `PipelineModel`
-reads to find the class), the pickled model in ``data/`` as Parquet, so any path Spark writes to works
-(local, HDFS, an object store, DBFS)."""
+"""Saving and loading the stages as Spark ML does its own: Params in ``metadata/`` (what `Pipeline`,
+`PipelineModel` and the tuning models read to find the class), what JSON cannot hold (a fitted model, or an
+unfitted estimator's model, optimizer, loss and functions) pickled in ``data/`` as Parquet, so any path Spark
+writes to works (local, HDFS, an object store, DBFS), over Spark Connect too."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReader, MLWriter
+import cloudpickle
+from pyspark.ml.util import (
+    DefaultParamsReader,
+    DefaultParamsWriter,
+    MLReadable,
+    MLReader,
+    MLWritable,
+    MLWriter,
+)
 
-from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.ml.driver import checks
+from sparkrunner.placement.sessions import is_connect_session
 
 _STATE_KEY = "sparkrunner"
 
@@ -48,7 +59,7 @@ class StateWriter(MLWriter):
     def saveImpl(self, path: str) -> None:
         state: ModelState = self.instance.state
         DefaultParamsWriter.saveMetadata(
-            self.instance, path, self.sc, extraMetadata={_STATE_KEY: state.describe()}
+            self.instance, path, _spark(self), extraMetadata={_STATE_KEY: state.describe()}
         )
         rows = self.sparkSession.createDataFrame(
             [(state.payload, state.predictor)], "payload binary, predictor binary"
@@ -56,30 +67,92 @@ class StateWriter(MLWriter):
         rows.coalesce(1).write.parquet(f"{path}/data")
 
 
-class StateReader(MLReader[Any]):
-    """Reads what `StateWriter` wrote into a new instance of `cls` (with a new model id)."""
+class SavedReader(MLReader[Any]):
+    """Reads a saved stage into a new instance of `cls`: the saved uid (tuning models name their param maps'
+    Params by it) and JSON Params, then what the stage's kind restores from its row in ``data/``."""
 
     def __init__(self, cls: type) -> None:
         super().__init__()
         self.cls = cls
 
     def load(self, path: str) -> Any:
-        metadata = DefaultParamsReader.loadMetadata(path, self.sc)
+        metadata = DefaultParamsReader.loadMetadata(path, _spark(self))
         instance = self.cls()
         instance._resetUid(metadata["uid"])
         DefaultParamsReader.getAndSetParams(instance, metadata)
-        row = self.sparkSession.read.parquet(f"{path}/data").collect()[0]
+        self.restore(instance, metadata, self.sparkSession.read.parquet(f"{path}/data").collect()[0])
+        return instance
+
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
+        raise NotImplementedError
+
+
+class StateReader(SavedReader):
+    """Reads what `StateWriter` wrote (with a new model id)."""
+
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
         predictor = None if row["predictor"] is None else bytes(row["predictor"])
         instance.state = ModelState(
             payload=bytes(row["payload"]), predictor=predictor, **metadata[_STATE_KEY]
         )
-        return instance
 
 
-def unfitted_cannot_be_saved(estimator: str, holds: str, fitted: str) -> InvalidArgumentError:
-    """The error `write()` of an unfitted estimator raises: what it holds live cannot go through Spark ML's
-    writer, and what to save instead."""
-    return InvalidArgumentError(
-        f"an unfitted {estimator} holds {holds}, which Spark ML's writer cannot save: save the fitted {fitted} "
-        "(model.write().save(path)), or the Pipeline after fit"
-    )
+class ParamsWriter(MLWriter):
+    """Writes an unfitted stage: the Params JSON holds in ``metadata/`` (readable, and what Spark ML's readers
+    look up), the others (model, optimizer, loss, functions, callbacks) cloudpickled together in ``data/``, so
+    an optimizer keeps optimizing the parameters of the model saved with it (Horovod's estimators pickle theirs
+    into their metadata)."""
+
+    def __init__(self, instance: Any) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def saveImpl(self, path: str) -> None:
+        given = self.instance.saved_values()
+        as_json = {name: value for name, value in given.items() if _is_json(value)}
+        pickled = {name: value for name, value in given.items() if name not in as_json}
+        name = type(self.instance).__name__
+        payload = checks.pickled(
+            f"{name}'s {', '.join(pickled)}", pickled, to="a saved stage (Spark ML's writer)"
+        )
+        DefaultParamsWriter.saveMetadata(self.instance, path, _spark(self), paramMap=as_json)
+        rows = self.sparkSession.createDataFrame([(payload,)], "params binary")
+        rows.coalesce(1).write.parquet(f"{path}/data")
+
+
+class ParamsReader(SavedReader):
+    """Reads what `ParamsWriter` wrote."""
+
+    def restore(self, instance: Any, metadata: dict[str, Any], row: Any) -> None:
+        instance._set(**cloudpickle.loads(bytes(row["params"])))
+
+
+class SavedParams(MLWritable, MLReadable[Any]):
+    """``write().save(path)`` and ``load(path)`` for a stage whose state is all in its Params (an unfitted
+    estimator), also inside a saved `Pipeline` and Spark ML's tuning models."""
+
+    def write(self) -> ParamsWriter:
+        return ParamsWriter(self)
+
+    def saved_values(self) -> dict[str, Any]:
+        """The Params set, by name, as they are saved (a stage whose values do not pickle gives their config)."""
+        return {param.name: value for param, value in self._paramMap.items()}  # type: ignore[attr-defined]
+
+    @classmethod
+    def read(cls) -> ParamsReader:
+        return ParamsReader(cls)
+
+
+def _is_json(value: Any) -> bool:
+    """JSON keeps `value` as it is (a tuple would come back a list, a numpy number not at all)."""
+    try:
+        return bool(json.loads(json.dumps(value)) == value) and not isinstance(value, tuple)
+    except (TypeError, ValueError):
+        return False
+
+
+def _spark(rw: Any) -> Any:
+    """What Spark ML's metadata helpers take: the session over Connect (it has no SparkContext), else the
+    SparkContext (pyspark 3.5's helpers take only that)."""
+    spark = rw.sparkSession
+    return spark if is_connect_session(spark) else spark.sparkContext

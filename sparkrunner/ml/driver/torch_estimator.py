@@ -13,7 +13,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import losses
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
-from sparkrunner.ml.driver.persistence import ModelState, StateReader, StateWriter, unfitted_cannot_be_saved
+from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import ScoringParams, TorchParams
@@ -24,7 +24,7 @@ from sparkrunner.options import check_number
 _TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")
 
 
-class TorchEstimator(Estimator, TorchParams, MLWritable):
+class TorchEstimator(Estimator, TorchParams, SavedParams):
     """Trains a torch ``nn.Module`` on `np` ranks with DistributedDataParallel; `fit(df)` returns a `TorchModel`.
 
     The rows reach the ranks through Spark (`materialize` or `stream`), never through the driver. The model
@@ -72,9 +72,6 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
     @keyword_only
     def setParams(self, **params: Any) -> TorchEstimator:
         return self._set(**self._input_kwargs)
-
-    def write(self) -> Any:
-        raise unfitted_cannot_be_saved("TorchEstimator", "a live model and optimizer", "TorchModel")
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
@@ -171,9 +168,13 @@ def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainRes
     """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
     if fitted.tracking is None or not fitted.mlflow_run_id or not stage.getOrDefault("log_model"):
         return None
-    example = mlflow_logging.feature_example(dataset, stage.getOrDefault("feature_cols"))
+    names = stage.getOrDefault("feature_cols")
+    inputs, example = (
+        mlflow_logging.feature_schema(dataset, names),
+        mlflow_logging.feature_example(dataset, names),
+    )
     module = cloudpickle.loads(result.model)
-    return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
+    return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, inputs, example)
 
 
 def _is_module(value: Any) -> bool:

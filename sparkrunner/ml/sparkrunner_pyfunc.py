@@ -1,0 +1,87 @@
+"""MLflow's pyfunc face of a model a sparkrunner estimator fitted. Each logged model carries a copy of this file
+(in its ``code/`` folder, as a top-level module: it imports nothing of sparkrunner), so it loads wherever MLflow
+and the model's framework do: ``mlflow.pyfunc.load_model``, ``mlflow.pyfunc.spark_udf``, ``mlflow models serve``.
+
+It takes what the estimator takes: a DataFrame of the feature columns by name (numbers, arrays, ML vectors as
+arrays), side by side in the signature's order, or a ready feature matrix; either is cast to the model's own
+floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+FLAVOR_LOADERS = {
+    "pytorch": "mlflow.pytorch",
+    "keras": "mlflow.keras.load",
+    "tensorflow": "mlflow.tensorflow",
+}
+"""The flavors whose own pyfunc this one wraps (the flavor is named in the pyfunc config's ``flavor`` key)."""
+
+
+class FeatureColumns:
+    """``predict(features)`` for MLflow: the feature matrix built from `features`, in the model's dtype, fed to
+    the flavor's own pyfunc (`inner`); a DataFrame in gives a DataFrame out, with the input's index."""
+
+    def __init__(self, inner: Any, dtype: Any) -> None:
+        self.inner = inner
+        self.dtype = dtype
+
+    def get_raw_model(self) -> Any:
+        return self.inner.get_raw_model()
+
+    def predict(self, data: Any, params: dict[str, Any] | None = None) -> Any:
+        import pandas as pd
+
+        outputs = np.asarray(self.inner.predict(feature_matrix(data).astype(self.dtype), params))
+        if isinstance(data, pd.DataFrame):
+            return pd.DataFrame(outputs.reshape(len(data), -1), index=data.index)
+        return outputs
+
+
+def feature_matrix(data: Any) -> np.ndarray:
+    """``(rows, width)``: a DataFrame's columns side by side in its order (a number is one column, an array or
+    a vector its width), or `data` itself as a matrix."""
+    columns = [data[name].to_numpy() for name in data.columns] if hasattr(data, "columns") else [data]
+    return np.concatenate([_two_d(values) for values in columns], axis=1)
+
+
+def _two_d(values: np.ndarray) -> np.ndarray:
+    if values.dtype == object:  # one array (or list) per row
+        values = np.stack([np.asarray(v, dtype=np.float64) for v in values]) if len(values) else values
+    return np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+
+
+def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
+    """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``)."""
+    flavor = _flavor_of(path)
+    load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
+    inner = load(path, model_config) if flavor == "pytorch" else load(path)
+    return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()))
+
+
+def _flavor_of(path: str) -> str:
+    """The flavor whose files sit at `path`: named in the model's MLmodel, in the folder above or at `path`."""
+    import os
+
+    import yaml
+
+    for folder in (os.path.dirname(path.rstrip("/")), path):
+        conf = os.path.join(folder, "MLmodel")
+        if os.path.exists(conf):
+            with open(conf) as f:
+                flavors = yaml.safe_load(f)["flavors"]
+            return str(flavors["python_function"]["sparkrunner_flavor"])
+    raise FileNotFoundError(f"no MLmodel file at or above {path}")
+
+
+def _dtype(flavor: str, model: Any) -> Any:
+    """The floating-point type of the model's first floating-point parameter (float32 when it has none)."""
+    if flavor == "pytorch":
+        floats = [p.dtype for p in model.parameters() if p.is_floating_point()]
+        return np.dtype(str(floats[0]).removeprefix("torch.")) if floats else np.float32
+    weights = [w for w in getattr(model, "weights", []) if "float" in str(getattr(w, "dtype", ""))]
+    return np.dtype(str(getattr(weights[0].dtype, "name", weights[0].dtype))) if weights else np.float32
