@@ -35,7 +35,9 @@ def keras_data_parallel(model: Any) -> Any:
             "set KERAS_BACKEND=torch in the ranks (Runner(env={'KERAS_BACKEND': 'torch'})) before keras is imported"
         )
     if model.optimizer is None:
-        raise InvalidArgumentError("compile the model before keras_data_parallel(model): its optimizer is wrapped")
+        raise InvalidArgumentError(
+            "compile the model before keras_data_parallel(model): its optimizer is wrapped"
+        )
     if not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     broadcast_weights(model)

@@ -4,7 +4,7 @@ streamed, and a `local[2]` barrier stage with the rows materialized; launcher "d
 Oracles: the function that generated the labels, the fitted model's own forward pass on the driver, MLflow's
 store (the logged model loaded back through pyfunc), and the passes over the streamed rows each rank opened, as
 the driver's stream brokers received them. Modules: `sparkrunner.ml.driver.keras_estimator`,
-`sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
+`sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.ranks.keras3_data` (Keras 3), `sparkrunner.ml.keras_models`."""
 
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ tf.data reads ahead of the steps and Keras makes a new validation iterator every
 may start on what tf.data asks for in advance: on a stream every rank must open the same passes, or a rank waits
 for a pass its peers never open (a hang in the collectives). So a training epoch starts reading only once the
 previous epoch ended (validation included), after the last epoch nothing more is read, and the validation share
-is read once and then served from memory."""
+is read once and then served from memory. Keras 3 reads its batches step by step (`keras3_data`), to the same
+effect."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
             epochs=spec.epochs,
             initial_epoch=start,
             verbose=0,
+            shuffle=False,  # each epoch's rows come shuffled by the loader
             callbacks=_callbacks(keras, spec, history, ended),
         )
     finally:
@@ -163,7 +165,7 @@ def _inputs(
         return inputs
     size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
     val = NumpyLoader(val_data, size, columns=columns, shuffle=False)
-    validation = _input(spec, world, _validation_dataset(Batches(spec, shapes, val)))
+    validation = _input(spec, world, _validation_dataset(spec, Batches(spec, shapes, val)))
     return {**inputs, "validation_data": validation, "validation_steps": len(val)}
 
 
@@ -248,7 +250,7 @@ Batch = tuple[Any, ...]
 
 class Batches:
     """A loader's chunks as ``(features, labels[, weights])``: features in the model's input shapes, labels in
-    `label_shapes` (else one matrix), float32; and, for tf_keras, the ``tf.data`` signature of such batches."""
+    `label_shapes` (else one matrix), float32; and, for tf_keras, as a ``tf.data`` dataset."""
 
     def __init__(self, spec: KerasSpec, shapes: list[keras_models.Shape] | None, loader: NumpyLoader) -> None:
         self.spec, self.shapes, self.loader = spec, shapes, loader
@@ -260,11 +262,8 @@ class Batches:
         weights = [] if spec.sample_weight_col is None else [chunk[spec.sample_weight_col].astype("float32")]
         return (x, y, *weights)
 
-    def dataset(self, batches: Callable[[], Iterator[Batch]]) -> Any:
-        """`batches` as ``fit`` takes them: a Python generator for Keras 3 (its torch backend reads it as it
-        is), a ``tf.data`` dataset never sharded again by TensorFlow for tf_keras."""
-        if self.spec.package != "tf_keras":
-            return batches()
+    def tf_dataset(self, batches: Callable[[], Iterator[Batch]]) -> Any:
+        """`batches` as a ``tf.data`` dataset (tf_keras' input) never sharded again by TensorFlow."""
         import tensorflow as tf
 
         spec = self.spec
@@ -291,33 +290,47 @@ def _training_dataset(spec: KerasSpec, batches: Batches, start: int, ended: Epoc
     loader = batches.loader
     kept = MemoryEpochs(spec.batch_size, spec.shuffle, spec.seed) if spec.inmemory_cache_all else None
 
-    def epoch_chunks(epoch: int) -> Iterator[dict[str, np.ndarray]]:
+    def chunks(epoch: int) -> Iterator[dict[str, np.ndarray]]:
         loader.set_epoch(epoch)
         return loader.untimed()
+
+    def epoch_batches(epoch: int) -> Iterator[Batch]:
+        read = kept.epoch(epoch, functools.partial(chunks, epoch)) if kept else chunks(epoch)
+        return (batches.of(chunk) for chunk in read)
+
+    if spec.package == "keras":
+        from sparkrunner.ml.ranks.keras3_data import EpochBatches
+
+        return EpochBatches(len(loader), start, epoch_batches)
 
     def generated() -> Iterator[Batch]:
         for epoch in range(start, spec.epochs):
             if not ended.wait_for(epoch):
                 return
-            chunks = (
-                kept.epoch(epoch, functools.partial(epoch_chunks, epoch)) if kept else epoch_chunks(epoch)
-            )
-            yield from (batches.of(chunk) for chunk in chunks)
+            yield from epoch_batches(epoch)
 
-    return batches.dataset(generated)
+    return batches.tf_dataset(generated)
 
 
-def _validation_dataset(batches: Batches) -> Any:
+def _validation_dataset(spec: KerasSpec, batches: Batches) -> Any:
     """The rank's validation batches, again and again: its whole share read on the first request (one pass,
     on every rank alike), then served from memory to every iterator Keras makes."""
+
+    def read() -> Iterator[Batch]:
+        return (batches.of(chunk) for chunk in batches.loader.untimed())
+
+    if spec.package == "keras":
+        from sparkrunner.ml.ranks.keras3_data import HeldBatches
+
+        return HeldBatches(len(batches.loader), read)
     held: list[Batch] = []
     reading = threading.Lock()
 
     def generated() -> Iterator[Batch]:
         with reading:
             if not held:
-                held.extend(batches.of(chunk) for chunk in batches.loader.untimed())
+                held.extend(read())
         while True:
             yield from held
 
-    return batches.dataset(generated)
+    return batches.tf_dataset(generated)
