@@ -76,7 +76,11 @@ def _average_gradients(optimizer: Any) -> None:
                 grad.copy_(part.view_as(grad))
         return base.apply(self, grads, trainable_variables)
 
-    optimizer.__class__ = type(base.__name__, (base,), {"apply": apply, "_sparkrunner_averaged": True})
+    # named as its base, so that the model's saved compile config names Keras' own optimizer class
+    names = {"__module__": base.__module__, "__qualname__": base.__qualname__}
+    optimizer.__class__ = type(
+        base.__name__, (base,), {"apply": apply, "_sparkrunner_averaged": True, **names}
+    )
 
 
 def keras_metric_average() -> Any:
