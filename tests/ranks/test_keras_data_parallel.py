@@ -1,6 +1,7 @@
 """`sparkrunner.keras_data_parallel` under `Runner` (np < 0, launcher "direct", Keras 3 on its torch backend,
 gloo): two ranks with half a batch each learn what one rank learns with the whole batch (the weights agree to
-float rounding), and a rank whose Keras is on another backend is told what to set. Oracle: the one-rank run."""
+float rounding), and a rank whose Keras is on another backend is told what to set. Oracle: the one-rank run.
+Module: `sparkrunner.ranks.keras_data_parallel`."""
 
 from __future__ import annotations
 

@@ -51,8 +51,9 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
     """Fit `spec`'s model on this rank's shard of `train_data`; rank 0 returns the model and its history."""
     keras = _keras(spec.package)
     world = rank_context().world_size
+    scope = _scope(spec.package, world)  # the strategy first, before any other TensorFlow call (as before)
     keras.utils.set_random_seed(spec.seed)
-    with _scope(spec.package, world):
+    with scope:
         model = cloudpickle.loads(spec.model)
         optimizer, loss, metrics = cloudpickle.loads(spec.compiled)
         model.compile(optimizer=keras.optimizers.get(optimizer), loss=loss, metrics=metrics or None)
