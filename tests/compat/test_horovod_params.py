@@ -234,4 +234,6 @@ def test_the_keras_drop_in_passes_callbacks_label_shapes_and_inmemory_cache_all_
     `label_shapes`: tests/ml/test_keras_estimator.py); the torch drop-in refuses them (above)."""
     callbacks = [object()]
     got = params(KerasEstimator(callbacks=callbacks, label_shapes=[[10]], inmemory_cache_all=True))
-    assert got["callbacks"] is callbacks and got["label_shapes"] == [[10]] and got["inmemory_cache_all"] is True
+    assert (
+        got["callbacks"] is callbacks and got["label_shapes"] == [[10]] and got["inmemory_cache_all"] is True
+    )
