@@ -5,7 +5,12 @@ MLP), DataFrame, epochs, batch size and np; and Horovod's own `horovod.spark.tor
 run (it needs Petastorm), else the reason it cannot, printed. Each fit writes its data anew (a fresh store /
 path), as a first fit would; one warm-up fit each, then `--repeats`, taking turns; medians.
 
-    PYTHONPATH=$PWD .venv/bin/python -m bench.estimator [--rows 200000] [--epochs 2] [--repeats 3]
+With `--keras`, the same MLP in Keras: sparkrunner's `KerasEstimator` with a Keras 3 model on np ranks (Keras'
+torch backend, gradients averaged over gloo) against the best single-host alternative (one process,
+`tf.distribute.MirroredStrategy` over the same cores, reading the same Parquet, global batch np x batch) and
+against sparkrunner's `KerasEstimator` with a tf_keras model under `MultiWorkerMirroredStrategy`.
+
+    PYTHONPATH=$PWD .venv/bin/python -m bench.estimator [--rows 200000] [--epochs 2] [--repeats 3] [--keras]
 """
 
 from __future__ import annotations
@@ -75,6 +80,69 @@ def hand_written_train(path: str, epochs: int, batch_size: int) -> Any:
     return state
 
 
+def keras_mlp(keras: Any) -> Any:
+    """bench.inference's MLP in `keras` (Keras 3 or tf_keras), seeded."""
+    from bench.inference import CLASSES, WIDTH
+
+    keras.utils.set_random_seed(0)
+    return keras.Sequential(
+        [
+            keras.Input(shape=(WIDTH,)), keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(256, activation="relu"), keras.layers.Dense(CLASSES),
+        ]
+    )  # fmt: skip
+
+
+def _keras_estimator(keras: Any, df: Any, store: Path, epochs: int, batch_size: int) -> None:
+    from sparkrunner.ml import KerasEstimator
+
+    KerasEstimator(
+        model=keras_mlp(keras), optimizer="adam",
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), feature_cols=["x"], label_cols=["y"],
+        batch_size=batch_size, epochs=epochs, np=NP, launcher="direct", store=str(store), tracking=False,
+        verbose=0, shuffle=False,
+    ).fit(df)  # fmt: skip
+
+
+def keras3_ranks(df: Any, store: Path, epochs: int, batch_size: int) -> None:
+    """sparkrunner's KerasEstimator, a Keras 3 model: Keras' torch backend on NP ranks."""
+    import keras
+
+    _keras_estimator(keras, df, store, epochs, batch_size)
+
+
+def tf_keras_ranks(df: Any, store: Path, epochs: int, batch_size: int) -> None:
+    """sparkrunner's KerasEstimator, a tf_keras model: MultiWorkerMirroredStrategy on NP ranks."""
+    import tf_keras
+
+    _keras_estimator(tf_keras, df, store, epochs, batch_size)
+
+
+def mirrored_one_process(df: Any, store: Path, epochs: int, batch_size: int) -> None:
+    """The single-host alternative: the rows as Parquet, read into this process, Keras 3's fit under
+    MirroredStrategy (every core of the machine in one process), global batch NP x batch_size."""
+    import keras
+    import numpy as np
+    import pyarrow.dataset as ds
+    import tensorflow as tf
+
+    df.write.parquet(str(store))
+    table = ds.dataset(str(store), format="parquet").to_table(columns=["x", "y"])
+    x = np.asarray(table.column("x").combine_chunks().flatten(), np.float32).reshape(table.num_rows, -1)
+    y = table.column("y").to_numpy()
+    with tf.distribute.MirroredStrategy().scope():
+        model = keras_mlp(keras)
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=NP * batch_size, epochs=epochs, shuffle=False, verbose=0)
+
+
+KERAS_CONTENDERS = {
+    "sparkrunner KerasEstimator, Keras 3": keras3_ranks,
+    "one process, MirroredStrategy, Keras 3": mirrored_one_process,
+    "sparkrunner KerasEstimator, tf_keras MWMS": tf_keras_ranks,
+}
+
+
 def horovod_estimator(df: Any, store: Path, epochs: int, batch_size: int) -> None:
     """Horovod's own TorchEstimator with a LocalStore (it reads through Petastorm)."""
     import torch
@@ -122,14 +190,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default=f"local[{NP}]")
+    parser.add_argument("--keras", action="store_true", help="the Keras contenders instead of the torch ones")
     args = parser.parse_args()
     checkout_on_pythonpath()
     spark = quiet_session(args.master)
     df = frame(spark, args.rows, 2 * NP, label=True).persist()
     df.count()
     contenders = {"sparkrunner TorchEstimator": ours, "TorchDistributor + hand-written loading": distributor}
-    why_not = horovod_unavailable()
-    if why_not is None:
+    why_not = None if args.keras else horovod_unavailable()
+    if args.keras:
+        contenders = dict(KERAS_CONTENDERS)
+    elif why_not is None:
         contenders["horovod.spark.torch.TorchEstimator"] = horovod_estimator
     times: dict[str, list[float]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix="sparkrunner-bench-estimator-") as tmp:
@@ -140,12 +211,12 @@ def main() -> None:
                 if turn:
                     times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    base = medians["sparkrunner TorchEstimator"]
+    base = medians[next(iter(contenders))]
     print(
         f"fit, MLP, {args.rows:,} rows, {args.epochs} epochs, batch {args.batch_size}, np={NP}, {args.master}"
     )
     for name, seconds in medians.items():
-        print(f"  {name:42s} {seconds:7.2f} s   x {seconds / base:4.2f} of sparkrunner")
+        print(f"  {name:42s} {seconds:7.2f} s   x {seconds / base:4.2f} of {next(iter(contenders))}")
     if why_not is not None:
         print(f"  horovod.spark.torch.TorchEstimator         cannot run here: {why_not}")
     print(f"repeats {args.repeats}, load average {os.getloadavg()}")

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from sparkrunner.observe.observers import AttemptRecord, RunObserver, RunRecord
     from sparkrunner.observe.tracking import MlflowTracking
     from sparkrunner.ranks.anatomy import timed
+    from sparkrunner.ranks.keras_data_parallel import keras_data_parallel, keras_metric_average
     from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
     from sparkrunner.runner import HorovodRunner, Runner
 
@@ -64,6 +65,8 @@ _LAZY = {
     "RunRecord": "sparkrunner.observe.observers",
     "TorchProgress": "sparkrunner.ranks.progress",
     "keras_callback": "sparkrunner.ranks.progress",
+    "keras_data_parallel": "sparkrunner.ranks.keras_data_parallel",
+    "keras_metric_average": "sparkrunner.ranks.keras_data_parallel",
     "report_progress": "sparkrunner.ranks.progress",
     "timed": "sparkrunner.ranks.anatomy",
     "HorovodRunner": "sparkrunner.runner",
@@ -120,6 +123,8 @@ __all__ = [
     "TorchProgress",
     "UnsupportedColumnError",
     "keras_callback",
+    "keras_data_parallel",
+    "keras_metric_average",
     "latest_sharded_checkpoint",
     "load_checkpoint",
     "log_to_driver",

@@ -237,7 +237,8 @@ def _loss(loss: Any, sample_weight_col: str | None) -> Any:
 
 class KerasEstimator(keras_estimator.KerasEstimator):
     """``horovod.spark.keras.KerasEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
-    refused; `metrics` is honoured), plus sparkrunner's own as keywords. `fit` returns a `KerasModel` whose
+    refused; `metrics`, `callbacks`, `label_shapes` and `inmemory_cache_all` are honoured, and the feature columns
+    are fed in the model's input shape, as Horovod does), plus sparkrunner's own as keywords. `fit` returns a `KerasModel` whose
     output column is ``<label>__output``."""
 
     @keyword_only
@@ -294,5 +295,5 @@ class KerasEstimator(keras_estimator.KerasEstimator):
         return as_drop_in(KerasModel(), super()._fit(dataset))
 
 
-_KERAS_ALSO = ("metrics",)
+_KERAS_ALSO = ("metrics", "callbacks", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's KerasEstimator honours that its TorchEstimator does not."""

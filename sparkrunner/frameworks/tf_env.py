@@ -1,4 +1,5 @@
-"""TensorFlow wiring: `TF_CONFIG` for MultiWorkerMirroredStrategy, and the Keras that trains under it."""
+"""TensorFlow wiring: `TF_CONFIG` for MultiWorkerMirroredStrategy, the Keras that trains under it, and the backend
+Keras 3 trains on instead."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import importlib.util
 import json
 
 from sparkrunner.topology import PortSlot, Topology
+
+KERAS3_BACKEND = "torch"
+"""The Keras 3 backend sparkrunner trains data-parallel with (`KERAS_BACKEND`): Keras 3's fit under
+MultiWorkerMirroredStrategy is broken upstream (keras-team/keras#20585); on the torch backend a Keras 3 model
+is a torch.nn.Module whose gradients torch.distributed averages (sparkrunner.ranks.keras_data_parallel)."""
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:

@@ -1,10 +1,13 @@
 """Keras models between processes, for the driver, the ranks and the executors alike: the model's package
 (``tf_keras`` or Keras 3's ``keras``), its JSON architecture and its weights, pickled as a call that rebuilds it;
-and the forward pass scoring uses."""
+the shapes its inputs take (the feature matrix is reshaped to them, as Horovod does); and the forward pass
+scoring uses."""
 
 from __future__ import annotations
 
 import importlib
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
@@ -45,6 +48,72 @@ def rebuilt(package: str, architecture: str, weights: list[np.ndarray]) -> Any:
     return model
 
 
+Shape = tuple[int, ...]
+
+BACKEND_BOUND = {
+    "TFSMLayer": "tensorflow",
+    "JaxLayer": "jax",
+    "FlaxLayer": "jax",
+    "TorchModuleWrapper": "torch",
+}
+"""Keras 3 layers that wrap one backend's own code (a SavedModel, a JAX or torch function): they run on that
+backend only."""
+
+
+def input_shapes(model: Any) -> list[Shape] | None:
+    """Each model input's shape without the batch axis (``[(28, 28, 1)]``), or None where the model does not
+    say (a subclassed model) or an axis is left open: then the feature matrix is fed as it is."""
+    inputs = getattr(model, "inputs", None)
+    if not inputs:
+        return None
+    shapes = [tuple(tensor.shape[1:]) for tensor in inputs]
+    if any(size is None for shape in shapes for size in shape):
+        return None
+    return [tuple(int(size) for size in shape) for shape in shapes]
+
+
+def fed(shapes: Sequence[Shape] | None, matrix: np.ndarray) -> Any:
+    """A ``(rows, width)`` matrix as a model takes it: split into one block per shape (in order), each block
+    reshaped to ``(rows, *shape)``; one array for one shape, a tuple for several; the matrix itself for None."""
+    if not shapes:
+        return matrix
+    bounds = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
+    blocks = [
+        block.reshape(len(block), *shape)
+        for block, shape in zip(np.split(matrix, bounds, axis=1), shapes, strict=True)
+    ]
+    return blocks[0] if len(blocks) == 1 else tuple(blocks)
+
+
+def check_widths(what: str, shapes: Sequence[Shape], columns: Sequence[str], widths: Sequence[int]) -> None:
+    """The columns' values fill the shapes exactly (one column per shape when they are as many, else all the
+    columns side by side), or an `InvalidArgumentError` says which column and shape disagree."""
+    from sparkrunner.errors import InvalidArgumentError
+
+    pairs = (
+        [([c], [w], [s]) for c, w, s in zip(columns, widths, shapes, strict=True)]
+        if len(columns) == len(shapes)
+        else [(list(columns), list(widths), list(shapes))]
+    )
+    for names, sizes, wanted in pairs:
+        if sum(sizes) != sum(math.prod(shape) for shape in wanted):
+            raise InvalidArgumentError(
+                f"{what} {', '.join(map(str, wanted))} take(s) {sum(math.prod(s) for s in wanted)} values per row, "
+                f"but column(s) {names} hold {sum(sizes)}: give columns of that width, or a model (or shapes) that "
+                "match the columns"
+            )
+
+
+def foreign_layer(model: Any, backend: str) -> str | None:
+    """The first layer of a Keras 3 `model` that only another backend than `backend` can run, described."""
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        bound = BACKEND_BOUND.get(type(layer).__name__)
+        if bound is not None and bound != backend:
+            return f"layer {layer.name!r} ({type(layer).__name__}) runs on the {bound} backend only"
+    return None
+
+
 def predict(model: Any, x: np.ndarray) -> np.ndarray:
-    """The model's outputs for a float32 feature matrix (a forward pass, no progress bar)."""
-    return np.asarray(model(x, training=False))
+    """The model's outputs for a float32 feature matrix, fed in the model's input shapes (a forward pass, no
+    progress bar)."""
+    return np.asarray(model(fed(input_shapes(model), x), training=False))

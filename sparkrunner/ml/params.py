@@ -192,11 +192,26 @@ class KerasParams(TrainingParams):
     optimizer = param("optimizer", "a Keras optimizer or its name; default 'adam'")
     loss = param("loss", "a Keras loss or its name, e.g. 'mse', 'sparse_categorical_crossentropy'")
     metrics = param("metrics", "Keras metrics (names or objects), reported per epoch in `history`")
+    callbacks = param(
+        "callbacks",
+        "Keras callbacks run on every rank (TensorBoard, ModelCheckpoint, CSVLogger on rank 0 only)",
+    )
+    label_shapes = param(
+        "label_shapes", "each label column's shape, e.g. [[10]] (None: the label columns side by side)"
+    )
+    inmemory_cache_all = param(
+        "inmemory_cache_all",
+        "each rank keeps its training rows in memory after the first epoch",
+        TypeConverters.toBoolean,
+    )
     log_model = log_model_param("keras/tensorflow")
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer="adam", loss="mse", metrics=None, log_model=True)
+        self._setDefault(
+            optimizer="adam", loss="mse", metrics=None, callbacks=None, label_shapes=None, inmemory_cache_all=False,
+            log_model=True,
+        )  # fmt: skip
 
 
 @with_accessors

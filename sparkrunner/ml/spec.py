@@ -22,6 +22,12 @@ class TrainSpec:
     seed: int = 0
     shuffle: bool = True
     verbose: int = 1
+    callbacks: bytes | None = None
+    """cloudpickle of the user's Keras callbacks (every rank runs them; writers only rank 0)."""
+    label_shapes: tuple[tuple[int, ...], ...] | None = None
+    """Each label column's shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
+    inmemory_cache_all: bool = False
+    """Keep the rank's training rows in memory after the first epoch and serve later epochs from there."""
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
 
@@ -41,7 +47,8 @@ class KerasSpec:
     """One Keras `fit`: the model (`keras_models.packed`), its compile arguments and the loop's settings."""
 
     package: str
-    """The model's Keras: ``tf_keras`` (trains under MultiWorkerMirroredStrategy) or Keras 3's ``keras``."""
+    """The model's Keras: ``tf_keras`` (trains under MultiWorkerMirroredStrategy) or Keras 3's ``keras`` (trains
+    on its torch backend, `sparkrunner.keras_data_parallel`)."""
     model: bytes
     compiled: bytes
     """cloudpickle of ``(optimizer config, loss, metrics)``: the model is compiled again in each rank."""
@@ -53,3 +60,9 @@ class KerasSpec:
     seed: int = 0
     shuffle: bool = True
     verbose: int = 1
+    callbacks: bytes | None = None
+    """cloudpickle of the user's Keras callbacks (every rank runs them; writers only rank 0)."""
+    label_shapes: tuple[tuple[int, ...], ...] | None = None
+    """Each label column's shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
+    inmemory_cache_all: bool = False
+    """Keep the rank's training rows in memory after the first epoch and serve later epochs from there."""

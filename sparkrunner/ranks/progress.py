@@ -58,11 +58,15 @@ def report_progress(
     return send_to_driver(Progress(step, epoch, total, samples, time.monotonic(), numbers))
 
 
-def keras_callback(log_every: int = 1) -> Any:
-    """A `tf.keras` callback that reports every `log_every`-th training batch with Keras' logs as metrics."""
-    import tensorflow as tf
+def keras_callback(log_every: int = 1, keras: Any = None) -> Any:
+    """A `tf.keras` callback (of the `keras` module given, e.g. Keras 3's ``keras``) that reports every
+    `log_every`-th training batch with Keras' logs as metrics."""
+    if keras is None:
+        import tensorflow as tf
 
-    class SparkRunnerProgress(tf.keras.callbacks.Callback):
+        keras = tf.keras
+
+    class SparkRunnerProgress(keras.callbacks.Callback):
         """Reports training batches to the sparkrunner driver."""
 
         def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:

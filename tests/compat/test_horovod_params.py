@@ -227,3 +227,13 @@ def test_one_loss_per_label_column_is_refused() -> None:
 def test_positional_arguments_are_refused_as_horovods_are() -> None:
     with pytest.raises(TypeError, match="keyword arguments"):
         TorchEstimator(2)  # type: ignore[misc]
+
+
+def test_the_keras_drop_in_passes_callbacks_label_shapes_and_inmemory_cache_all_on() -> None:
+    """Horovod's Keras example passes `callbacks` and `inmemory_cache_all` (KerasEstimator honours them, with
+    `label_shapes`: tests/ml/test_keras_estimator.py); the torch drop-in refuses them (above)."""
+    callbacks = [object()]
+    got = params(KerasEstimator(callbacks=callbacks, label_shapes=[[10]], inmemory_cache_all=True))
+    assert (
+        got["callbacks"] is callbacks and got["label_shapes"] == [[10]] and got["inmemory_cache_all"] is True
+    )

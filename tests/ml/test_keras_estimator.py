@@ -4,7 +4,7 @@ streamed, and a `local[2]` barrier stage with the rows materialized; launcher "d
 Oracles: the function that generated the labels, the fitted model's own forward pass on the driver, MLflow's
 store (the logged model loaded back through pyfunc), and the passes over the streamed rows each rank opened, as
 the driver's stream brokers received them. Modules: `sparkrunner.ml.driver.keras_estimator`,
-`sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.keras_models`."""
+`sparkrunner.ml.ranks.keras_training`, `sparkrunner.ml.ranks.keras3_data` (Keras 3), `sparkrunner.ml.keras_models`."""
 
 from __future__ import annotations
 
@@ -125,30 +125,124 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
     assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
 
 
-def test_keras_3_trains_on_one_rank_and_is_refused_on_several_like_a_model_that_is_not_keras(
-    spark_ml: Any, store: Path
+def _keras3_linear(optimizer: str = "sgd") -> Any:
+    import keras as keras3
+
+    keras3.utils.set_random_seed(0)
+    return keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
+
+
+def test_keras_3_learns_on_two_ranks_what_it_learns_on_one(spark_ml: Any, store: Path) -> None:
+    """np < 0, launcher "direct", Keras 3 (its torch backend in the ranks, gradients averaged over gloo). Full
+    batches (one per rank), so each step's averaged gradient is the one-rank step's: the weights of np=-2 and
+    np=-1 agree to float rounding, and the loss falls."""
+    import keras as keras3
+
+    frame = linear_rows(spark_ml, 600)
+    fits = {
+        np_: KerasEstimator(
+            model=_keras3_linear(), optimizer=keras3.optimizers.SGD(0.5), loss="mse", feature_cols=["x"],
+            label_cols=["y"], batch_size=600 // abs(np_), epochs=40, np=np_, launcher="direct",
+            store=str(store), tracking=False, verbose=0,
+        ).fit(frame)
+        for np_ in (-1, -2)
+    }  # fmt: skip
+    one, two = (fits[n].getModel().get_weights() for n in (-1, -2))
+    assert type(fits[-2].getModel()).__module__.startswith("keras.")
+    for a, b in zip(one, two, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fits[-2].history["loss"], fits[-1].history["loss"], rtol=1e-4)
+    assert fits[-2].history["loss"][-1] < 0.2 * fits[-2].history["loss"][0]
+
+
+class RankEpochs:
+    """A callback that leaves a file per (rank, epoch): which ranks ran it."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __getattr__(self, name: str) -> Any:  # Keras' other hooks: nothing to do
+        if name.startswith("on_") or name in ("set_model", "set_params"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        from sparkrunner import rank_context
+
+        Path(self.folder, f"rank{rank_context().rank}-epoch{epoch}").touch()
+
+
+def test_keras_3_in_a_barrier_stage_with_horovods_input_contract_callbacks_and_memory_cache(
+    spark_ml: Any, store: Path, tmp_path: Path
 ) -> None:
-    """Keras 3's fit fails under MultiWorkerMirroredStrategy on CPU (docs/ml.md), so it gets one rank only."""
+    """np=2 on local[2], launcher "direct", Keras 3: two feature columns fed in the model's input shape (2, 1),
+    labels in label_shapes [[1]], a callback of the user's on both ranks and a CSVLogger (a writer, appending)
+    on rank 0 only, inmemory_cache_all; the classes learnt (oracle: the rule that made the labels)."""
+    import keras as keras3
+
+    keras3.utils.set_random_seed(0)
+    net = keras3.Sequential(
+        [
+            keras3.Input(shape=(2, 1)),
+            keras3.layers.Flatten(),
+            keras3.layers.Dense(16, activation="relu"),
+            keras3.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    log = tmp_path / "log.csv"
+    model = KerasEstimator(
+        model=net, optimizer=keras3.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"], feature_cols=["a", "b"], label_cols=["label"], label_shapes=[[1]], batch_size=40,
+        epochs=6, np=2, launcher="direct", store=str(store), tracking=False, verbose=0, inmemory_cache_all=True,
+        callbacks=[RankEpochs(str(tmp_path)), keras3.callbacks.CSVLogger(str(log), append=True)],
+    ).fit(class_rows(spark_ml, 1600))  # fmt: skip
+
+    assert sorted(p.name for p in tmp_path.glob("rank*")) == sorted(
+        f"rank{r}-epoch{e}" for r in (0, 1) for e in range(6)
+    )
+    assert len(log.read_text().splitlines()) == 1 + 6  # one header, one line per epoch: rank 0 alone wrote
+    assert model.history["accuracy"][-1] > 0.9
+    rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
+    assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+
+
+def test_keras_input_that_cannot_train_is_refused_before_any_rank_starts(spark_ml: Any) -> None:
+    """No rank starts (np=-2, launcher "direct"): each error names what is wrong."""
+    import threading
+
+    import jax.numpy as jnp
     import keras as keras3
     import torch
 
-    from sparkrunner.errors import InvalidArgumentError
+    from sparkrunner.errors import InvalidArgumentError, NotPicklableError
 
-    frame = linear_rows(spark_ml, 600)
-    base = dict(feature_cols=["x"], label_cols=["y"], launcher="direct", tracking=False, verbose=0)
+    frame = linear_rows(spark_ml, 200)
+    base = dict(feature_cols=["x"], label_cols=["y"], np=-2, launcher="direct", tracking=False, verbose=0)
     with pytest.raises(InvalidArgumentError, match="model must be a Keras model, not Linear"):
-        KerasEstimator(model=torch.nn.Linear(3, 1), np=-1, **base).fit(frame)
-    keras3.utils.set_random_seed(0)
-    net = keras3.Sequential([keras3.Input(shape=(3,)), keras3.layers.Dense(1)])
-    with pytest.raises(InvalidArgumentError, match="a Keras 3 model trains on one rank only here"):
-        KerasEstimator(model=net, np=-2, **base).fit(frame)
+        KerasEstimator(model=torch.nn.Linear(3, 1), **base).fit(frame)
 
-    optimizer = keras3.optimizers.Adam(0.1)
-    model = KerasEstimator(model=net, optimizer=optimizer, epochs=6, np=-1, store=str(store), **base).fit(
-        frame
-    )
-    assert type(model.getModel()).__module__.startswith("keras.")
-    np.testing.assert_allclose(model.getModel().get_weights()[0][:, 0], WEIGHTS, atol=0.1)
+    class Locked(keras3.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lock = threading.Lock()
+
+    with pytest.raises(NotPicklableError, match=r"callback Locked \(callbacks\[1\]\)"):
+        KerasEstimator(model=_keras3_linear(), callbacks=[keras3.callbacks.History(), Locked()], **base).fit(
+            frame
+        )
+
+    jax_layer = keras3.layers.JaxLayer(lambda inputs: jnp.tanh(inputs), name="jaxtanh")
+    foreign = keras3.Sequential([keras3.Input(shape=(3,)), jax_layer, keras3.layers.Dense(1)])
+    with pytest.raises(
+        InvalidArgumentError, match="layer 'jaxtanh' \\(JaxLayer\\) runs on the jax backend only"
+    ):
+        KerasEstimator(model=foreign, **base).fit(frame)
+
+    square = keras3.Sequential([keras3.Input(shape=(2, 2)), keras3.layers.Flatten(), keras3.layers.Dense(1)])
+    with pytest.raises(InvalidArgumentError, match=r"model's input shape\(s\) \(2, 2\) take\(s\) 4 values"):
+        KerasEstimator(model=square, **base).fit(frame)
+    with pytest.raises(InvalidArgumentError, match=r"label_shapes \(2,\) take\(s\) 2 values per row, but"):
+        KerasEstimator(model=_keras3_linear(), label_shapes=[[2]], **base).fit(frame)
 
 
 class CheckpointWatch:

@@ -25,7 +25,8 @@ _LABEL_TYPES = {"boolean", "byte", "short", "integer", "long", "float", "double"
 def check_columns(
     df: Any, feature_cols: Sequence[str], label_cols: Sequence[str], weight_col: str | None
 ) -> None:
-    """Every named column exists; features are numbers, arrays or vectors; labels and weights are numbers."""
+    """Every named column exists; features are numbers, arrays or vectors; labels are numbers, arrays or vectors;
+    weights are numbers."""
     if not hasattr(df, "schema") or not hasattr(df, "mapInArrow"):
         raise InvalidArgumentError(f"fit takes a Spark DataFrame, not a {type(df).__name__}")
     named = {"feature_cols": list(feature_cols or ()), "label_cols": list(label_cols or ())}
@@ -61,6 +62,8 @@ def _check_number_column(name: str, data_type: Any, role: str) -> None:
     element = (
         type_name[len("array<") : -1] if role == "label" and type_name.startswith("array<") else type_name
     )
+    if role == "label" and type_name == "vector":  # one-hot labels (OneHotEncoder's), as Horovod takes them
+        return
     if element not in _LABEL_TYPES:
         hint = (
             "index it with pyspark.ml.feature.StringIndexer" if type_name == "string" else "cast it to double"

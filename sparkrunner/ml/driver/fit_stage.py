@@ -32,8 +32,12 @@ def check_input(stage: Any, df: Any) -> None:
     checks.check_not_empty(df)
 
 
-def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> Fitted:
-    """``main(*args, training data, validation data or None)`` on the stage's ranks; returns rank 0's value."""
+def fit_on_ranks(
+    stage: Any, df: Any, main: Callable[..., Any], *args: Any, check_data: Callable[[Any], None] | None = None
+) -> Fitted:
+    """``main(*args, training data, validation data or None)`` on the stage's ranks; returns rank 0's value.
+    `check_data(training data)` checks what only the handed-over rows tell (their columns' shapes) before any
+    rank starts."""
     from sparkrunner.runner import Runner
 
     get = stage.getOrDefault
@@ -57,6 +61,8 @@ def fit_on_ranks(stage: Any, df: Any, main: Callable[..., Any], *args: Any) -> F
         val,
     ):
         _check_enough(train, val, abs(ranks), get("batch_size"))
+        if check_data is not None:
+            check_data(train)
         result = runner.run(main, *args, train, val)
     run_id = runner.last_run.mlflow_run_id if runner.last_run is not None else None
     if tracking is not None and run_id:

@@ -1,8 +1,10 @@
-"""`KerasEstimator` and `KerasModel`: a Keras model trained on sparkrunner's ranks (TensorFlow's
-MultiWorkerMirroredStrategy) as a Spark ML stage, and the fitted model scoring on the executors."""
+"""`KerasEstimator` and `KerasModel`: a Keras model trained on sparkrunner's ranks as a Spark ML stage (``tf_keras``
+under TensorFlow's MultiWorkerMirroredStrategy, Keras 3 on its torch backend over torch.distributed), and the
+fitted model scoring on the executors."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pyspark import keyword_only
@@ -10,6 +12,7 @@ from pyspark.ml import Estimator, Model
 from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.frameworks.tf_env import KERAS3_BACKEND as BACKEND
 from sparkrunner.ml import keras_models
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
@@ -24,10 +27,11 @@ _CLASSIFIER_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentro
 
 
 class KerasEstimator(Estimator, KerasParams, SavedParams):
-    """Trains a Keras model (``tf_keras``, or Keras 3 on one rank) on `np` ranks; `fit(df)` returns a
-    `KerasModel`. The model receives one float32 matrix per batch (the `feature_cols` side by side) and the
-    `label_cols` as float32 labels; a classifier (loss ``sparse_categorical_crossentropy`` or
-    ``categorical_crossentropy`` with a softmax output) also gets a `probability` column. See docs/ml.md."""
+    """Trains a Keras model (``tf_keras``, or Keras 3 on its torch backend) on `np` ranks; `fit(df)` returns a
+    `KerasModel`. The model receives the `feature_cols` side by side, reshaped to its input shapes (one block per
+    input), and the `label_cols` as float32 labels (in `label_shapes` when given); a classifier (loss
+    ``sparse_categorical_crossentropy`` or ``categorical_crossentropy`` with a softmax output) also gets a
+    `probability` column. `callbacks` run on every rank, the file writers on rank 0 only. See docs/ml.md."""
 
     _input_kwargs: dict[str, Any]
 
@@ -39,6 +43,9 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         optimizer: Any = "adam",
         loss: Any = "mse",
         metrics: list[Any] | None = None,
+        callbacks: list[Any] | None = None,
+        label_shapes: list[list[int]] | None = None,
+        inmemory_cache_all: bool = False,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -72,7 +79,10 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
     def _fit(self, dataset: Any) -> KerasModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec(dataset)
-        fitted = fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec)
+        shapes = keras_models.input_shapes(self.getOrDefault("model"))
+        fitted = fit_stage.fit_on_ranks(
+            self, dataset, _TRAIN, spec, check_data=lambda data: _check_shapes(spec, shapes, data)
+        )
         result: TrainResult = fitted.result
         get = self.getOrDefault
         model = KerasModel(
@@ -99,11 +109,12 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         package = keras_models.package_of(model)
         if package is None:
             raise InvalidArgumentError(f"model must be a Keras model, not {type(model).__name__}")
-        if package == "keras" and abs(fit_stage.rank_count(self, dataset)) > 1:
+        foreign = keras_models.foreign_layer(model, BACKEND) if package == "keras" else None
+        if foreign is not None:
             raise InvalidArgumentError(
-                "a Keras 3 model trains on one rank only here: TensorFlow's MultiWorkerMirroredStrategy fails "
-                "under Keras 3's fit on CPU. Build the model with tf_keras (import tf_keras as keras, or set "
-                "TF_USE_LEGACY_KERAS=1 and use tf.keras), or set np=1"
+                f"{foreign}: sparkrunner trains Keras 3 models on Keras' {BACKEND} backend (Keras 3's fit under "
+                "TensorFlow's MultiWorkerMirroredStrategy is broken upstream, keras-team/keras#20585). Replace "
+                "the layer with Keras layers, or build the model with tf_keras"
             )
         optimizer = get("optimizer")
         if not isinstance(optimizer, (str, dict)):  # a dict: its serialized config (a saved estimator's)
@@ -112,7 +123,8 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         return KerasSpec(
             package, keras_models.packed(model), compiled, tuple(get("feature_cols")), tuple(get("label_cols")),
             get("sample_weight_col"), get("batch_size"), get("epochs"), get("seed"), get("shuffle"),
-            get("verbose"),
+            get("verbose"), _callbacks(get("callbacks")), _label_shapes(get("label_shapes"), get("label_cols")),
+            get("inmemory_cache_all"),
         )  # fmt: skip
 
     def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
@@ -181,6 +193,44 @@ class KerasModel(Model, ScoringParams, MLWritable, MLReadable):
     @classmethod
     def read(cls) -> StateReader:
         return StateReader(cls)
+
+
+def _callbacks(callbacks: Any) -> bytes | None:
+    """The callbacks pickled for the ranks, each checked alone first so that an error names the one at fault."""
+    if not callbacks:
+        return None
+    for number, callback in enumerate(callbacks):
+        checks.pickled(f"callback {type(callback).__name__} (callbacks[{number}])", callback)
+    return checks.pickled("callbacks", list(callbacks))
+
+
+def _label_shapes(shapes: Any, label_cols: list[str]) -> tuple[tuple[int, ...], ...] | None:
+    """Horovod's `label_shapes` (one shape per label column) as a tuple of int tuples."""
+    if shapes is None:
+        return None
+    if len(shapes) != len(label_cols):
+        raise InvalidArgumentError(
+            f"label_shapes={shapes!r} gives {len(shapes)} shape(s) for {len(label_cols)} label column(s) "
+            f"{label_cols}: give one shape per label column, e.g. label_shapes=[[10]]"
+        )
+    try:
+        return tuple(tuple(int(size) for size in shape) for shape in shapes)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(
+            f"label_shapes={shapes!r}: each shape is a list of positive ints, e.g. label_shapes=[[10]]"
+        ) from exc
+
+
+def _check_shapes(spec: KerasSpec, input_shapes: Any, data: Any) -> None:
+    """The feature columns fill the model's inputs and the label columns their `label_shapes`, by the widths
+    the handed-over rows have (before any rank starts)."""
+    widths = {column.name: math.prod(column.shape) for column in data.columns}
+    for what, shapes, names in (
+        ("the model's input shape(s)", input_shapes, spec.feature_cols),
+        ("label_shapes", spec.label_shapes, spec.label_cols),
+    ):
+        if shapes:
+            keras_models.check_widths(what, shapes, names, [widths[name] for name in names])
 
 
 def _probability(loss: Any) -> str | None:

@@ -1,18 +1,25 @@
-"""The training loop of `KerasEstimator`, in every rank: the model compiled again under TensorFlow's
-MultiWorkerMirroredStrategy (one worker per rank, `TF_CONFIG` set by sparkrunner), each rank's batches from
-its own shard with equal steps on every rank, Keras' ``fit`` doing the rest, and a checkpoint per epoch (weights,
-optimizer state, history) when the run has a folder for them, from which a retried attempt resumes.
+"""The training loop of `KerasEstimator`, in every rank: the model compiled again in each rank, each rank's
+batches from its own shard with equal steps on every rank, Keras' ``fit`` doing the rest, and a checkpoint per
+epoch (weights, optimizer state, history) when the run has a folder for them, from which a retried attempt resumes.
+
+A ``tf_keras`` model trains under TensorFlow's MultiWorkerMirroredStrategy (one worker per rank, `TF_CONFIG` set by
+sparkrunner). A Keras 3 model trains on Keras' torch backend, its gradients averaged over torch.distributed
+(`sparkrunner.keras_data_parallel`): Keras 3's ``fit`` under MultiWorkerMirroredStrategy is broken upstream.
 
 tf.data reads ahead of the steps and Keras makes a new validation iterator every epoch, so no pass over the rows
 may start on what tf.data asks for in advance: on a stream every rank must open the same passes, or a rank waits
 for a pass its peers never open (a hang in the collectives). So a training epoch starts reading only once the
 previous epoch ended (validation included), after the last epoch nothing more is read, and the validation share
-is read once and then served from memory."""
+is read once and then served from memory. Keras 3 reads its batches step by step (`keras3_data`), to the same
+effect."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,44 +30,117 @@ import numpy as np
 from sparkrunner.channel.environment import Env
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.ranks.loader import NumpyLoader
+from sparkrunner.data.ranks.memory_epochs import MemoryEpochs
 from sparkrunner.data.stream_handle import StreamData
+from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, keras_models
 from sparkrunner.ml.ranks.training import validation_batch_size
 from sparkrunner.ml.spec import KerasSpec, TrainResult
+from sparkrunner.ranks import keras_data_parallel as keras3
 from sparkrunner.ranks.api import log_to_driver, rank_context
 from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
 from sparkrunner.ranks.progress import keras_callback
 
 Data = ParquetData | StreamData
 
+_WRITERS = ("TensorBoard", "ModelCheckpoint", "CSVLogger")
+"""Callbacks that write files: rank 0 runs them, the other ranks leave them out (as Horovod's docs advise)."""
+
 
 def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResult | None:
     """Fit `spec`'s model on this rank's shard of `train_data`; rank 0 returns the model and its history."""
-    import tensorflow as tf
-
+    keras = _keras(spec.package)
     world = rank_context().world_size
-    strategy = tf.distribute.MultiWorkerMirroredStrategy() if world > 1 else tf.distribute.get_strategy()
-    keras = importlib.import_module(spec.package)
+    scope = _scope(spec.package, world)  # the strategy first, before any other TensorFlow call (as before)
     keras.utils.set_random_seed(spec.seed)
-    with strategy.scope():
+    with scope:
         model = cloudpickle.loads(spec.model)
         optimizer, loss, metrics = cloudpickle.loads(spec.compiled)
         model.compile(optimizer=keras.optimizers.get(optimizer), loss=loss, metrics=metrics or None)
         start, history = _resume(model)
+    if spec.package == "keras":
+        keras3.keras_data_parallel(model)
     ended = EpochsEnded(start)
     try:
         model.fit(
-            **_inputs(keras, spec, world, train_data, val_data, start, ended),
+            **_inputs(
+                keras, spec, world, train_data, val_data, start, ended, keras_models.input_shapes(model)
+            ),
             epochs=spec.epochs,
             initial_epoch=start,
             verbose=0,
-            callbacks=[_epoch_recorder(keras, history, ended), *([keras_callback()] if spec.verbose else [])],
+            shuffle=False,  # each epoch's rows come shuffled by the loader
+            callbacks=_callbacks(keras, spec, history, ended),
         )
     finally:
         ended.close()
+        _leave(spec.package)
     if rank_context().rank != 0:
         return None
     return TrainResult(keras_models.packed(model), history, int(model.output_shape[-1]))
+
+
+def _keras(package: str) -> Any:
+    """The model's Keras module; Keras 3 on its torch backend (set before Keras is imported)."""
+    if package == "keras":
+        imported = sys.modules.get("keras")
+        if imported is not None and imported.backend.backend() != keras3.BACKEND:
+            raise InvalidArgumentError(
+                f"Keras 3 was imported in this rank with the {imported.backend.backend()!r} backend before the "
+                f"fit; sparkrunner trains Keras 3 on the {keras3.BACKEND!r} backend (KERAS_BACKEND)"
+            )
+        os.environ["KERAS_BACKEND"] = keras3.BACKEND
+    return importlib.import_module(package)
+
+
+def _scope(package: str, world: int) -> Any:
+    """Where the model is built and compiled: MultiWorkerMirroredStrategy's scope for tf_keras on several ranks."""
+    if package != "tf_keras" or world == 1:
+        return contextlib.nullcontext()
+    import tensorflow as tf
+
+    return tf.distribute.MultiWorkerMirroredStrategy().scope()
+
+
+def _leave(package: str) -> None:
+    """Keras 3's process group ends with the fit (the next fit in a warm rank joins a new one)."""
+    if package == "keras":
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _callbacks(keras: Any, spec: KerasSpec, history: dict[str, list[float]], ended: EpochsEnded) -> list[Any]:
+    """Keras 3's metrics averaged over the ranks first, the user's callbacks, then sparkrunner's own."""
+    averaged = [keras3.keras_metric_average()] if spec.package == "keras" else []
+    progress = [keras_callback(keras=keras)] if spec.verbose else []
+    return [*averaged, *_users(keras, spec), _epoch_recorder(keras, history, ended), *progress]
+
+
+def _users(keras: Any, spec: KerasSpec) -> list[Any]:
+    """The user's callbacks for this rank: all of them on rank 0, all but the writers elsewhere."""
+    if spec.callbacks is None:
+        return []
+    chosen = []
+    for callback in cloudpickle.loads(spec.callbacks):
+        names = {cls.__name__ for cls in type(callback).__mro__}
+        if rank_context().rank != 0 and names & set(_WRITERS):
+            continue
+        if "TensorBoard" in names:
+            _without_profiler(keras, callback)
+        chosen.append(callback)
+    return chosen
+
+
+def _without_profiler(keras: Any, board: Any) -> None:
+    """Keras 3 profiles on the TensorFlow and JAX backends only: on the torch backend a TensorBoard callback's
+    ``profile_batch`` is turned off (with a line to the driver), as Keras itself refuses it there."""
+    if getattr(board, "_start_batch", 0) and keras.__name__ == "keras" and keras.backend.backend() == "torch":
+        log_to_driver(
+            "TensorBoard(profile_batch=...): Keras 3 cannot profile on the torch backend; not profiled"
+        )
+        board._init_profile_batch(0)
 
 
 def _inputs(
@@ -71,20 +151,22 @@ def _inputs(
     val_data: Data | None,
     start: int,
     ended: EpochsEnded,
+    shapes: list[keras_models.Shape] | None,
 ) -> dict[str, Any]:
     """``fit``'s data arguments: the rank's training batches and, with a validation split, its validation
-    batches, with their steps per epoch (equal on every rank)."""
+    batches, with their steps per epoch (equal on every rank); features fed in the model's input `shapes`."""
     columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
     train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    batches = Batches(spec, shapes, train)
     inputs = {
-        "x": _input(keras, world, _training_dataset(spec, train, start, ended)),
+        "x": _input(spec, world, _training_dataset(spec, batches, start, ended)),
         "steps_per_epoch": len(train),
     }
     if val_data is None:
         return inputs
     size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
     val = NumpyLoader(val_data, size, columns=columns, shuffle=False)
-    validation = _input(keras, world, _validation_dataset(spec, val))
+    validation = _input(spec, world, _validation_dataset(spec, Batches(spec, shapes, val)))
     return {**inputs, "validation_data": validation, "validation_steps": len(val)}
 
 
@@ -155,65 +237,101 @@ def _epoch_recorder(keras: Any, history: dict[str, list[float]], ended: EpochsEn
     return EpochRecorder()
 
 
-def _input(keras: Any, world: int, dataset: Any) -> Any:
-    """The rank's batches for ``fit``: under several workers a `DatasetCreator`, so that each worker's batches
-    stay its own (a plain dataset would be re-batched across the workers)."""
-    if world == 1:
+def _input(spec: KerasSpec, world: int, dataset: Any) -> Any:
+    """The rank's batches for ``fit``: under several tf_keras workers a `DatasetCreator`, so that each worker's
+    batches stay its own (a plain dataset would be re-batched across the workers)."""
+    if world == 1 or spec.package != "tf_keras":
         return dataset
+    keras = importlib.import_module(spec.package)
     return keras.utils.experimental.DatasetCreator(lambda context: dataset)
 
 
 Batch = tuple[Any, ...]
 
 
-def _training_dataset(spec: KerasSpec, loader: NumpyLoader, start: int, ended: EpochsEnded) -> Any:
-    """The batches of epochs `start` to the last, each with its epoch's shuffle (as an uninterrupted fit's),
-    each epoch read once the one before it ended, and nothing read after the last."""
+class Batches:
+    """A loader's chunks as ``(features, labels[, weights])``: features in the model's input shapes, labels in
+    `label_shapes` (else one matrix), float32; and, for tf_keras, as a ``tf.data`` dataset."""
 
-    def batches() -> Iterator[Batch]:
+    def __init__(self, spec: KerasSpec, shapes: list[keras_models.Shape] | None, loader: NumpyLoader) -> None:
+        self.spec, self.shapes, self.loader = spec, shapes, loader
+
+    def of(self, chunk: dict[str, np.ndarray]) -> Batch:
+        spec = self.spec
+        x = keras_models.fed(self.shapes, features.matrix([chunk[c] for c in spec.feature_cols]))
+        y = keras_models.fed(spec.label_shapes, features.matrix([chunk[c] for c in spec.label_cols]))
+        weights = [] if spec.sample_weight_col is None else [chunk[spec.sample_weight_col].astype("float32")]
+        return (x, y, *weights)
+
+    def tf_dataset(self, batches: Callable[[], Iterator[Batch]]) -> Any:
+        """`batches` as a ``tf.data`` dataset (tf_keras' input) never sharded again by TensorFlow."""
+        import tensorflow as tf
+
+        spec = self.spec
+        widths = {column.name: int(np.prod(column.shape)) for column in self.loader.data.columns}
+
+        def signature(shapes: Any, cols: tuple[str, ...]) -> Any:
+            if not shapes:
+                return tf.TensorSpec((None, sum(widths[c] for c in cols)), tf.float32)
+            specs = tuple(tf.TensorSpec((None, *shape), tf.float32) for shape in shapes)
+            return specs[0] if len(specs) == 1 else specs
+
+        x, y = signature(self.shapes, spec.feature_cols), signature(spec.label_shapes, spec.label_cols)
+        weights = [tf.TensorSpec((None,), tf.float32)] if spec.sample_weight_col else []
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        dataset = tf.data.Dataset.from_generator(batches, output_signature=(x, y, *weights))
+        return dataset.with_options(options)
+
+
+def _training_dataset(spec: KerasSpec, batches: Batches, start: int, ended: EpochsEnded) -> Any:
+    """The batches of epochs `start` to the last, each with its epoch's shuffle (as an uninterrupted fit's),
+    each epoch read once the one before it ended, and nothing read after the last; with `inmemory_cache_all`,
+    epochs after the first served from memory."""
+    loader = batches.loader
+    kept = MemoryEpochs(spec.batch_size, spec.shuffle, spec.seed) if spec.inmemory_cache_all else None
+
+    def chunks(epoch: int) -> Iterator[dict[str, np.ndarray]]:
+        loader.set_epoch(epoch)
+        return loader.untimed()
+
+    def epoch_batches(epoch: int) -> Iterator[Batch]:
+        read = kept.epoch(epoch, functools.partial(chunks, epoch)) if kept else chunks(epoch)
+        return (batches.of(chunk) for chunk in read)
+
+    if spec.package == "keras":
+        from sparkrunner.ml.ranks.keras3_data import EpochBatches
+
+        return EpochBatches(len(loader), start, epoch_batches)
+
+    def generated() -> Iterator[Batch]:
         for epoch in range(start, spec.epochs):
             if not ended.wait_for(epoch):
                 return
-            loader.set_epoch(epoch)
-            yield from (_batch(spec, chunk) for chunk in loader.untimed())
+            yield from epoch_batches(epoch)
 
-    return _dataset(spec, loader, batches)
+    return batches.tf_dataset(generated)
 
 
-def _validation_dataset(spec: KerasSpec, loader: NumpyLoader) -> Any:
+def _validation_dataset(spec: KerasSpec, batches: Batches) -> Any:
     """The rank's validation batches, again and again: its whole share read on the first request (one pass,
     on every rank alike), then served from memory to every iterator Keras makes."""
+
+    def read() -> Iterator[Batch]:
+        return (batches.of(chunk) for chunk in batches.loader.untimed())
+
+    if spec.package == "keras":
+        from sparkrunner.ml.ranks.keras3_data import HeldBatches
+
+        return HeldBatches(len(batches.loader), read)
     held: list[Batch] = []
     reading = threading.Lock()
 
-    def batches() -> Iterator[Batch]:
+    def generated() -> Iterator[Batch]:
         with reading:
             if not held:
-                held.extend(_batch(spec, chunk) for chunk in loader.untimed())
+                held.extend(read())
         while True:
             yield from held
 
-    return _dataset(spec, loader, batches)
-
-
-def _batch(spec: KerasSpec, chunk: dict[str, np.ndarray]) -> Batch:
-    """``(features, labels[, weights])`` of one loader batch, as float32 matrices."""
-    x = features.matrix([chunk[c] for c in spec.feature_cols])
-    y = features.matrix([chunk[c] for c in spec.label_cols])
-    weights = [] if spec.sample_weight_col is None else [chunk[spec.sample_weight_col].astype("float32")]
-    return (x, y, *weights)
-
-
-def _dataset(spec: KerasSpec, loader: NumpyLoader, batches: Callable[[], Iterator[Batch]]) -> Any:
-    """`batches` as a ``tf.data`` dataset of the batches' shapes, never sharded again by TensorFlow."""
-    import tensorflow as tf
-
-    widths = {column.name: int(np.prod(column.shape)) for column in loader.data.columns}
-    x, y = (
-        tf.TensorSpec((None, sum(widths[c] for c in cols)), tf.float32)
-        for cols in (spec.feature_cols, spec.label_cols)
-    )
-    signature = (x, y, *([tf.TensorSpec((None,), tf.float32)] if spec.sample_weight_col else []))
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    return tf.data.Dataset.from_generator(batches, output_signature=signature).with_options(options)
+    return batches.tf_dataset(generated)
