@@ -5,23 +5,37 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
-class TrainSpec:
-    """One `fit`: the pickled (model, optimizer, loss), the columns and the loop's settings."""
+@dataclass(frozen=True, kw_only=True)
+class FitSettings:
+    """What every estimator's ranks need to know of a `fit`, whatever trains: the columns and the loop's settings
+    (built once on the driver from the stage's Params, `fit_stage.fit_settings`)."""
+
+    feature_cols: tuple[str, ...]
+    label_cols: tuple[str, ...]
+    sample_weight_col: str | None = None
+    batch_size: int = 32
+    epochs: int = 1
+    seed: int = 0
+    shuffle: bool = True
+    verbose: int = 1
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the ranks read, each once: features, labels, then the sample weights (the one place this
+        is decided: the driver's split and every rank's loader use it)."""
+        weight = [self.sample_weight_col] if self.sample_weight_col else []
+        return list(dict.fromkeys([*self.feature_cols, *self.label_cols, *weight]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSpec(FitSettings):
+    """One torch `fit` (`TorchEstimator`, `LightningEstimator`): the pickled model and the loop's settings."""
 
     payload: bytes
     """cloudpickle of ``(model, optimizer, loss)``, or Lightning's ``(module, callbacks, trainer_args)``:
     pickled once on the driver, where a failure is clear."""
-    feature_cols: tuple[str, ...]
-    label_cols: tuple[str, ...]
-    sample_weight_col: str | None
-    batch_size: int
-    epochs: int
     probability: str | None
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
-    seed: int = 0
-    shuffle: bool = True
-    verbose: int = 1
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
 
@@ -36,8 +50,8 @@ class TrainResult:
     output_size: int = 1
 
 
-@dataclass(frozen=True)
-class KerasSpec:
+@dataclass(frozen=True, kw_only=True)
+class KerasSpec(FitSettings):
     """One Keras `fit`: the model (`keras_models.packed`), its compile arguments and the loop's settings."""
 
     package: str
@@ -45,11 +59,3 @@ class KerasSpec:
     model: bytes
     compiled: bytes
     """cloudpickle of ``(optimizer config, loss, metrics)``: the model is compiled again in each rank."""
-    feature_cols: tuple[str, ...]
-    label_cols: tuple[str, ...]
-    sample_weight_col: str | None
-    batch_size: int
-    epochs: int
-    seed: int = 0
-    shuffle: bool = True
-    verbose: int = 1

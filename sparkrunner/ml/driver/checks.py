@@ -97,10 +97,9 @@ def check_validation(df: Any, validation: Any) -> None:
         )
 
 
-def check_training(epochs: Any, batch_size: Any, data: Any, max_failures: Any, verbose: Any) -> None:
+def check_training(epochs: Any, batch_size: Any, data: Any, verbose: Any) -> None:
     check_number("epochs", epochs, 1)
     check_number("batch_size", batch_size, 1)
-    check_number("max_failures", max_failures, 0)
     check_number("verbose", verbose, 0)
     check_choice("data", data, DATA_MODES)
 

@@ -75,7 +75,7 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
     def _fit(self, dataset: Any) -> KerasModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec(dataset)
-        fitted = fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec)
+        fitted = fit_stage.fit_on_ranks(self, dataset, spec, _TRAIN, spec)
         result: TrainResult = fitted.result
         get = self.getOrDefault
         model = KerasModel(
@@ -104,11 +104,9 @@ class KerasEstimator(Estimator, KerasParams, MLWritable):
         if not isinstance(optimizer, str):
             optimizer = _keras(package).optimizers.serialize(optimizer)
         compiled = checks.pickled("optimizer, loss or metrics", (optimizer, get("loss"), get("metrics")))
-        return KerasSpec(
-            package, keras_models.packed(model), compiled, tuple(get("feature_cols")), tuple(get("label_cols")),
-            get("sample_weight_col"), get("batch_size"), get("epochs"), get("seed"), get("shuffle"),
-            get("verbose"),
-        )  # fmt: skip
+        return fit_stage.spec(
+            self, KerasSpec, package=package, model=keras_models.packed(model), compiled=compiled
+        )
 
     def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
         """The fitted model in the fit's MLflow run (Keras' flavor, signature from two rows' features)."""

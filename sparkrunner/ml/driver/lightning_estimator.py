@@ -78,7 +78,8 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec()
-        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
+        fitted = fit_stage.fit_on_ranks(self, dataset, spec, _TRAIN, spec)
+        return fitted_torch_model(self, dataset, fitted, spec)
 
     def _spec(self) -> TrainSpec:
         get = self.getOrDefault
@@ -95,10 +96,7 @@ class LightningEstimator(Estimator, LightningParams, MLWritable):
             )
         probability = check_choice("probability", get("probability"), PROBABILITY_KINDS)
         payload = checks.pickled("model, callbacks or trainer_args", (module, callbacks, trainer_args))
-        return TrainSpec(
-            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
-            get("batch_size"), get("epochs"), probability, get("seed"), get("shuffle"), get("verbose"),
-        )  # fmt: skip
+        return fit_stage.spec(self, TrainSpec, payload=payload, probability=probability)
 
 
 def _is_lightning_module(value: Any) -> bool:

@@ -79,7 +79,8 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
         spec = self._spec()
-        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
+        fitted = fit_stage.fit_on_ranks(self, dataset, spec, _TRAIN, spec)
+        return fitted_torch_model(self, dataset, fitted, spec)
 
     def _spec(self) -> TrainSpec:
         get = self.getOrDefault
@@ -89,10 +90,9 @@ class TorchEstimator(Estimator, TorchParams, MLWritable):
         checks.check_loss(loss)
         check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
         payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
-        return TrainSpec(
-            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
-            get("batch_size"), get("epochs"), losses.probability_kind(loss), get("seed"), get("shuffle"),
-            get("verbose"), get("backward_passes_per_step"),
+        return fit_stage.spec(
+            self, TrainSpec, payload=payload, probability=losses.probability_kind(loss),
+            backward_passes_per_step=get("backward_passes_per_step"),
         )  # fmt: skip
 
 

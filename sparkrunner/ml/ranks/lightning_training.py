@@ -30,7 +30,7 @@ def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResu
 
     torch.manual_seed(spec.seed)
     module, callbacks, trainer_args = cloudpickle.loads(spec.payload)
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    columns = spec.columns
     loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
     validation = None
     if val_data is not None:

@@ -47,7 +47,7 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
     optimizer = _optimizer(optimizer, model)
     loss_fn = losses.loss_module(loss)
     net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    columns = spec.columns
     loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
     validation = _validation_loader(spec, val_data, columns)
     start, history = _resume(model, optimizer)
