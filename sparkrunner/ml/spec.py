@@ -38,6 +38,13 @@ class TrainSpec(FitSettings):
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
+    input_shapes: tuple[tuple[int, ...], ...] | None = None
+    """Each feature column's row shape: ``forward`` gets one tensor per column, ``(rows, *shape)``; None: one
+    float32 matrix of the columns side by side."""
+    label_shapes: tuple[tuple[int, ...], ...] | None = None
+    """The label column's row shape: the loss gets the labels ``(rows, *shape)``."""
+    inmemory_cache_all: bool = False
+    """Each rank keeps its shard in memory after the first epoch (`ml.ranks.in_memory`)."""
 
 
 @dataclass(frozen=True)
