@@ -20,4 +20,7 @@ for f in test_spark_torch test_spark_lightning test_spark_keras; do
 done
 fetch horovod/integration/spark_common.py horovod/horovod/v0.28.1/test/utils/spark_common.py
 fetch horovod/integration/common.py horovod/horovod/v0.28.1/test/utils/common.py
+# Horovod's own Spark examples (tests/compat/upstream_examples.py), run with one import line changed
+fetch horovod/examples/spark/pytorch/pytorch_spark_mnist.py \
+  horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_spark_mnist.py
 echo "upstream test files in $dest"
