@@ -20,15 +20,16 @@ from sparkrunner.ml.driver import lightning_estimator
 _ALSO = ("callbacks", "trainer_args", "input_shapes", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's LightningEstimator honours besides Horovod's common names."""
 _NOT_PASSED = ("optimizer", "loss")
+"""The LightningModule's own ``configure_optimizers`` and ``training_step`` say these."""
 _TRAINER_ARGS = {"logger": None, "log_every_n_steps": 50, "profiler": None}
 """Horovod's names for arguments of Lightning's Trainer (with Horovod's defaults): they go into `trainer_args`."""
-"""The LightningModule's own ``configure_optimizers`` and ``training_step`` say these."""
 
 
 class TorchEstimator(lightning_estimator.LightningEstimator):
     """``horovod.spark.lightning.TorchEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
-    refused; `callbacks` and `trainer_args` are honoured), plus sparkrunner's own as keywords. `fit` returns a
-    `TorchModel` whose output column is ``<label>__output``."""
+    refused; `callbacks`, `trainer_args`, `input_shapes`, `label_shapes`, `inmemory_cache_all` are honoured, and
+    `logger`, `log_every_n_steps`, `profiler` go into `trainer_args`), plus sparkrunner's own as keywords. `fit`
+    returns a `TorchModel` whose output column is ``<label>__output``."""
 
     @keyword_only
     def __init__(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparkrunner.ml import TorchEstimator, TorchModel
+from sparkrunner.ml import LightningEstimator, TorchEstimator, TorchModel
 from tests.ml.nets import BIAS, WEIGHTS, TwoInputs, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -45,3 +45,20 @@ def test_each_feature_column_reaches_forward_in_its_shape_in_fit_and_transform(
     for scorer in (model, TorchModel.load(str(tmp_path / "model"))):
         rows = scorer.transform(two_columns(spark_ml, 100, seed=100)).collect()
         np.testing.assert_allclose([r["prediction"] for r in rows], [r["y"] for r in rows], atol=0.2)
+
+
+def test_the_lightning_estimator_gives_each_feature_column_in_its_shape(
+    spark_ml: Any, tmp_path: Path
+) -> None:
+    from tests.ml.lightning_nets import TwoInputsModule
+
+    model = LightningEstimator(
+        model=TwoInputsModule(), feature_cols=["x", "s"], label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]],
+        label_shapes=[[-1, 1]], batch_size=32, epochs=30, np=-2, launcher="direct",
+        store=str(tmp_path / "store"), tracking=False, verbose=0,
+    ).fit(two_columns(spark_ml, 800))  # fmt: skip
+
+    trained = model.getModel().net
+    np.testing.assert_allclose(trained.x.weight.detach().numpy()[0], WEIGHTS, atol=0.15)
+    rows = model.transform(two_columns(spark_ml, 100, seed=100)).collect()
+    np.testing.assert_allclose([r["prediction"] for r in rows], [r["y"] for r in rows], atol=0.2)
