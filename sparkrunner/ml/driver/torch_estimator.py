@@ -194,8 +194,14 @@ def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainRes
     """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
     if fitted.tracking is None or not fitted.mlflow_run_id or not stage.getOrDefault("log_model"):
         return None
-    example = mlflow_logging.feature_example(dataset, stage.getOrDefault("feature_cols"))
+    get = stage.getOrDefault
+    example = mlflow_logging.feature_example(dataset, get("feature_cols"))
     module = cloudpickle.loads(result.model)
+    shapes = checks.row_shapes("input_shapes", get("input_shapes"), get("feature_cols"))
+    if shapes is not None:  # the logged model takes the feature matrix, as transform's input
+        from sparkrunner.ml.shaped_inputs import ShapedInputs
+
+        module = ShapedInputs(module, shapes)
     return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, example)
 
 
