@@ -20,6 +20,9 @@ for f in test_spark_torch test_spark_lightning test_spark_keras; do
 done
 fetch horovod/integration/spark_common.py horovod/horovod/v0.28.1/test/utils/spark_common.py
 fetch horovod/integration/common.py horovod/horovod/v0.28.1/test/utils/common.py
-# Horovod's Keras Spark example (tests/compat/test_upstream_keras_example.py)
-fetch horovod/examples/keras_spark_mnist.py horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_mnist.py
+# Horovod's own Spark examples (tests/compat/upstream_examples.py), run with one import line changed
+fetch horovod/examples/spark/pytorch/pytorch_spark_mnist.py \
+  horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_spark_mnist.py
+fetch horovod/examples/spark/keras/keras_spark_mnist.py \
+  horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_mnist.py
 echo "upstream test files in $dest"

@@ -13,7 +13,7 @@ from typing import Any
 
 from pyspark import keyword_only
 
-from sparkrunner.compat.horovod_params import check_input_shapes, output_col, translated
+from sparkrunner.compat.horovod_params import output_col, translated
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import losses
 from sparkrunner.ml.driver import checks, keras_estimator, torch_estimator
@@ -53,7 +53,8 @@ class HorovodModelAccessors:
 class TorchModel(HorovodModelAccessors, torch_estimator.TorchModel):
     """``horovod.spark.torch.TorchModel``: sparkrunner's `TorchModel` with Horovod's accessors and constructor,
     so a model trained elsewhere scores as Horovod's does: ``TorchModel(model=net, feature_columns=["x"],
-    label_columns=["y"], input_shapes=[[n]])``. Several outputs per row come back as an ML vector."""
+    label_columns=["y"], input_shapes=[[-1, n]])`` (``forward`` gets one tensor per feature column in its shape).
+    Several outputs per row come back as an ML vector."""
 
     @keyword_only
     def __init__(
@@ -74,11 +75,11 @@ class TorchModel(HorovodModelAccessors, torch_estimator.TorchModel):
         self.optimizer = optimizer
         if model is not None:
             self._set(**_hand_built_params(feature_columns, label_columns, input_shapes))
-            width = _input_width(self.getOrDefault("feature_cols"), input_shapes, _metadata)
+            shapes = _input_shapes(self.getOrDefault("feature_cols"), input_shapes, _metadata)
             payload = checks.pickled("model", model, to="the executors")
             self.state = ModelState(
                 payload,
-                _output_size(model, width),
+                _output_size(model, shapes),
                 losses.probability_kind(loss),
                 history or {},
                 run_id=run_id,
@@ -102,26 +103,28 @@ def _hand_built_params(feature_columns: Any, label_columns: Any, input_shapes: A
         raise InvalidArgumentError(
             "feature_columns is empty: name the columns the model reads, e.g. feature_columns=['features']"
         )
-    check_input_shapes(input_shapes, feature_columns)
     output = output_col(label_columns)
-    return {"feature_cols": list(feature_columns), **({"prediction_col": output} if output else {})}
+    shaped = {"input_shapes": input_shapes} if input_shapes is not None else {}
+    return {"feature_cols": list(feature_columns), **shaped, **({"prediction_col": output} if output else {})}
 
 
-def _input_width(feature_cols: list[str], input_shapes: Any, metadata: dict[str, Any] | None) -> int:
-    """The width of the feature matrix the model is fed: from `input_shapes` (``[[n]]``), else from Horovod's
-    column metadata (``util._get_metadata(df)``: each column's ``shape``)."""
+def _input_shapes(
+    feature_cols: list[str], input_shapes: Any, metadata: dict[str, Any] | None
+) -> list[tuple[int, ...]]:
+    """The row shapes of the model's inputs: one per column from `input_shapes` (``[[-1, n]]``), else the
+    feature matrix's width from Horovod's column metadata (``util._get_metadata(df)``: each column's ``shape``)."""
     if input_shapes is not None:
-        return int(input_shapes[0][-1])
+        return list(checks.row_shapes("input_shapes", input_shapes, feature_cols) or ())
     if metadata is not None and all(c in metadata for c in feature_cols):
-        return sum(int(metadata[c]["shape"]) for c in feature_cols)
+        return [(sum(int(metadata[c]["shape"]) for c in feature_cols),)]
     raise InvalidArgumentError(
         "a TorchModel built by hand needs input_shapes=[[n]] (the width of its feature matrix) or Horovod's "
         "_metadata=util._get_metadata(df), so that the width of the model's output is known before scoring"
     )
 
 
-def _output_size(model: Any, width: int) -> int:
-    """Outputs per row: the model's forward pass on one row of zeros."""
+def _output_size(model: Any, shapes: list[tuple[int, ...]]) -> int:
+    """Outputs per row: the model's forward pass on one row of zeros in each input's shape."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -130,7 +133,7 @@ def _output_size(model: Any, width: int) -> int:
     model.eval()
     try:
         with torch.no_grad():
-            return int(model(torch.zeros(1, width)).numel())
+            return int(model(*[torch.zeros(1, *shape) for shape in shapes]).numel())
     finally:
         model.train(was_training)
 
@@ -214,7 +217,7 @@ def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-_TORCH_ALSO = ("backward_passes_per_step",)
+_TORCH_ALSO = ("backward_passes_per_step", "input_shapes", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's TorchEstimator honours that its other estimators do not."""
 
 

@@ -20,21 +20,55 @@ PASSED_ON = (
 
 RENAMED = {"random_seed": "seed"}
 
-HONOURED_DEFAULTS: dict[str, Any] = {
-    "data_module": None, "loss_constructors": None, "metrics": None, "loss_weights": None,
-    "gradient_compression": None, "continuous_cols": None, "categorical_cols": None, "callbacks": None,
-    "val_batch_size": None, "shuffle_buffer_size": None, "partitions_per_process": 10,
-    "train_minibatch_fn": None, "train_steps_per_epoch": None, "validation_steps_per_epoch": None,
-    "transformation_fn": None, "train_reader_num_workers": 2, "val_reader_num_workers": 2,
-    "reader_pool_type": "thread", "label_shapes": None, "inmemory_cache_all": False, "use_gpu": True,
-    "mp_start_method": None, "backward_passes_per_step": 1, "custom_objects": None,
-    "checkpoint_callback": None, "backend_env": None, "transformation_edit_fields": None,
-    "transformation_removed_fields": None, "num_gpus": None, "logger": None, "log_every_n_steps": 50,
-    "loader_num_epochs": None, "terminate_on_nan": False, "profiler": None, "debug_data_loader": False,
-    "train_async_data_loader_queue_size": None, "val_async_data_loader_queue_size": None,
+_READER = (
+    "a setting of Horovod's Petastorm reader, which sparkrunner does not use: each rank reads its shard with "
+    "sparkrunner's own loader"
+)
+_ONE_LOSS = "sparkrunner trains one loss over all label columns (side by side), not one per label column"
+_KERAS = "the Keras estimator does not take it yet"
+_TRAINER = "pytorch-lightning 2 has no such Trainer argument"
+
+NOT_HONOURED: dict[str, tuple[Any, str]] = {
+    "data_module": (None, "sparkrunner's rows reach the ranks through materialize or stream, not a data module"),
+    "loss_constructors": (None, _ONE_LOSS + "; give loss= instead"),
+    "metrics": (None, "sparkrunner's TorchEstimator reports loss and accuracy (Keras' metrics= is honoured)"),
+    "loss_weights": (None, _ONE_LOSS),
+    "gradient_compression": (None, "DDP averages full-precision gradients; Horovod's compressors are Horovod's"),
+    "continuous_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
+    "categorical_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
+    "callbacks": (None, "Horovod's TorchEstimator takes callbacks but never calls them"),
+    "val_batch_size": (None, "the validation batches are batch_size rows at most (as few rows left out as can be)"),
+    "shuffle_buffer_size": (None, "deprecated by Horovod; shuffle= says whether rows are shuffled"),
+    "partitions_per_process": (10, _READER),
+    "train_minibatch_fn": (None, "the training step is sparkrunner's (DDP), which has no hook of Horovod's shape"),
+    "train_steps_per_epoch": (None, "an epoch is one pass over the rows, equal steps on every rank"),
+    "validation_steps_per_epoch": (None, "validation is one pass over the validation rows"),
+    "transformation_fn": (None, "rows are not transformed on their way to the ranks: transform the DataFrame"),
+    "train_reader_num_workers": (2, _READER),
+    "val_reader_num_workers": (2, _READER),
+    "reader_pool_type": ("thread", _READER),
+    "label_shapes": (None, _KERAS),
+    "inmemory_cache_all": (False, _KERAS),
+    "use_gpu": (True, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount), else the CPU"),
+    "mp_start_method": (None, _READER),
+    "backward_passes_per_step": (1, "gradient accumulation is TorchEstimator's (backward_passes_per_step=)"),
+    "custom_objects": (None, _KERAS),
+    "checkpoint_callback": (None, _KERAS),
+    "backend_env": (None, "sparkrunner starts the ranks, not Horovod's backend: give Runner's env="),
+    "transformation_edit_fields": (None, "it goes with transformation_fn, which is not honoured"),
+    "transformation_removed_fields": (None, "it goes with transformation_fn, which is not honoured"),
+    "num_gpus": (None, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount)"),
+    "logger": (None, "Lightning's Trainer argument: the Lightning drop-in passes it to every rank's Trainer"),
+    "log_every_n_steps": (50, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
+    "loader_num_epochs": (None, _READER),
+    "terminate_on_nan": (False, _TRAINER + " (use trainer_args={'detect_anomaly': True} or a callback)"),
+    "profiler": (None, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
+    "debug_data_loader": (False, _READER),
+    "train_async_data_loader_queue_size": (None, _READER),
+    "val_async_data_loader_queue_size": (None, _READER),
 }  # fmt: skip
-"""Horovod's arguments that sparkrunner has no counterpart for, with the value that means what sparkrunner
-does anyway (Horovod's default, or "none" where Horovod's default is an empty list)."""
+"""Horovod's arguments that sparkrunner has no counterpart for: the value that means what sparkrunner does anyway
+(Horovod's default, or "none" where Horovod's default is an empty list), and why another cannot carry over."""
 
 _EMPTY_MEANS_DEFAULT = {"callbacks", "metrics", "custom_objects"}
 
@@ -49,8 +83,8 @@ def translated(
     _refuse_unsupported({k: v for k, v in given.items() if k not in also_passed}, not_passed)
     params: dict[str, Any] = _from_backend(given)
     for name, value in given.items():
-        skipped = name in HONOURED_DEFAULTS and name not in also_passed
-        if skipped or name in not_passed or name in ("input_shapes", "backend"):
+        skipped = name in NOT_HONOURED and name not in also_passed
+        if skipped or name in not_passed or name == "backend":
             continue
         if name == "store":
             params["store"] = store_path(value)
@@ -59,7 +93,6 @@ def translated(
                 params[RENAMED[name]] = value
         elif name not in PASSED_ON or value is not None:  # Horovod's None means "its default": use ours
             params[name] = value
-    check_input_shapes(given.get("input_shapes"), params.get("feature_cols"))
     output = output_col(params.get("label_cols"))
     if output is not None and "prediction_col" not in params:
         params["prediction_col"] = output
@@ -96,18 +129,19 @@ def _from_backend(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_unsupported(given: Mapping[str, Any], not_passed: tuple[str, ...]) -> None:
-    table = {**HONOURED_DEFAULTS, **dict.fromkeys(not_passed)}
+    own = "the model's own code says it (a LightningModule's configure_optimizers and training_step)"
+    table = {**NOT_HONOURED, **{name: (None, own) for name in not_passed}}
     refused = sorted(
         name
-        for name, default in table.items()
+        for name, (default, _) in table.items()
         if name in given and not _is_default(name, given[name], default)
     )
     if refused:
         raise InvalidArgumentError(
-            f"{', '.join(refused)}: Horovod's estimator argument(s) that sparkrunner's estimators do not "
-            "honour. Leave them out (sparkrunner computes loss and accuracy itself, feeds the feature columns "
-            "side by side as one float32 matrix, and places ranks on the GPU Spark assigns); see "
-            "docs/ml.md, 'Coming from Horovod'"
+            f"{', '.join(refused)}: Horovod's estimator argument(s) that sparkrunner's estimators do not honour, "
+            "so leave them out: "
+            + "; ".join(f"{name}: {table[name][1]}" for name in refused)
+            + " (docs/ml.md, 'Coming from Horovod')"
         )
 
 
@@ -116,20 +150,6 @@ def _is_default(name: str, value: Any, default: Any) -> bool:
     if value is None or (name in _EMPTY_MEANS_DEFAULT and len(value) == 0):
         return True
     return bool(value is default or value == default)
-
-
-def check_input_shapes(shapes: Any, feature_cols: Any) -> None:
-    """None, or for one feature column one row shape ``[n]`` (or ``[-1, n]`` with the batch): the matrix
-    sparkrunner feeds the model."""
-    if shapes is None:
-        return
-    flat = len(shapes) == 1 and (len(shapes[0]) == 1 or (len(shapes[0]) == 2 and shapes[0][0] in (-1, None)))
-    if not flat or len(feature_cols or ()) != 1:
-        raise InvalidArgumentError(
-            f"input_shapes={shapes!r}: sparkrunner feeds the model one float32 matrix (rows, features) with the "
-            "feature columns side by side, so it cannot reshape inputs or pass one tensor per column. Leave "
-            "input_shapes out and reshape inside the model's forward (e.g. x.view(-1, 1, 28, 28))"
-        )
 
 
 def store_path(store: Any) -> str | None:

@@ -17,16 +17,19 @@ from sparkrunner.compat.horovod_estimators import TorchModel, as_drop_in
 from sparkrunner.compat.horovod_params import translated
 from sparkrunner.ml.driver import lightning_estimator
 
-_ALSO = ("callbacks", "trainer_args")
+_ALSO = ("callbacks", "trainer_args", "input_shapes", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's LightningEstimator honours besides Horovod's common names."""
 _NOT_PASSED = ("optimizer", "loss")
 """The LightningModule's own ``configure_optimizers`` and ``training_step`` say these."""
+_TRAINER_ARGS = {"logger": None, "log_every_n_steps": 50, "profiler": None}
+"""Horovod's names for arguments of Lightning's Trainer (with Horovod's defaults): they go into `trainer_args`."""
 
 
 class TorchEstimator(lightning_estimator.LightningEstimator):
     """``horovod.spark.lightning.TorchEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
-    refused; `callbacks` and `trainer_args` are honoured), plus sparkrunner's own as keywords. `fit` returns a
-    `TorchModel` whose output column is ``<label>__output``."""
+    refused; `callbacks`, `trainer_args`, `input_shapes`, `label_shapes`, `inmemory_cache_all` are honoured, and
+    `logger`, `log_every_n_steps`, `profiler` go into `trainer_args`), plus sparkrunner's own as keywords. `fit`
+    returns a `TorchModel` whose output column is ``<label>__output``."""
 
     @keyword_only
     def __init__(
@@ -82,14 +85,24 @@ class TorchEstimator(lightning_estimator.LightningEstimator):
         mp_start_method: Any = None,
         **sparkrunner_params: Any,
     ) -> None:
-        super().__init__(**translated(self._input_kwargs, _ALSO, _NOT_PASSED))
+        super().__init__(**_lightning_params(self._input_kwargs))
 
     @keyword_only
     def setParams(self, **horovod_params: Any) -> TorchEstimator:
-        return self._set(**translated(self._input_kwargs, _ALSO, _NOT_PASSED))
+        return self._set(**_lightning_params(self._input_kwargs))
 
     def _fit(self, dataset: Any) -> TorchModel:
         return as_drop_in(TorchModel(), super()._fit(dataset))
+
+
+def _lightning_params(given: dict[str, Any]) -> dict[str, Any]:
+    """`translated` Params, with Horovod's Trainer arguments (`logger`, `log_every_n_steps`, `profiler`) moved
+    into `trainer_args`, where the Trainer of every rank gets them."""
+    moved = {k: given[k] for k, default in _TRAINER_ARGS.items() if k in given and given[k] != default}
+    rest = {k: v for k, v in given.items() if k not in _TRAINER_ARGS}
+    if moved:
+        rest["trainer_args"] = {**moved, **(rest.get("trainer_args") or {})}
+    return translated(rest, _ALSO, _NOT_PASSED)
 
 
 __all__ = ["TorchEstimator", "TorchModel"]

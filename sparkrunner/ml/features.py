@@ -1,11 +1,15 @@
-"""Feature columns as one float32 matrix: the same assembly in the ranks (training) and the executors (scoring)."""
+"""Feature columns as one float32 matrix, or as one array per column in its row shape (Horovod's `input_shapes`):
+the same assembly in the ranks (training) and the executors (scoring)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from sparkrunner.errors import InvalidArgumentError
 
 
 def matrix(columns: Sequence[Any]) -> np.ndarray:
@@ -13,6 +17,25 @@ def matrix(columns: Sequence[Any]) -> np.ndarray:
     side in the order given: what a model's ``forward`` receives."""
     parts = [_two_d(np.asarray(column)) for column in columns]
     return np.ascontiguousarray(np.concatenate(parts, axis=1), dtype=np.float32)
+
+
+def shaped(columns: Sequence[Any], shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """One float32 array per column, each ``(rows, *shape)``: the tensors Horovod passes to ``forward``."""
+    return [
+        matrix([column]).reshape(len(column), *shape) for column, shape in zip(columns, shapes, strict=True)
+    ]
+
+
+def split(values: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    """A `matrix` of columns cut back into one array per column, each ``(rows, *shape)`` (scoring's inputs)."""
+    widths = [math.prod(shape) for shape in shapes]
+    if values.shape[1] != sum(widths):
+        raise InvalidArgumentError(
+            f"the feature columns hold {values.shape[1]} values a row, but their input_shapes "
+            f"{[list(s) for s in shapes]} hold {sum(widths)}: give each column a shape of its own width"
+        )
+    parts = np.split(values, np.cumsum(widths)[:-1], axis=1)
+    return [part.reshape(len(values), *shape) for part, shape in zip(parts, shapes, strict=True)]
 
 
 def from_pandas(series: Any) -> np.ndarray:

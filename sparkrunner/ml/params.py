@@ -34,6 +34,15 @@ def probability_param() -> Param[Any]:
     )
 
 
+def input_shapes_param() -> Param[Any]:
+    """Horovod's `input_shapes`: the shape each feature column reaches the model's ``forward`` in."""
+    return param(
+        "input_shapes",
+        "one shape per feature column, led by -1 for the batch (e.g. [[-1, 1, 28, 28]]): forward gets one "
+        "tensor per column in its shape; None: one float32 matrix of the columns side by side",
+    )
+
+
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -142,10 +151,19 @@ class PytorchFlavorParams(TrainingParams):
     """Training whose fitted model MLflow logs in its pytorch flavor (the torch and Lightning estimators)."""
 
     log_model = log_model_param("pytorch")
+    input_shapes = input_shapes_param()
+    label_shapes = param(
+        "label_shapes", "one shape per label column, led by -1 for the batch: the labels the loss gets"
+    )
+    inmemory_cache_all = param(
+        "inmemory_cache_all",
+        "each rank keeps its shard in memory after the first epoch and reads no data after it",
+        TypeConverters.toBoolean,
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(log_model=True)
+        self._setDefault(log_model=True, input_shapes=None, label_shapes=None, inmemory_cache_all=False)
 
 
 @with_accessors

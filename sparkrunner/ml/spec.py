@@ -5,31 +5,46 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
-class TrainSpec:
-    """One `fit`: the pickled (model, optimizer, loss), the columns and the loop's settings."""
+@dataclass(frozen=True, kw_only=True)
+class FitSettings:
+    """What every estimator's ranks need to know of a `fit`, whatever trains: the columns and the loop's settings
+    (built once on the driver from the stage's Params, `fit_stage.fit_settings`)."""
+
+    feature_cols: tuple[str, ...]
+    label_cols: tuple[str, ...]
+    sample_weight_col: str | None = None
+    batch_size: int = 32
+    epochs: int = 1
+    seed: int = 0
+    shuffle: bool = True
+    verbose: int = 1
+    label_shapes: tuple[tuple[int, ...], ...] | None = None
+    """Each label column's row shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
+    inmemory_cache_all: bool = False
+    """Each rank keeps its shard in memory after the first epoch and serves later epochs from there."""
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the ranks read, each once: features, labels, then the sample weights (the one place this
+        is decided: the driver's split and every rank's loader use it)."""
+        weight = [self.sample_weight_col] if self.sample_weight_col else []
+        return list(dict.fromkeys([*self.feature_cols, *self.label_cols, *weight]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSpec(FitSettings):
+    """One torch `fit` (`TorchEstimator`, `LightningEstimator`): the pickled model and the loop's settings."""
 
     payload: bytes
     """cloudpickle of ``(model, optimizer, loss)``, or Lightning's ``(module, callbacks, trainer_args)``:
     pickled once on the driver, where a failure is clear."""
-    feature_cols: tuple[str, ...]
-    label_cols: tuple[str, ...]
-    sample_weight_col: str | None
-    batch_size: int
-    epochs: int
     probability: str | None
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
-    seed: int = 0
-    shuffle: bool = True
-    verbose: int = 1
-    callbacks: bytes | None = None
-    """cloudpickle of the user's Keras callbacks (every rank runs them; writers only rank 0)."""
-    label_shapes: tuple[tuple[int, ...], ...] | None = None
-    """Each label column's shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
-    inmemory_cache_all: bool = False
-    """Keep the rank's training rows in memory after the first epoch and serve later epochs from there."""
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
+    input_shapes: tuple[tuple[int, ...], ...] | None = None
+    """Each feature column's row shape: ``forward`` gets one tensor per column, ``(rows, *shape)``; None: one
+    float32 matrix of the columns side by side."""
 
 
 @dataclass(frozen=True)
@@ -42,27 +57,14 @@ class TrainResult:
     output_size: int = 1
 
 
-@dataclass(frozen=True)
-class KerasSpec:
+@dataclass(frozen=True, kw_only=True)
+class KerasSpec(FitSettings):
     """One Keras `fit`: the model (`keras_models.packed`), its compile arguments and the loop's settings."""
 
     package: str
-    """The model's Keras: ``tf_keras`` (trains under MultiWorkerMirroredStrategy) or Keras 3's ``keras`` (trains
-    on its torch backend, `sparkrunner.keras_data_parallel`)."""
+    """The model's Keras: ``tf_keras`` (trains under MultiWorkerMirroredStrategy) or Keras 3's ``keras``."""
     model: bytes
     compiled: bytes
     """cloudpickle of ``(optimizer config, loss, metrics)``: the model is compiled again in each rank."""
-    feature_cols: tuple[str, ...]
-    label_cols: tuple[str, ...]
-    sample_weight_col: str | None
-    batch_size: int
-    epochs: int
-    seed: int = 0
-    shuffle: bool = True
-    verbose: int = 1
     callbacks: bytes | None = None
     """cloudpickle of the user's Keras callbacks (every rank runs them; writers only rank 0)."""
-    label_shapes: tuple[tuple[int, ...], ...] | None = None
-    """Each label column's shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
-    inmemory_cache_all: bool = False
-    """Keep the rank's training rows in memory after the first epoch and serve later epochs from there."""

@@ -37,13 +37,30 @@ def test_horovod_arguments_become_params(tmp_path: Path) -> None:
     assert get("prediction_col") == "y__output"
 
 
+def test_horovods_trainer_arguments_and_input_contract_reach_every_ranks_trainer() -> None:
+    logger = object()
+    estimator = TorchEstimator(
+        model=LinearRegression(), feature_cols=["x"], label_cols=["y"], logger=logger, log_every_n_steps=5,
+        profiler="simple", trainer_args={"gradient_clip_val": 1.0}, input_shapes=[[-1, 3]],
+        label_shapes=[[-1, 1]], inmemory_cache_all=True,
+    )  # fmt: skip
+    get = estimator.getOrDefault
+    assert get("trainer_args") == {
+        "logger": logger, "log_every_n_steps": 5, "profiler": "simple", "gradient_clip_val": 1.0,
+    }  # fmt: skip
+    assert (get("input_shapes"), get("label_shapes"), get("inmemory_cache_all")) == (
+        [[-1, 3]],
+        [[-1, 1]],
+        True,
+    )
+
+
 @pytest.mark.parametrize(
     "given",
     [
         {"optimizer": object()},
         {"loss": "mse"},
         {"num_gpus": 1},
-        {"logger": object()},
         {"terminate_on_nan": True},
     ],
     ids=lambda given: next(iter(given)),

@@ -88,8 +88,10 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"random_seed": 5}, {"seed": 5}),
         ({"store": "/data/store"}, {"store": "/data/store"}),
         ({"store": Path("/data/store")}, {"store": "/data/store"}),
-        ({"input_shapes": [[-1, 3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
-        ({"input_shapes": [[3]], "feature_cols": ["x"]}, {"feature_cols": ["x"]}),
+        ({"input_shapes": [[-1, 1, 28, 28]], "feature_cols": ["x"]}, {"input_shapes": [[-1, 1, 28, 28]]}),
+        ({"input_shapes": [[-1, 2], [-1, 1]]}, {"input_shapes": [[-1, 2], [-1, 1]]}),
+        ({"label_shapes": [[-1, 1]]}, {"label_shapes": [[-1, 1]]}),
+        ({"inmemory_cache_all": True}, {"inmemory_cache_all": True}),
         ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
         ({"backward_passes_per_step": 3}, {"backward_passes_per_step": 3}),
@@ -152,8 +154,6 @@ REFUSED = {
     "train_reader_num_workers": 8,
     "val_reader_num_workers": 8,
     "reader_pool_type": "process",
-    "label_shapes": [[-1, 1]],
-    "inmemory_cache_all": True,
     "use_gpu": False,
     "mp_start_method": "spawn",
 }
@@ -205,10 +205,13 @@ def test_several_refused_arguments_are_named_together() -> None:
         TorchEstimator(use_gpu=False, metrics=["mse"])
 
 
-@pytest.mark.parametrize("shapes", [[[-1, 1, 28, 28]], [[-1, 2], [-1, 1]]], ids=["image", "one-per-column"])
-def test_input_shapes_other_than_the_fed_matrix_are_refused(shapes: list[list[int]]) -> None:
-    with pytest.raises(InvalidArgumentError, match=r"input_shapes=.*reshape inside the model's forward"):
-        TorchEstimator(input_shapes=shapes, feature_cols=["a", "b"][: len(shapes)])
+def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
+    with pytest.raises(
+        InvalidArgumentError, match=r"data_module: sparkrunner's rows reach the ranks through"
+    ):
+        TorchEstimator(data_module=object())
+    with pytest.raises(InvalidArgumentError, match=r"label_shapes: the Keras estimator does not take it yet"):
+        KerasEstimator(label_shapes=[[-1, 1]])
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ data set, or check something this drop-in does differently on purpose (docs/migr
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -51,6 +52,16 @@ class Outcome:
     failed: int
     skipped: int
     output: str
+
+
+def skip_reason(name: str, path: Path, requires: tuple[str, ...]) -> str | None:
+    """Why an original file cannot run here (opt-in not given, file not fetched, a module missing), or None."""
+    if "SPARKRUNNER_UPSTREAM_TESTS" not in os.environ:
+        return "opt-in (minutes): SPARKRUNNER_UPSTREAM_TESTS=~/.cache/sparkrunner/upstream-tests pytest ..."
+    if not path.exists():
+        return f"the original file is not at {path} (scripts/fetch_upstream_tests.sh)"
+    missing = [m for m in requires if importlib.util.find_spec(m) is None]
+    return f"{name} needs {', '.join(missing)}" if missing else None
 
 
 def rewrite(source: str, imports: dict[str, str]) -> str:

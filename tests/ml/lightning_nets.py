@@ -8,7 +8,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from tests.ml.nets import KillPoint, classifier
+from tests.ml.nets import KillPoint, TwoInputs, classifier
 
 
 class LinearRegression(pl.LightningModule):
@@ -64,3 +64,21 @@ class Steps(pl.Callback):
 
     def on_train_batch_start(self, *_: Any) -> None:
         self.point.step()
+
+
+class TwoInputsModule(pl.LightningModule):
+    """`tests.ml.nets.TwoInputs` as a LightningModule: the batch holds ``x`` as ``(rows, 3, 1)`` and ``s`` as
+    ``(rows, 1)`` (their `input_shapes`), and ``forward(x, s)`` refuses any other shape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = TwoInputs()
+
+    def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return self.net(x, s)
+
+    def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(self(batch["x"], batch["s"]), batch["y"])
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=0.05)

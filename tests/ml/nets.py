@@ -196,3 +196,19 @@ class StepLogged(torch.optim.SGD):
         with open(self.log, "a") as f:
             f.write(f"{rank_context().rank}\n")
         return super().step(closure)
+
+
+class TwoInputs(torch.nn.Module):
+    """Horovod's input contract: ``forward(x, s)`` gets one tensor per feature column in its `input_shapes`
+    (x: ``(rows, 3, 1)``, s: ``(rows, 1)``) and refuses any other shape; it fits ``x . WEIGHTS + BIAS + 2 s``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.x = torch.nn.Linear(3, 1)
+        self.s = torch.nn.Linear(1, 1, bias=False)
+
+    def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape[1:]) != (3, 1) or tuple(s.shape[1:]) != (1,):
+            raise ValueError(f"forward got shapes {tuple(x.shape)} and {tuple(s.shape)}")
+        return self.x(x.reshape(len(x), 3)) + self.s(s)

@@ -61,6 +61,14 @@ CASES = {
     "data mode": (dict(data="copy"), InvalidArgumentError, "data='copy' is unknown"),
     "epochs": (dict(epochs=0), InvalidArgumentError, "epochs must be an int >= 1"),
     "timeout": (dict(timeout=0), InvalidArgumentError, "timeout must be a number of seconds > 0"),
+    "max_failures": (dict(max_failures=-1), InvalidArgumentError, "max_failures must be an int >= 0"),
+    "input shape of another width": (
+        dict(input_shapes=[[-1, 2], [-1, 1]]),
+        InvalidArgumentError,
+        r"the column 'a' holds 1 values a row, but its shape \[-1, 2\] holds 2",
+    ),
+    "an input shape short": (dict(input_shapes=[[-1, 1]]), InvalidArgumentError, "give one shape per column"),
+    "tracking": (dict(tracking=7), InvalidArgumentError, "tracking must be None, True, False"),
     "no backward pass per step": (
         dict(backward_passes_per_step=0),
         InvalidArgumentError,

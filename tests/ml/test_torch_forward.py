@@ -55,7 +55,7 @@ def test_convolution_weights_are_channels_last_and_score_as_the_module_does() ->
     assert not ready.training
     assert ready.conv[2].weight.is_contiguous(memory_format=torch.channels_last)
     assert not ready.conv[2].weight.is_contiguous()
-    np.testing.assert_allclose(torch_forward.forward(ready, "cpu", X), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(torch_forward.forward(ready, "cpu", [X]), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_module_whose_view_needs_the_default_order_gets_it_back_and_scores() -> None:
@@ -63,7 +63,7 @@ def test_a_module_whose_view_needs_the_default_order_gets_it_back_and_scores() -
     expected = untouched(model, X)
     ready = torch_forward.prepared(model, "cpu")
     for _ in range(2):  # the second batch runs in the default order without raising first
-        np.testing.assert_allclose(torch_forward.forward(ready, "cpu", X), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(torch_forward.forward(ready, "cpu", [X]), expected, rtol=1e-5, atol=1e-6)
     assert ready.conv[2].weight.is_contiguous()
 
 
@@ -75,11 +75,11 @@ def test_a_module_whose_view_needs_the_default_order_gets_it_back_and_scores() -
 def test_modules_without_4d_weights_score_unchanged(model: torch.nn.Module) -> None:
     expected = untouched(model, X)
     np.testing.assert_array_equal(
-        torch_forward.forward(torch_forward.prepared(model, "cpu"), "cpu", X), expected
+        torch_forward.forward(torch_forward.prepared(model, "cpu"), "cpu", [X]), expected
     )
 
 
 def test_a_module_that_cannot_take_the_input_still_raises() -> None:
     ready = torch_forward.prepared(Flattened(view=False), "cpu")
     with pytest.raises(RuntimeError):
-        torch_forward.forward(ready, "cpu", X[:, :60].copy())
+        torch_forward.forward(ready, "cpu", [X[:, :60].copy()])

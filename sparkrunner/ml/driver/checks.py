@@ -3,6 +3,7 @@ the loss, and whether the model can be sent to the ranks. Each error says what t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +78,62 @@ def _schema(fields: list[Any]) -> Any:
     return StructType(fields)
 
 
+def row_shapes(name: str, shapes: Any, columns: Sequence[str]) -> tuple[tuple[int, ...], ...] | None:
+    """Horovod's `input_shapes` / `label_shapes` (one shape per column, led by -1 for the batch, as
+    ``[[-1, 1, 28, 28]]``; a shape without it is a row's shape) as each column's row shape; None for None."""
+    if shapes is None:
+        return None
+    example = "[[-1, 1, 28, 28]] for one column of 784 values"
+    if not isinstance(shapes, (list, tuple)) or len(shapes) != len(columns):
+        raise InvalidArgumentError(
+            f"{name}={shapes!r}: give one shape per column of {list(columns)} ({len(columns)}), e.g. {example}"
+        )
+    return tuple(_row_shape(name, shape, example) for shape in shapes)
+
+
+def _row_shape(name: str, shape: Any, example: str) -> tuple[int, ...]:
+    dims = list(shape) if isinstance(shape, (list, tuple)) else None
+    if dims and dims[0] in (-1, None):
+        dims = dims[1:]
+    if dims is None or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise InvalidArgumentError(
+            f"{name}: the shape {shape!r} is not a list of sizes >= 1 led by -1 for the batch, as {example}"
+        )
+    return tuple(dims)
+
+
+def check_widths(df: Any, name: str, columns: Sequence[str], shapes: Sequence[tuple[int, ...]]) -> None:
+    """Each column holds as many values a row as its shape (`row_shapes`): read from the schema (a vector's
+    size, as libsvm and VectorAssembler record it), else from the first row (one Spark job)."""
+    widths = column_widths(df, columns)
+    for column, shape in zip(columns, shapes, strict=True):
+        if math.prod(shape) != widths[column]:
+            raise InvalidArgumentError(
+                f"{name}: the column {column!r} holds {widths[column]} values a row, but its shape "
+                f"{[-1, *shape]} holds {math.prod(shape)}: give a shape of {widths[column]} values (e.g. "
+                f"[-1, {widths[column]}])"
+            )
+
+
+def column_widths(df: Any, names: Sequence[str]) -> dict[str, int]:
+    """Values a row in each column: 1 for a number, a vector's recorded size, else the first row's length."""
+    widths: dict[str, int] = {}
+    for name in names:
+        field = df.schema[name]
+        kind = columns.spark_type_name(field.dataType)
+        if kind == "vector":
+            size = field.metadata.get("ml_attr", {}).get("num_attrs")
+            if isinstance(size, int):
+                widths[name] = size
+        elif not kind.startswith("array<"):
+            widths[name] = 1
+    unknown = [n for n in names if n not in widths]
+    if unknown:
+        row = df.select(*[f"`{n}`" for n in unknown]).first()
+        widths.update({n: 0 if row is None or row[n] is None else len(row[n]) for n in unknown})
+    return widths
+
+
 def check_validation(df: Any, validation: Any) -> None:
     """None, a fraction strictly between 0 and 1, or a boolean (or 0/1) column of `df`."""
     if validation is None:
@@ -100,10 +157,9 @@ def check_validation(df: Any, validation: Any) -> None:
         )
 
 
-def check_training(epochs: Any, batch_size: Any, data: Any, max_failures: Any, verbose: Any) -> None:
+def check_training(epochs: Any, batch_size: Any, data: Any, verbose: Any) -> None:
     check_number("epochs", epochs, 1)
     check_number("batch_size", batch_size, 1)
-    check_number("max_failures", max_failures, 0)
     check_number("verbose", verbose, 0)
     check_choice("data", data, DATA_MODES)
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sparkrunner.data.shards import row_split_steps
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, mlflow_logging, training_data
+from sparkrunner.ml.spec import FitSettings
 from sparkrunner.observe.tracking import MlflowTracking, tracking_observer
+from sparkrunner.options import check_tracking
 from sparkrunner.placement.slots import session_slots
+
+S = TypeVar("S", bound=FitSettings)
 
 
 @dataclass(frozen=True)
@@ -24,38 +28,43 @@ class Fitted:
 
 
 def check_input(stage: Any, df: Any) -> None:
-    """Everything about `df` and the stage's Params that can be wrong, before any rank starts."""
+    """Everything about `df` and the stage's Params that can be wrong, before any rank starts (the options
+    `Runner` takes, such as `max_failures` and `timeout`, are checked by `Runner` itself, in `fit_on_ranks`)."""
     get = stage.getOrDefault
-    checks.check_training(get("epochs"), get("batch_size"), get("data"), get("max_failures"), get("verbose"))
+    checks.check_training(get("epochs"), get("batch_size"), get("data"), get("verbose"))
     checks.check_columns(df, get("feature_cols"), get("label_cols"), get("sample_weight_col"))
     checks.check_validation(df, get("validation"))
+    check_tracking(get("tracking"))
     checks.check_not_empty(df)
 
 
-def fit_on_ranks(
-    stage: Any, df: Any, main: Callable[..., Any], *args: Any, check_data: Callable[[Any], None] | None = None
-) -> Fitted:
-    """``main(*args, training data, validation data or None)`` on the stage's ranks; returns rank 0's value.
-    `check_data(training data)` checks what only the handed-over rows tell (their columns' shapes) before any
-    rank starts."""
-    from sparkrunner.runner import Runner
-
+def spec(stage: Any, kind: type[S], **fields: Any) -> S:
+    """The `kind` of spec (`FitSettings`, `TrainSpec`, `KerasSpec`) for the ranks: the columns and loop settings
+    from the stage's Params (read here, once, for every estimator), and the estimator's own `fields`."""
     get = stage.getOrDefault
-    needed = [*get("feature_cols"), *get("label_cols"), *filter(None, [get("sample_weight_col")])]
-    frames = training_data.split(df, list(dict.fromkeys(needed)), get("validation"), get("seed"))
-    ranks = rank_count(stage, df)
+    return kind(
+        feature_cols=tuple(get("feature_cols")), label_cols=tuple(get("label_cols")),
+        sample_weight_col=get("sample_weight_col"), batch_size=get("batch_size"), epochs=get("epochs"),
+        seed=get("seed"), shuffle=get("shuffle"), verbose=get("verbose"), **fields,
+    )  # fmt: skip
+
+
+def fit_on_ranks(
+    stage: Any,
+    df: Any,
+    settings: FitSettings,
+    main: Callable[..., Any],
+    *args: Any,
+    check_data: Callable[[Any], None] | None = None,
+) -> Fitted:
+    """``main(*args, training data, validation data or None)`` on the stage's ranks, which read the columns of
+    `settings`; returns rank 0's value. `check_data(training data)` checks what only the handed-over rows tell
+    (their columns' shapes) before any rank starts."""
+    get = stage.getOrDefault
     tracking = next((o for o in tracking_observer(get("tracking")) if isinstance(o, MlflowTracking)), None)
-    runner = Runner(
-        ranks,
-        spark=df.sparkSession,
-        launcher=get("launcher"),
-        tracking=tracking if tracking is not None else False,
-        max_failures=get("max_failures"),
-        timeout=get("timeout"),
-        checkpoint_dir=get("checkpoint_dir"),
-        driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
-        progress=get("verbose") >= 1,
-    )
+    ranks = rank_count(stage, df)
+    runner = _runner(stage, df, ranks, tracking)
+    frames = training_data.split(df, settings.columns, get("validation"), get("seed"))
     with training_data.handed_over(frames, get("data"), get("store"), get("seed"), get("shuffle")) as (
         train,
         val,
@@ -68,6 +77,26 @@ def fit_on_ranks(
     if tracking is not None and run_id:
         mlflow_logging.log_fit(tracking.uri, run_id, getattr(result, "history", {}), get("run_id"))
     return Fitted(result, run_id or None, tracking)
+
+
+def _runner(stage: Any, df: Any, ranks: int, tracking: MlflowTracking | None) -> Any:
+    """The `Runner` of the fit, which checks its options (`max_failures`, `timeout`, ...) before any rank starts.
+    `tracking` is the fit's one MLflow observer (`fit_on_ranks` logs the epochs and the model in its run), given
+    to `Runner` as it is, so the run is recorded by that same observer."""
+    from sparkrunner.runner import Runner
+
+    get = stage.getOrDefault
+    return Runner(
+        ranks,
+        spark=df.sparkSession,
+        launcher=get("launcher"),
+        tracking=tracking if tracking is not None else False,
+        max_failures=get("max_failures"),
+        timeout=get("timeout"),
+        checkpoint_dir=get("checkpoint_dir"),
+        driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
+        progress=get("verbose") >= 1,
+    )
 
 
 def _check_enough(train: Any, val: Any, world: int, batch_size: int) -> None:

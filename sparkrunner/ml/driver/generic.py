@@ -19,6 +19,7 @@ from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateRead
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.outputs import PROBABILITY_KINDS
 from sparkrunner.ml.params import FunctionParams, ScoringParams, param, probability_param, with_accessors
+from sparkrunner.ml.spec import FitSettings
 from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
 from sparkrunner.options import check_choice
 
@@ -77,7 +78,7 @@ class FunctionEstimator(Estimator, FunctionParams, SavedParams):
         predictor = checks.pickled("predict_fn", predict_fn, "the executors")
         checks.pickled("train_fn", train_fn)
         fit_stage.check_input(self, dataset)
-        fitted = fit_stage.fit_on_ranks(self, dataset, train_fn)
+        fitted = fit_stage.fit_on_ranks(self, dataset, fit_stage.spec(self, FitSettings), train_fn)
         payload = checks.pickled("model train_fn returned", fitted.result)
         model = FunctionModel(
             feature_cols=get("feature_cols"), batch_size=get("batch_size"), prediction_col=get("prediction_col"),

@@ -81,7 +81,7 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         spec = self._spec(dataset)
         shapes = keras_models.input_shapes(self.getOrDefault("model"))
         fitted = fit_stage.fit_on_ranks(
-            self, dataset, _TRAIN, spec, check_data=lambda data: _check_shapes(spec, shapes, data)
+            self, dataset, spec, _TRAIN, spec, check_data=lambda data: _check_shapes(spec, shapes, data)
         )
         result: TrainResult = fitted.result
         get = self.getOrDefault
@@ -120,12 +120,16 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         if not isinstance(optimizer, (str, dict)):  # a dict: its serialized config (a saved estimator's)
             optimizer = _keras(package).optimizers.serialize(optimizer)
         compiled = checks.pickled("optimizer, loss or metrics", (optimizer, get("loss"), get("metrics")))
-        return KerasSpec(
-            package, keras_models.packed(model), compiled, tuple(get("feature_cols")), tuple(get("label_cols")),
-            get("sample_weight_col"), get("batch_size"), get("epochs"), get("seed"), get("shuffle"),
-            get("verbose"), _callbacks(get("callbacks")), _label_shapes(get("label_shapes"), get("label_cols")),
-            get("inmemory_cache_all"),
-        )  # fmt: skip
+        return fit_stage.spec(
+            self,
+            KerasSpec,
+            package=package,
+            model=keras_models.packed(model),
+            compiled=compiled,
+            callbacks=_callbacks(get("callbacks")),
+            label_shapes=_label_shapes(get("label_shapes"), get("label_cols")),
+            inmemory_cache_all=get("inmemory_cache_all"),
+        )
 
     def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
         """The fitted model in the fit's MLflow run (Keras' flavor, signature from two rows' features)."""

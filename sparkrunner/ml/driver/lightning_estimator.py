@@ -11,7 +11,7 @@ from pyspark.ml import Estimator
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.driver import checks, fit_stage
 from sparkrunner.ml.driver.persistence import SavedParams
-from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model
+from sparkrunner.ml.driver.torch_estimator import TorchModel, fitted_torch_model, input_contract
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.outputs import PROBABILITY_KINDS
 from sparkrunner.ml.params import LightningParams
@@ -27,8 +27,9 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
 
     ``training_step``/``validation_step`` receive each batch as ``{column: tensor}`` (as Horovod's Lightning
     estimator gives them): feature and float columns as float32 ``(rows, width)``, integer labels as int64
-    ``(rows,)``. ``forward`` receives the `feature_cols` side by side as one float32 matrix (what `transform`
-    scores). What the module logs per epoch (``self.log``) becomes the model's `history`. See docs/ml.md.
+    ``(rows,)``; with `input_shapes`, each feature column in its shape ``(rows, *shape)``. ``forward`` receives
+    the `feature_cols` side by side as one float32 matrix (what `transform` scores), or with `input_shapes` one
+    tensor per feature column in its shape, as Horovod passes them. What the module logs per epoch (``self.log``) becomes the model's `history`. See docs/ml.md.
     """
 
     _input_kwargs: dict[str, Any]
@@ -61,6 +62,9 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
         shuffle: bool = True,
         log_model: bool = True,
         probability: str | None = None,
+        input_shapes: list[list[int]] | None = None,
+        label_shapes: list[list[int]] | None = None,
+        inmemory_cache_all: bool = False,
         prediction_col: str = "prediction",
         probability_col: str = "probability",
     ) -> None:
@@ -73,10 +77,11 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
-        spec = self._spec()
-        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
+        spec = self._spec(dataset)
+        fitted = fit_stage.fit_on_ranks(self, dataset, spec, _TRAIN, spec)
+        return fitted_torch_model(self, dataset, fitted, spec)
 
-    def _spec(self) -> TrainSpec:
+    def _spec(self, dataset: Any) -> TrainSpec:
         get = self.getOrDefault
         module, callbacks, trainer_args = get("model"), get("callbacks"), get("trainer_args")
         if not _is_lightning_module(module):
@@ -91,10 +96,9 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
             )
         probability = check_choice("probability", get("probability"), PROBABILITY_KINDS)
         payload = checks.pickled("model, callbacks or trainer_args", (module, callbacks, trainer_args))
-        return TrainSpec(
-            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
-            get("batch_size"), get("epochs"), probability, get("seed"), get("shuffle"), get("verbose"),
-        )  # fmt: skip
+        return fit_stage.spec(
+            self, TrainSpec, payload=payload, probability=probability, **input_contract(self, dataset)
+        )
 
 
 def _is_lightning_module(value: Any) -> bool:

@@ -16,7 +16,7 @@ from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
-from sparkrunner.ml.params import ScoringParams, TorchParams
+from sparkrunner.ml.params import ScoringParams, TorchParams, input_shapes_param, with_accessors
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ml.tasks.scoring import BatchScorer
 from sparkrunner.options import check_number
@@ -28,9 +28,9 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
     """Trains a torch ``nn.Module`` on `np` ranks with DistributedDataParallel; `fit(df)` returns a `TorchModel`.
 
     The rows reach the ranks through Spark (`materialize` or `stream`), never through the driver. The model
-    receives one float32 matrix per batch: the `feature_cols` side by side (numbers, arrays, ML vectors);
-    the `loss` sees its outputs and the `label_cols` (class indices for ``cross_entropy``/``nll``). See
-    docs/ml.md for every Param.
+    receives one float32 matrix per batch: the `feature_cols` side by side (numbers, arrays, ML vectors), or
+    with `input_shapes` (Horovod's) one tensor per feature column in its shape; the `loss` sees its outputs and
+    the `label_cols` (class indices for ``cross_entropy``/``nll``). See docs/ml.md for every Param.
     """
 
     _input_kwargs: dict[str, Any]
@@ -43,6 +43,9 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         optimizer: Any = None,
         loss: Any = "mse",
         backward_passes_per_step: int = 1,
+        input_shapes: list[list[int]] | None = None,
+        label_shapes: list[list[int]] | None = None,
+        inmemory_cache_all: bool = False,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -75,10 +78,11 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
 
     def _fit(self, dataset: Any) -> TorchModel:
         fit_stage.check_input(self, dataset)
-        spec = self._spec()
-        return fitted_torch_model(self, dataset, fit_stage.fit_on_ranks(self, dataset, _TRAIN, spec), spec)
+        spec = self._spec(dataset)
+        fitted = fit_stage.fit_on_ranks(self, dataset, spec, _TRAIN, spec)
+        return fitted_torch_model(self, dataset, fitted, spec)
 
-    def _spec(self) -> TrainSpec:
+    def _spec(self, dataset: Any) -> TrainSpec:
         get = self.getOrDefault
         module, optimizer, loss = get("model"), get("optimizer"), get("loss")
         if not _is_module(module):
@@ -86,17 +90,19 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         checks.check_loss(loss)
         check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
         payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
-        return TrainSpec(
-            payload, tuple(get("feature_cols")), tuple(get("label_cols")), get("sample_weight_col"),
-            get("batch_size"), get("epochs"), losses.probability_kind(loss), get("seed"), get("shuffle"),
-            get("verbose"), get("backward_passes_per_step"),
+        return fit_stage.spec(
+            self, TrainSpec, payload=payload, probability=losses.probability_kind(loss),
+            backward_passes_per_step=get("backward_passes_per_step"), **input_contract(self, dataset),
         )  # fmt: skip
 
 
+@with_accessors
 class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
     """A fitted torch model: `transform(df)` appends `prediction` (and `probability` for a classifier) computed
-    on the executors, each Python worker loading the model once. ``history`` holds each epoch's metrics."""
+    on the executors, each Python worker loading the model once. ``history`` holds each epoch's metrics.
+    With `input_shapes`, ``forward`` gets one tensor per feature column in its shape, as in training."""
 
+    input_shapes = input_shapes_param()
     state: ModelState
 
     _input_kwargs: dict[str, Any]
@@ -104,6 +110,7 @@ class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
     @keyword_only
     def __init__(self, **params: Any) -> None:
         super().__init__()
+        self._setDefault(input_shapes=None)
         self._set(**self._input_kwargs)
 
     @property
@@ -131,14 +138,12 @@ class TorchModel(Model, ScoringParams, MLWritable, MLReadable):
         return cloudpickle.loads(self.state.payload)
 
     def _transform(self, dataset: Any) -> Any:
-        state = self.state
+        state, get = self.state, self.getOrDefault
+        shapes = checks.row_shapes("input_shapes", get("input_shapes"), get("feature_cols"))
         source = model_source(state.model_id, state.payload, dataset.sparkSession)
-        scorer = BatchScorer(source, self.getOrDefault("batch_size"), state.probability)
-        names = {
-            "prediction": self.getOrDefault("prediction_col"),
-            "probability": self.getOrDefault("probability_col"),
-        }
-        return scored(dataset, self.getOrDefault("feature_cols"), scorer, state.output_size, names)
+        scorer = BatchScorer(source, get("batch_size"), state.probability, input_shapes=shapes)
+        names = {"prediction": get("prediction_col"), "probability": get("probability_col")}
+        return scored(dataset, get("feature_cols"), scorer, state.output_size, names)
 
     def write(self) -> StateWriter:
         return StateWriter(self)
@@ -155,7 +160,7 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
     result: TrainResult = fitted.result
     model = TorchModel(
         feature_cols=get("feature_cols"), batch_size=get("batch_size"), prediction_col=get("prediction_col"),
-        probability_col=get("probability_col"),
+        probability_col=get("probability_col"), input_shapes=get("input_shapes"),
     )  # fmt: skip
     model.state = ModelState(
         result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
@@ -164,16 +169,40 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
     return model
 
 
+def input_contract(stage: Any, df: Any) -> dict[str, Any]:
+    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`),
+    checked against `df`'s columns before any rank starts."""
+    get = stage.getOrDefault
+    features, labels = get("feature_cols"), get("label_cols")
+    inputs = checks.row_shapes("input_shapes", get("input_shapes"), features)
+    outputs = checks.row_shapes("label_shapes", get("label_shapes"), labels)
+    if outputs is not None and len(labels) > 1:
+        raise InvalidArgumentError(
+            f"label_shapes with {len(labels)} label columns: the loss gets one tensor of labels (the columns "
+            "side by side), so only one label column can be shaped; reshape inside the loss instead"
+        )
+    for name, columns, shapes in (("input_shapes", features, inputs), ("label_shapes", labels, outputs)):
+        if shapes is not None:
+            checks.check_widths(df, name, columns, shapes)
+    return {"input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all")}
+
+
 def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
     """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
     if fitted.tracking is None or not fitted.mlflow_run_id or not stage.getOrDefault("log_model"):
         return None
-    names = stage.getOrDefault("feature_cols")
+    get = stage.getOrDefault
+    names = get("feature_cols")
     inputs, example = (
         mlflow_logging.feature_schema(dataset, names),
         mlflow_logging.feature_example(dataset, names),
     )
     module = cloudpickle.loads(result.model)
+    shapes = checks.row_shapes("input_shapes", get("input_shapes"), names)
+    if shapes is not None:  # the logged model takes the feature matrix, as transform's input
+        from sparkrunner.ml.shaped_inputs import ShapedInputs
+
+        module = ShapedInputs(module, shapes)
     return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, inputs, example)
 
 

@@ -155,7 +155,7 @@ def _inputs(
 ) -> dict[str, Any]:
     """``fit``'s data arguments: the rank's training batches and, with a validation split, its validation
     batches, with their steps per epoch (equal on every rank); features fed in the model's input `shapes`."""
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
+    columns = spec.columns
     train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
     batches = Batches(spec, shapes, train)
     inputs = {

@@ -13,9 +13,8 @@ import cloudpickle
 import numpy as np
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.data.ranks.loader import NumpyLoader
 from sparkrunner.ml import features
-from sparkrunner.ml.ranks.training import Data, validation_batch_size
+from sparkrunner.ml.ranks.training import Batches, Data, loaders, model_inputs
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ranks.api import log_to_driver, rank_context
 from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
@@ -30,12 +29,8 @@ def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResu
 
     torch.manual_seed(spec.seed)
     module, callbacks, trainer_args = cloudpickle.loads(spec.payload)
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
-    loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
-    validation = None
-    if val_data is not None:
-        size = validation_batch_size(val_data.num_rows, rank_context().world_size, spec.batch_size)
-        validation = _batches(spec, NumpyLoader(val_data, size, columns=columns, shuffle=False))
+    loader, val_loader = loaders(spec, train_data, val_data)
+    validation = None if val_loader is None else _batches(spec, val_loader)
     start, history, optimizer_states = _resume(module)
     recorder = _recorder(pl, spec, history, start, optimizer_states)
     with tempfile.TemporaryDirectory() as root:
@@ -62,19 +57,21 @@ def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResu
     return TrainResult(cloudpickle.dumps(module), history, _output_size(module, spec, loader))
 
 
-def _output_size(module: Any, spec: TrainSpec, loader: NumpyLoader) -> int:
+def _output_size(module: Any, spec: TrainSpec, loader: Batches) -> int:
     """The width of the module's output on one row of zeros shaped like the features (what scoring holds)."""
     import torch
 
-    widths = {column.name: int(np.prod(column.shape)) for column in loader.data.columns}
+    shapes = {column.name: column.shape for column in loader.data.columns}
+    row = {c: np.zeros((1, *shapes[c]), np.float32) for c in spec.feature_cols}
     with torch.no_grad():
-        out = module(torch.zeros(1, sum(widths[c] for c in spec.feature_cols)))
+        out = module(*[torch.from_numpy(x) for x in model_inputs(spec, row)])
     return int(out.shape[1]) if out.dim() > 1 else 1
 
 
-def _batches(spec: TrainSpec, loader: NumpyLoader) -> Any:
+def _batches(spec: TrainSpec, loader: Batches) -> Any:
     """A DataLoader of ``{column: tensor}`` batches (Horovod's Lightning estimator's shape): feature and float
-    columns as float32 ``(rows, width)``, integer label columns as int64 ``(rows,)``; a new shuffle each epoch."""
+    columns as float32 ``(rows, width)`` (features in their `input_shapes`), integer label columns as int64
+    ``(rows,)``; a new shuffle each epoch."""
     import torch
 
     class Batches(torch.utils.data.IterableDataset):
@@ -96,10 +93,22 @@ def _tensor(spec: TrainSpec, column: str, values: np.ndarray) -> Any:
     import torch
 
     if column in spec.label_cols and np.issubdtype(values.dtype, np.integer) and values.ndim == 1:
-        return torch.from_numpy(values.astype(np.int64))
-    if column == spec.sample_weight_col:
+        tensor = torch.from_numpy(values.astype(np.int64))
+    elif column == spec.sample_weight_col:
         return torch.from_numpy(values.astype(np.float32))
-    return torch.from_numpy(features.matrix([values]))
+    else:
+        tensor = torch.from_numpy(features.matrix([values]))
+    shape = _shape(spec, column)
+    return tensor if shape is None else tensor.reshape(len(values), *shape)
+
+
+def _shape(spec: TrainSpec, column: str) -> tuple[int, ...] | None:
+    """The row shape `input_shapes` or `label_shapes` gives `column`, or None."""
+    if spec.input_shapes is not None and column in spec.feature_cols:
+        return spec.input_shapes[spec.feature_cols.index(column)]
+    if spec.label_shapes is not None and column in spec.label_cols:
+        return spec.label_shapes[spec.label_cols.index(column)]
+    return None
 
 
 def _recorder(

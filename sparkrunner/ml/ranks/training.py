@@ -16,12 +16,14 @@ from sparkrunner.data.ranks.loader import NumpyLoader
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, losses
+from sparkrunner.ml.ranks.in_memory import InMemory
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ranks.api import log_to_driver, rank_context
 from sparkrunner.ranks.checkpoints import load_checkpoint, save_checkpoint
 from sparkrunner.ranks.progress import report_progress
 
 Data = ParquetData | StreamData
+Batches = NumpyLoader | InMemory
 
 
 def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResult | None:
@@ -47,9 +49,7 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
     optimizer = _optimizer(optimizer, model)
     loss_fn = losses.loss_module(loss)
     net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    columns = [*spec.feature_cols, *spec.label_cols, *filter(None, [spec.sample_weight_col])]
-    loader = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
-    validation = _validation_loader(spec, val_data, columns)
+    loader, validation = loaders(spec, train_data, val_data)
     start, history = _resume(model, optimizer)
     output_size = 1
     for epoch in range(start, spec.epochs):
@@ -76,7 +76,7 @@ def _epoch(
     spec: TrainSpec,
     net: Any,
     loss_fn: Any,
-    loader: NumpyLoader,
+    loader: Batches,
     device: Any,
     optimizer: Any,
     epoch: int,
@@ -132,10 +132,20 @@ def _forward(spec: TrainSpec, net: Any, loss_fn: Any, batch: dict[str, np.ndarra
     """The batch's outputs, labels, per-row losses and row weights."""
     import torch
 
-    x = torch.from_numpy(features.matrix([batch[c] for c in spec.feature_cols])).to(device)
-    out = net(x)
+    inputs = [torch.from_numpy(x).to(device) for x in model_inputs(spec, batch)]
+    out = net(*inputs)
+    rows = len(inputs[0])
     y = _labels(spec, [batch[c] for c in spec.label_cols], out)
-    return out, y, _per_sample(loss_fn(out, y), len(x)), _weights(spec, batch, len(x), device)
+    return out, y, _per_sample(loss_fn(out, y), rows), _weights(spec, batch, rows, device)
+
+
+def model_inputs(spec: TrainSpec, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """What ``forward`` gets: the feature columns side by side as one float32 matrix, or with `input_shapes` one
+    float32 array per column in its shape (Horovod's contract)."""
+    columns = [batch[c] for c in spec.feature_cols]
+    if spec.input_shapes is None:
+        return [features.matrix(columns)]
+    return features.shaped(columns, spec.input_shapes)
 
 
 def _labels(spec: TrainSpec, columns: list[np.ndarray], out: Any) -> Any:
@@ -144,6 +154,10 @@ def _labels(spec: TrainSpec, columns: list[np.ndarray], out: Any) -> Any:
     import torch
 
     values = features.matrix(columns)
+    if spec.label_shapes is not None:
+        (shape,) = spec.label_shapes
+        shaped = torch.from_numpy(values.reshape(len(values), *shape)).to(out.device)
+        return shaped.long() if losses.label_dtype(spec.probability) == "int64" else shaped
     if losses.label_dtype(spec.probability) == "int64":
         return torch.from_numpy(values.reshape(-1).astype(np.int64)).to(out.device)
     y = torch.from_numpy(values).to(out.device)
@@ -180,14 +194,20 @@ def _correct(spec: TrainSpec, out: Any, y: Any) -> Any:
     return (out.detach().argmax(dim=1) == y).sum().double().cpu()
 
 
-def _validation_loader(spec: TrainSpec, data: Data | None, columns: list[str]) -> NumpyLoader | None:
-    """Every rank's part of the validation rows in the same order each epoch, in batches that leave out as few
-    rows as can be (equal steps on every rank drop the remainder)."""
-    if data is None:
-        return None
-    world = rank_context().world_size
-    size = validation_batch_size(data.num_rows, world, spec.batch_size)
-    return NumpyLoader(data, size, columns=columns, shuffle=False)
+def loaders(spec: TrainSpec, train_data: Data, val_data: Data | None) -> tuple[Batches, Batches | None]:
+    """This rank's training batches (shuffled as asked) and its part of the validation rows (None without a
+    split) in the same order each epoch, in batches that leave out as few rows as can be (equal steps on every
+    rank drop the remainder); kept in memory after the first epoch with `inmemory_cache_all`."""
+    columns = spec.columns
+    train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    validation = None
+    if val_data is not None:
+        size = validation_batch_size(val_data.num_rows, rank_context().world_size, spec.batch_size)
+        validation = NumpyLoader(val_data, size, columns=columns, shuffle=False)
+    if not spec.inmemory_cache_all:
+        return train, validation
+    kept = None if validation is None else InMemory(validation, False, spec.seed)
+    return InMemory(train, spec.shuffle, spec.seed), kept
 
 
 def validation_batch_size(rows: int, world: int, batch_size: int) -> int:

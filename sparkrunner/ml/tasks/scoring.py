@@ -48,12 +48,15 @@ class BatchScorer:
         probability: the classifier's probability rule (`outputs.columns`), None for a regressor.
         predict: ``predict(model, features) -> outputs`` for models that are not torch modules or need more
             than a forward pass; default: ``model(features)`` for torch modules, else ``model.predict``.
+        input_shapes: each feature column's row shape: a torch module's ``forward`` gets one tensor per column
+            in its shape (Horovod's `input_shapes`), not the matrix.
     """
 
     source: ModelSource
     batch_size: int
     probability: str | None
     predict: Callable[[Any, np.ndarray], Any] | None = None
+    input_shapes: tuple[tuple[int, ...], ...] | None = None
 
     def arrow(self, batches: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
         """An Arrow array per feature column (named `names`) in, a struct array out: whole buffers both ways,
@@ -85,7 +88,8 @@ class BatchScorer:
         if self.predict is not None:
             return np.asarray(self.predict(model, x))
         if torch_forward.is_module(model):
-            return torch_forward.forward(model, device, x)
+            inputs = [x] if self.input_shapes is None else features.split(x, self.input_shapes)
+            return torch_forward.forward(model, device, inputs)
         return np.asarray(model.predict(x))
 
 

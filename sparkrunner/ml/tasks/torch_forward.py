@@ -25,26 +25,26 @@ def prepared(model: Any, device: str) -> Any:
     return model
 
 
-def forward(model: Any, device: str, x: np.ndarray) -> np.ndarray:
-    """``model(x)`` without autograd, as numpy. A module whose code cannot take channels-last weights (a
+def forward(model: Any, device: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """``model(*inputs)`` without autograd, as numpy. A module whose code cannot take channels-last weights (a
     ``view`` of a convolution's output raises) gets them back in the default order, once, and runs again."""
     import torch
 
     with torch.no_grad():
         try:
-            return _run(model, device, x)
+            return _run(model, device, inputs)
         except RuntimeError:
             if not _set_layout(model, channels_last=False):
                 raise
             log.info("scoring %s with its weights in the default order: it raised on channels-last ones",
                      type(model).__name__)  # fmt: skip
-            return _run(model, device, x)
+            return _run(model, device, inputs)
 
 
-def _run(model: Any, device: str, x: np.ndarray) -> np.ndarray:
+def _run(model: Any, device: str, inputs: list[np.ndarray]) -> np.ndarray:
     import torch
 
-    return np.asarray(model(torch.from_numpy(x).to(device)).cpu().numpy())
+    return np.asarray(model(*[torch.from_numpy(x).to(device) for x in inputs]).cpu().numpy())
 
 
 def _set_layout(model: Any, channels_last: bool) -> bool:

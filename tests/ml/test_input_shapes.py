@@ -1,0 +1,64 @@
+"""Horovod's input contract on real ranks (np < 0, launcher "direct") and real executors: with `input_shapes`
+each feature column reaches ``forward`` as a tensor of its own shape, in `fit` and in `transform` (also after a
+save and load); `label_shapes` shapes the labels; `inmemory_cache_all` trains as well from memory. Oracles: the
+function that generated the labels, and a model that refuses any other input shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from sparkrunner.ml import LightningEstimator, TorchEstimator, TorchModel
+from tests.ml.nets import BIAS, WEIGHTS, TwoInputs, linear_rows
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def two_columns(spark: Any, rows: int, seed: int = 0) -> Any:
+    """x: array<float>[3], s: a double; y = x . WEIGHTS + BIAS + 2 s."""
+    from pyspark.sql import functions as F
+
+    frame = linear_rows(spark, rows, partitions=2, seed=seed).withColumn("s", F.rand(seed + 7))
+    return frame.withColumn("y", F.col("y") + 2 * F.col("s"))
+
+
+def test_each_feature_column_reaches_forward_in_its_shape_in_fit_and_transform(
+    spark_ml: Any, tmp_path: Path
+) -> None:
+    net = TwoInputs()
+    model = TorchEstimator(
+        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x", "s"],
+        label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]], label_shapes=[[-1, 1]], inmemory_cache_all=True,
+        batch_size=32, epochs=30, np=-2, launcher="direct", store=str(tmp_path / "store"), tracking=False,
+        verbose=0,
+    ).fit(two_columns(spark_ml, 800))  # fmt: skip
+
+    trained = model.getModel()
+    np.testing.assert_allclose(trained.x.weight.detach().numpy()[0], WEIGHTS, atol=0.15)
+    np.testing.assert_allclose([trained.x.bias.item(), trained.s.weight.item()], [BIAS, 2.0], atol=0.15)
+    assert model.getInputShapes() == [[-1, 3, 1], [-1, 1]]
+    model.write().save(str(tmp_path / "model"))
+    for scorer in (model, TorchModel.load(str(tmp_path / "model"))):
+        rows = scorer.transform(two_columns(spark_ml, 100, seed=100)).collect()
+        np.testing.assert_allclose([r["prediction"] for r in rows], [r["y"] for r in rows], atol=0.2)
+
+
+def test_the_lightning_estimator_gives_each_feature_column_in_its_shape(
+    spark_ml: Any, tmp_path: Path
+) -> None:
+    from tests.ml.lightning_nets import TwoInputsModule
+
+    model = LightningEstimator(
+        model=TwoInputsModule(), feature_cols=["x", "s"], label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]],
+        label_shapes=[[-1, 1]], batch_size=32, epochs=30, np=-2, launcher="direct",
+        store=str(tmp_path / "store"), tracking=False, verbose=0,
+    ).fit(two_columns(spark_ml, 800))  # fmt: skip
+
+    trained = model.getModel().net
+    np.testing.assert_allclose(trained.x.weight.detach().numpy()[0], WEIGHTS, atol=0.15)
+    rows = model.transform(two_columns(spark_ml, 100, seed=100)).collect()
+    np.testing.assert_allclose([r["prediction"] for r in rows], [r["y"] for r in rows], atol=0.2)
