@@ -9,12 +9,17 @@ passes; rows/s from the median. Every load of a model in any process (built or u
 file, so the loads per contender and the Python workers that did them are counted outside the code measured.
 
     PYTHONPATH=$PWD .venv/bin/python -m bench.inference [--rows 1000000] [--repeats 3] [--models mlp cnn]
+
+`--device cuda` scores on the GPU(s): the session's tasks share each GPU (a local-cluster master; Spark's GPU
+scheduling with an nvidia-smi discovery script), ours place the model on the task's GPU, the peers' functions
+move their network and batches to "cuda", and MLflow's pyfunc loads its torch model there (`model_config`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -24,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bench.spark_session import checkout_on_pythonpath, quiet_session
+from bench.spark_session import checkout_on_pythonpath, gpu_conf, quiet_session
 from bench.timing import timed
 
 WIDTH = 64
@@ -102,8 +107,10 @@ def fitted(spark: Any, name: str, batch_size: int) -> Any:
     return estimator.fit(frame(spark, 2000, 2, label=True))
 
 
-def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, Callable[[Any], Any]]:
-    """Each contender: a function from the DataFrame to the scored DataFrame."""
+def contenders(
+    spark: Any, model: Any, name: str, batch_size: int, device: str
+) -> dict[str, Callable[[Any], Any]]:
+    """Each contender: a function from the DataFrame to the scored DataFrame; the peers compute on `device`."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, FloatType
@@ -116,11 +123,11 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
     def make_predict_fn() -> Callable[[Any], Any]:
         net = cls()
         net.load_state_dict(state.value)
-        net.eval()
+        net.eval().to(device)
 
         def predict(x: Any) -> Any:
             with torch.no_grad():
-                return net(torch.from_numpy(x)).numpy()
+                return net(torch.from_numpy(x).to(device)).cpu().numpy()
 
         return predict
 
@@ -130,11 +137,11 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
 
         net = cls()  # the notebook's shape: the network rebuilt from the broadcast in every partition
         net.load_state_dict(state.value)
-        net.eval()
+        net.eval().to(device)
         for pdf in frames:
             x = np.stack(pdf["x"].to_numpy()).astype(np.float32)
             with torch.no_grad():
-                out = net(torch.from_numpy(x)).numpy()
+                out = net(torch.from_numpy(x).to(device)).cpu().numpy()
             yield pd.DataFrame({"prediction": list(out)})
 
     ours_uri = ScoringModel(
@@ -147,7 +154,7 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
         batch_size=batch_size,
         input_tensor_shapes=[[WIDTH]],
     )
-    pyfunc_udf = _pyfunc_udf(spark, model.mlflow_model_uri)
+    pyfunc_udf = _pyfunc_udf(spark, model.mlflow_model_uri, device)
     return {
         "sparkrunner TorchModel.transform": model.transform,
         "sparkrunner ScoringModel(model_uri)": ours_uri.transform,
@@ -159,11 +166,13 @@ def contenders(spark: Any, model: Any, name: str, batch_size: int) -> dict[str, 
     }
 
 
-def _pyfunc_udf(spark: Any, uri: str) -> Any:
+def _pyfunc_udf(spark: Any, uri: str, device: str) -> Any:
     import mlflow.pyfunc
     from pyspark.sql.types import ArrayType, FloatType
 
-    return mlflow.pyfunc.spark_udf(spark, uri, result_type=ArrayType(FloatType()), env_manager="local")
+    return mlflow.pyfunc.spark_udf(
+        spark, uri, result_type=ArrayType(FloatType()), env_manager="local", model_config={"device": device}
+    )
 
 
 def loads(path: Path) -> tuple[int, int]:
@@ -210,21 +219,38 @@ def report(name: str, rows: int, results: dict[str, tuple[float, int, int]], wor
     return lines
 
 
+def shared_gpu(master: str) -> int:
+    """How many tasks share each GPU: every task slot of the local-cluster `master`'s executor, spread over its
+    GPUs (Spark schedules GPUs through a cluster manager; local mode does not)."""
+    match = re.fullmatch(r"local-cluster\[\d+,\s*(\d+),\s*\d+\]", master)
+    gpus = torch.cuda.device_count()
+    if match is None or gpus == 0:
+        raise SystemExit(
+            f"--device cuda needs a GPU torch sees and a local-cluster[N,cores,MB] master, not {master}"
+        )
+    return max(1, int(match.group(1)) // gpus)
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", help="default local[2]; local-cluster[1,4,8192] with --device cuda")
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["mlp", "cnn"])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args(argv)
+    args.master = args.master or ("local-cluster[1,4,8192]" if args.device == "cuda" else "local[2]")
     with tempfile.TemporaryDirectory(prefix="sparkrunner-bench-inference-") as tmp:
         load_file = Path(tmp) / "loads"
         os.environ[LOADS] = str(load_file)  # before Spark starts: its Python workers inherit it
         checkout_on_pythonpath()
         os.environ.setdefault("MLFLOW_TRACKING_URI", f"sqlite:///{tmp}/mlflow.db")
-        spark = quiet_session(args.master)
+        conf = (
+            gpu_conf(tmp, torch.cuda.device_count(), shared_gpu(args.master)) if args.device == "cuda" else {}
+        )
+        spark = quiet_session(args.master, **conf)
         df = frame(spark, args.rows, args.partitions).persist()
         df.count()
         lines = []
@@ -232,11 +258,11 @@ def main(argv: list[str] | None = None) -> list[str]:
             model = fitted(spark, name, args.batch_size)
             results = {
                 label: measure(df, score, args.repeats, load_file)
-                for label, score in contenders(spark, model, name, args.batch_size).items()
+                for label, score in contenders(spark, model, name, args.batch_size, args.device).items()
             }
             lines += report(name, args.rows, results, python_workers(spark))
-        lines.append(f"master {args.master}, {args.partitions} partitions, batch {args.batch_size}, "
-                     f"repeats {args.repeats}, load average {os.getloadavg()}")  # fmt: skip
+        lines.append(f"master {args.master}, device {args.device}, {args.partitions} partitions, "
+                     f"batch {args.batch_size}, repeats {args.repeats}, load average {os.getloadavg()}")  # fmt: skip
         print("\n".join(lines), file=sys.stdout, flush=True)
         df.unpersist()
         return lines

@@ -4,6 +4,7 @@ running this interpreter, so that they import the same sparkrunner and pyarrow a
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,3 +28,26 @@ def quiet_session(master: str, **conf: str) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+DISCOVERY = """#!/bin/sh
+# Spark GPU discovery: every GPU nvidia-smi lists, by index
+ids=$(nvidia-smi --query-gpu=index --format=csv,noheader | sed 's/.*/"&"/' | paste -sd, -)
+echo "{\\"name\\": \\"gpu\\", \\"addresses\\": [$ids]}"
+"""
+
+
+def gpu_conf(folder: str, gpus: int, tasks_per_gpu: int = 1) -> dict[str, str]:
+    """Spark settings for GPU scheduling on a local-cluster master: each executor owns `gpus` GPUs (found by an
+    nvidia-smi discovery script written to `folder`) and `tasks_per_gpu` tasks share each one."""
+    script = os.path.join(folder, "discover_gpus.sh")
+    with open(script, "w") as f:
+        f.write(DISCOVERY)
+    os.chmod(script, os.stat(script).st_mode | stat.S_IEXEC)
+    return {
+        "spark.worker.resource.gpu.amount": str(gpus),
+        "spark.worker.resource.gpu.discoveryScript": script,
+        "spark.executor.resource.gpu.amount": str(gpus),
+        "spark.executor.resource.gpu.discoveryScript": script,
+        "spark.task.resource.gpu.amount": str(1 / tasks_per_gpu),
+    }

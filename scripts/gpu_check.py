@@ -14,17 +14,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import stat
 import subprocess
 import sys
 import tempfile
 from typing import Any, Literal
-
-DISCOVERY = """#!/bin/sh
-# Spark GPU discovery: every GPU nvidia-smi lists, by index
-ids=$(nvidia-smi --query-gpu=index --format=csv,noheader | sed 's/.*/"&"/' | paste -sd, -)
-echo "{\\"name\\": \\"gpu\\", \\"addresses\\": [$ids]}"
-"""
 
 
 def gpu_uuids() -> dict[str, str]:
@@ -273,28 +266,13 @@ def launchers() -> list[Literal["direct", "mpirun"]]:
 
 
 def main() -> int:
-    from pyspark.sql import SparkSession
-
+    from bench.spark_session import gpu_conf, quiet_session
     from sparkrunner import Runner
 
     uuids = gpu_uuids()
     np_ = min(2, len(uuids))
     with tempfile.TemporaryDirectory(prefix="sparkrunner-gpu-check-") as tmp:
-        script = os.path.join(tmp, "discover_gpus.sh")
-        with open(script, "w") as f:
-            f.write(DISCOVERY)
-        os.chmod(script, os.stat(script).st_mode | stat.S_IEXEC)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        spark = (
-            SparkSession.builder.master(f"local-cluster[1,{np_},2048]")
-            .config("spark.worker.resource.gpu.amount", str(np_))
-            .config("spark.worker.resource.gpu.discoveryScript", script)
-            .config("spark.executor.resource.gpu.amount", str(np_))
-            .config("spark.executor.resource.gpu.discoveryScript", script)
-            .config("spark.task.resource.gpu.amount", "1")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
+        spark = quiet_session(f"local-cluster[1,{np_},2048]", **gpu_conf(tmp, np_))  # one task per GPU
         try:
             for launcher in launchers():
                 views = Runner(np=np_, launcher=launcher, use_gpu=True, tracking=False).run(torch_ddp_nccl)
