@@ -19,6 +19,11 @@ class MemoryEpochs:
         self._held: dict[str, np.ndarray] | None = None
         self._steps = 0
 
+    @property
+    def holding(self) -> bool:
+        """Whether a whole first pass is kept (later epochs read nothing)."""
+        return self._held is not None
+
     def epoch(self, epoch: int, read: Callable[[], Iterator[Chunk]]) -> Iterator[Chunk]:
         """Epoch `epoch`'s batches: those of `read()` while nothing is kept, else the kept rows."""
         if self._held is None:
