@@ -136,9 +136,11 @@ def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_cli
     by_udf = {r["id"]: r["p"] for r in test.select("id", udf(*columns).alias("p")).collect()}
     np.testing.assert_allclose([by_udf[i] for i in ids], expected, rtol=1e-6)
 
-    served = _served(model.mlflow_model_uri, {"dataframe_records": records}, tmp_path)
+    served = _served(
+        model.mlflow_model_uri, {"dataframe_records": records}, tmp_path
+    )  # records of the outputs
     np.testing.assert_allclose(
-        np.asarray(served["predictions"], dtype=float).reshape(-1), expected, rtol=1e-6
+        pd.DataFrame(served["predictions"]).to_numpy(dtype=float).reshape(-1), expected, rtol=1e-6
     )
 
     from_uri = ScoringModel(model_uri=model.mlflow_model_uri, feature_cols=MIXED).transform(test).collect()
