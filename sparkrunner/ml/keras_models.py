@@ -115,5 +115,9 @@ def foreign_layer(model: Any, backend: str) -> str | None:
 
 def predict(model: Any, x: np.ndarray) -> np.ndarray:
     """The model's outputs for a float32 feature matrix, fed in the model's input shapes (a forward pass, no
-    progress bar)."""
-    return np.asarray(model(fed(input_shapes(model), x), training=False))
+    progress bar). Keras 3's outputs go through its own conversion: on the torch backend they are tensors that
+    carry gradients, which NumPy cannot take as they are."""
+    outputs = model(fed(input_shapes(model), x), training=False)
+    if package_of(model) == "keras":
+        outputs = importlib.import_module("keras").ops.convert_to_numpy(outputs)
+    return np.asarray(outputs)
