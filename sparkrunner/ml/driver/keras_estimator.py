@@ -127,7 +127,7 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
             model=keras_models.packed(model),
             compiled=compiled,
             callbacks=_callbacks(get("callbacks")),
-            label_shapes=_label_shapes(get("label_shapes"), get("label_cols")),
+            label_shapes=checks.row_shapes("label_shapes", get("label_shapes"), get("label_cols")),
             inmemory_cache_all=get("inmemory_cache_all"),
         )
 
@@ -206,23 +206,6 @@ def _callbacks(callbacks: Any) -> bytes | None:
     for number, callback in enumerate(callbacks):
         checks.pickled(f"callback {type(callback).__name__} (callbacks[{number}])", callback)
     return checks.pickled("callbacks", list(callbacks))
-
-
-def _label_shapes(shapes: Any, label_cols: list[str]) -> tuple[tuple[int, ...], ...] | None:
-    """Horovod's `label_shapes` (one shape per label column) as a tuple of int tuples."""
-    if shapes is None:
-        return None
-    if len(shapes) != len(label_cols):
-        raise InvalidArgumentError(
-            f"label_shapes={shapes!r} gives {len(shapes)} shape(s) for {len(label_cols)} label column(s) "
-            f"{label_cols}: give one shape per label column, e.g. label_shapes=[[10]]"
-        )
-    try:
-        return tuple(tuple(int(size) for size in shape) for shape in shapes)
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgumentError(
-            f"label_shapes={shapes!r}: each shape is a list of positive ints, e.g. label_shapes=[[10]]"
-        ) from exc
 
 
 def _check_shapes(spec: KerasSpec, input_shapes: Any, data: Any) -> None:
