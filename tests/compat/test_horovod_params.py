@@ -210,7 +210,9 @@ def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
         InvalidArgumentError, match=r"data_module: sparkrunner's rows reach the ranks through"
     ):
         TorchEstimator(data_module=object())
-    with pytest.raises(InvalidArgumentError, match=r"custom_objects: the Keras estimator does not take it yet"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"custom_objects: the Keras estimator does not take it yet"
+    ):
         KerasEstimator(custom_objects={"swish": object()})
 
 
