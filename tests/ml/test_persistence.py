@@ -122,6 +122,70 @@ def test_tuning_models_save_and_load_in_a_new_process(spark_ml: Any, store: Path
     assert loaded["cv_maps"] == loaded["tvs_maps"] == [1, 4]
 
 
+TUNED_KINDS = ("keras", "lightning", "function", "horovod_torch")
+
+
+@pytest.fixture(scope="module")
+def tuned_elsewhere(spark_ml: Any, store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each kind of `TUNED_KINDS` (`tests.ml.saved_stages.unfitted`'s stage, np=-1, launcher "direct", 1 epoch)
+    fitted once on 64 rows, as the best model of a CrossValidatorModel (with the estimator, a param map and an
+    evaluator: what its writer writes; a real CrossValidator's folds are run by the torch test above), saved;
+    one new process loads them all. Per kind: the best model's scores here, and the new process's JSON."""
+    from pyspark.ml.evaluation import RegressionEvaluator
+    from pyspark.ml.tuning import CrossValidatorModel, ParamGridBuilder
+
+    from tests.helpers import run_driver
+    from tests.ml.nets import linear_rows
+    from tests.ml.saved_stages import fingerprint, unfitted
+
+    saved = tmp_path_factory.mktemp("tuned")
+    linear_rows(spark_ml, 32, partitions=2, seed=7).write.parquet(str(saved / "kinds_test"))
+    test, train = spark_ml.read.parquet(str(saved / "kinds_test")), linear_rows(spark_ml, 64, partitions=2)
+    found: dict[str, Any] = {}
+    for kind, stage in unfitted().items():
+        if kind not in TUNED_KINDS:
+            continue
+        estimator = stage.copy(
+            {stage.getParam(n): v for n, v in (("num_proc", None), ("np", -1), ("launcher", "direct"),
+                                              ("epochs", 1), ("store", str(store)))}
+        )  # fmt: skip
+        fitted = estimator.fit(train)
+        output = fitted.getOrDefault("prediction_col")
+        rows = fitted.transform(test).collect()
+        here = {str(r["id"]): r[output] for r in rows}
+        rmse = float(np.sqrt(np.mean([(r[output] - r["y"]) ** 2 for r in rows])))  # the evaluator's metric
+        cv = CrossValidatorModel(fitted, [rmse])
+        grid = ParamGridBuilder().addGrid(estimator.getParam("epochs"), [1]).build()
+        evaluator = RegressionEvaluator(labelCol="y", predictionCol=output, metricName="rmse")
+        cv._set(estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator)
+        cv.write().save(str(saved / "kinds" / kind))
+        found[kind] = {
+            "scores": here,
+            "model": f"{type(fitted).__module__}.{type(fitted).__name__}",
+            "estimator": fingerprint(estimator),
+        }
+    out = run_driver("load_saved_stages", str(saved), seconds=300)
+    printed = dict(line.split(" ", 2)[1:] for line in out.splitlines() if line.startswith("TUNED "))
+    return {
+        kind: (json.loads(json.dumps(found[kind])), json.loads(printed.get(kind, "null")), out)
+        for kind in found
+    }
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("kind", TUNED_KINDS)
+def test_a_tuned_model_over_every_estimator_saves_and_loads_in_a_new_process(
+    tuned_elsewhere: dict[str, Any], kind: str
+) -> None:
+    """A CrossValidatorModel over KerasEstimator (tf_keras), LightningEstimator, FunctionEstimator and the Horovod
+    torch drop-in, loaded in a new process: its best model (of the fitted model's class) scores the same rows as
+    the fitted model here, and its estimator holds what was saved."""
+    here, loaded, out = tuned_elsewhere[kind]
+    assert loaded is not None, out
+    assert len(here["scores"]) == 32 and None not in here["scores"].values()
+    assert loaded == {**here, "maps": [1]}
+
+
 def test_unfitted_stages_of_every_kind_save_and_load_in_a_pipeline(spark_ml: Any, tmp_path: Path) -> None:
     """LightningEstimator, KerasEstimator (tf_keras), FunctionEstimator, ScoringModel and the Horovod drop-ins,
     each the stage of an unfitted Pipeline saved and loaded (no fit): the loaded stage is of the same class and
