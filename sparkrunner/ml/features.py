@@ -38,6 +38,33 @@ def split(values: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndar
     return [part.reshape(len(values), *shape) for part, shape in zip(parts, shapes, strict=True)]
 
 
+def check_widths(
+    what: str, shapes: Sequence[tuple[int, ...]], columns: Sequence[str], widths: Sequence[int]
+) -> None:
+    """The columns' values (`widths`: values a row) fill the row `shapes` exactly: one column per shape when they
+    are as many, else all the columns side by side (a Keras model's inputs over the feature matrix); else an
+    `InvalidArgumentError` names the column(s) and shape(s) that disagree (checked before any rank starts)."""
+    pairs = (
+        [([c], w, [s]) for c, w, s in zip(columns, widths, shapes, strict=True)]
+        if len(columns) == len(shapes)
+        else [(list(columns), sum(widths), list(shapes))]
+    )
+    for names, width, wanted in pairs:
+        size = sum(math.prod(shape) for shape in wanted)
+        if width != size:
+            held = (
+                f"the column {names[0]!r} holds"
+                if len(names) == 1
+                else f"the columns {names} side by side hold"
+            )
+            its = "its shape" if len(wanted) == 1 else "the shapes"
+            raise InvalidArgumentError(
+                f"{what}: {held} {width} values a row, but {its} {', '.join(str([-1, *s]) for s in wanted)} "
+                f"{'holds' if len(wanted) == 1 else 'hold'} {size}: make them agree (a shape of {width} values "
+                f"is [-1, {width}])"
+            )
+
+
 def from_pandas(series: Any) -> np.ndarray:
     """A pandas column of numbers, or of arrays (one per row, as Arrow hands array columns to pandas)."""
     values = series.to_numpy()

@@ -6,12 +6,13 @@ scoring uses."""
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
 import numpy as np
+
+from sparkrunner.ml import features
 
 
 def package_of(model: Any) -> str | None:
@@ -77,31 +78,8 @@ def fed(shapes: Sequence[Shape] | None, matrix: np.ndarray) -> Any:
     reshaped to ``(rows, *shape)``; one array for one shape, a tuple for several; the matrix itself for None."""
     if not shapes:
         return matrix
-    bounds = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
-    blocks = [
-        block.reshape(len(block), *shape)
-        for block, shape in zip(np.split(matrix, bounds, axis=1), shapes, strict=True)
-    ]
+    blocks = features.split(matrix, shapes)
     return blocks[0] if len(blocks) == 1 else tuple(blocks)
-
-
-def check_widths(what: str, shapes: Sequence[Shape], columns: Sequence[str], widths: Sequence[int]) -> None:
-    """The columns' values fill the shapes exactly (one column per shape when they are as many, else all the
-    columns side by side), or an `InvalidArgumentError` says which column and shape disagree."""
-    from sparkrunner.errors import InvalidArgumentError
-
-    pairs = (
-        [([c], [w], [s]) for c, w, s in zip(columns, widths, shapes, strict=True)]
-        if len(columns) == len(shapes)
-        else [(list(columns), list(widths), list(shapes))]
-    )
-    for names, sizes, wanted in pairs:
-        if sum(sizes) != sum(math.prod(shape) for shape in wanted):
-            raise InvalidArgumentError(
-                f"{what} {', '.join(map(str, wanted))} take(s) {sum(math.prod(s) for s in wanted)} values per row, "
-                f"but column(s) {names} hold {sum(sizes)}: give columns of that width, or a model (or shapes) that "
-                "match the columns"
-            )
 
 
 def foreign_layer(model: Any, backend: str) -> str | None:

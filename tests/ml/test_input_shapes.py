@@ -27,13 +27,18 @@ def two_columns(spark: Any, rows: int, seed: int = 0) -> Any:
 
 
 def test_each_feature_column_reaches_forward_in_its_shape_in_fit_and_transform(
-    spark_ml: Any, tmp_path: Path
+    spark_ml: Any, tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also the model the fit logs to MLflow (`sparkrunner.ml.shaped_inputs`): `mlflow.pyfunc.load_model` takes
+    the feature columns as `transform` does and predicts what it predicts."""
+    import mlflow
+    import pandas as pd
+
     net = TwoInputs()
     model = TorchEstimator(
         model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x", "s"],
         label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]], label_shapes=[[-1, 1]], inmemory_cache_all=True,
-        batch_size=32, epochs=30, np=-2, launcher="direct", store=str(tmp_path / "store"), tracking=False,
+        batch_size=32, epochs=30, np=-2, launcher="direct", store=str(tmp_path / "store"), tracking=tracking_uri,
         verbose=0,
     ).fit(two_columns(spark_ml, 800))  # fmt: skip
 
@@ -42,9 +47,16 @@ def test_each_feature_column_reaches_forward_in_its_shape_in_fit_and_transform(
     np.testing.assert_allclose([trained.x.bias.item(), trained.s.weight.item()], [BIAS, 2.0], atol=0.15)
     assert model.getInputShapes() == [[-1, 3, 1], [-1, 1]]
     model.write().save(str(tmp_path / "model"))
-    for scorer in (model, TorchModel.load(str(tmp_path / "model"))):
+    for scorer in (TorchModel.load(str(tmp_path / "model")), model):  # rows: the fitted model's, last
         rows = scorer.transform(two_columns(spark_ml, 100, seed=100)).collect()
         np.testing.assert_allclose([r["prediction"] for r in rows], [r["y"] for r in rows], atol=0.2)
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)  # the fit's store (never mlflow.set_tracking_uri)
+    assert model.mlflow_model_uri is not None
+    logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    columns = pd.DataFrame({"x": [list(r["x"]) for r in rows], "s": [r["s"] for r in rows]})
+    by_mlflow = np.asarray(logged.predict(columns)).reshape(-1)
+    np.testing.assert_allclose(by_mlflow, [r["prediction"] for r in rows], rtol=1e-5, atol=1e-6)
 
 
 def test_the_lightning_estimator_gives_each_feature_column_in_its_shape(

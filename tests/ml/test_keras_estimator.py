@@ -239,9 +239,15 @@ def test_keras_input_that_cannot_train_is_refused_before_any_rank_starts(spark_m
         KerasEstimator(model=foreign, **base).fit(frame)
 
     square = keras3.Sequential([keras3.Input(shape=(2, 2)), keras3.layers.Flatten(), keras3.layers.Dense(1)])
-    with pytest.raises(InvalidArgumentError, match=r"model's input shape\(s\) \(2, 2\) take\(s\) 4 values"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"input shape\(s\): the column 'x' holds 3 values a row, but its shape \[-1, 2, 2\] holds 4",
+    ):
         KerasEstimator(model=square, **base).fit(frame)
-    with pytest.raises(InvalidArgumentError, match=r"label_shapes \(2,\) take\(s\) 2 values per row, but"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"label_shapes: the column 'y' holds 1 values a row, but its shape \[-1, 2\] holds 2",
+    ):
         KerasEstimator(model=_keras3_linear(), label_shapes=[[2]], **base).fit(frame)
 
 

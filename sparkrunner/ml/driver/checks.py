@@ -3,7 +3,6 @@ the loss, and whether the model can be sent to the ranks. Each error says what t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -100,19 +99,6 @@ def _row_shape(name: str, shape: Any, example: str) -> tuple[int, ...]:
             f"{name}: the shape {shape!r} is not a list of sizes >= 1 led by -1 for the batch, as {example}"
         )
     return tuple(dims)
-
-
-def check_widths(df: Any, name: str, columns: Sequence[str], shapes: Sequence[tuple[int, ...]]) -> None:
-    """Each column holds as many values a row as its shape (`row_shapes`): read from the schema (a vector's
-    size, as libsvm and VectorAssembler record it), else from the first row (one Spark job)."""
-    widths = column_widths(df, columns)
-    for column, shape in zip(columns, shapes, strict=True):
-        if math.prod(shape) != widths[column]:
-            raise InvalidArgumentError(
-                f"{name}: the column {column!r} holds {widths[column]} values a row, but its shape "
-                f"{[-1, *shape]} holds {math.prod(shape)}: give a shape of {widths[column]} values (e.g. "
-                f"[-1, {widths[column]}])"
-            )
 
 
 def column_widths(df: Any, names: Sequence[str]) -> dict[str, int]:

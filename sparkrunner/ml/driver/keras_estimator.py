@@ -13,7 +13,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.frameworks.tf_env import KERAS3_BACKEND as BACKEND
-from sparkrunner.ml import keras_models
+from sparkrunner.ml import features, keras_models
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
@@ -217,7 +217,7 @@ def _check_shapes(spec: KerasSpec, input_shapes: Any, data: Any) -> None:
         ("label_shapes", spec.label_shapes, spec.label_cols),
     ):
         if shapes:
-            keras_models.check_widths(what, shapes, names, [widths[name] for name in names])
+            features.check_widths(what, shapes, names, [widths[name] for name in names])
 
 
 def _probability(loss: Any) -> str | None:

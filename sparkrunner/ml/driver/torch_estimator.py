@@ -16,6 +16,7 @@ from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
+from sparkrunner.ml.features import check_widths
 from sparkrunner.ml.params import ScoringParams, TorchParams, input_shapes_param, with_accessors
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ml.tasks.scoring import BatchScorer
@@ -164,7 +165,7 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
     )  # fmt: skip
     model.state = ModelState(
         result.model, result.output_size, spec.probability, result.history, fitted.mlflow_run_id,
-        get("run_id"), _logged(stage, dataset, fitted, result),
+        get("run_id"), _logged(stage, dataset, fitted, result, spec.input_shapes),
     )  # fmt: skip
     return model
 
@@ -183,12 +184,20 @@ def input_contract(stage: Any, df: Any) -> dict[str, Any]:
         )
     for name, columns, shapes in (("input_shapes", features, inputs), ("label_shapes", labels, outputs)):
         if shapes is not None:
-            checks.check_widths(df, name, columns, shapes)
+            widths = checks.column_widths(df, columns)
+            check_widths(name, shapes, columns, [widths[column] for column in columns])
     return {"input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all")}
 
 
-def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:
-    """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features)."""
+def _logged(
+    stage: Any,
+    dataset: Any,
+    fitted: fit_stage.Fitted,
+    result: TrainResult,
+    shapes: tuple[tuple[int, ...], ...] | None,
+) -> str | None:
+    """The fitted model in the fit's MLflow run (pytorch flavor, signature from two rows' features); with the
+    fit's input `shapes` (`checks.row_shapes`), as a module that takes the feature matrix."""
     if fitted.tracking is None or not fitted.mlflow_run_id or not stage.getOrDefault("log_model"):
         return None
     get = stage.getOrDefault
@@ -198,7 +207,6 @@ def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainRes
         mlflow_logging.feature_example(dataset, names),
     )
     module = cloudpickle.loads(result.model)
-    shapes = checks.row_shapes("input_shapes", get("input_shapes"), names)
     if shapes is not None:  # the logged model takes the feature matrix, as transform's input
         from sparkrunner.ml.shaped_inputs import ShapedInputs
 
