@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, losses, outputs
 from sparkrunner.ml.ranks.training import validation_batch_size
 
@@ -57,6 +58,21 @@ def test_features_are_numbers_and_arrays_side_by_side() -> None:
     found = features.matrix([features.from_pandas(numbers), features.from_pandas(arrays)])
     expected = np.array([[1, 0.5, 1.5], [2, 2.5, 3.5], [3, 4.5, 5.5]], dtype=np.float32)
     assert found.dtype == np.float32 and np.array_equal(found, expected)
+
+
+def test_column_widths_against_shapes_per_column_or_side_by_side() -> None:
+    """One shape per column when they are as many (Horovod's input_shapes), else the columns side by side fill the
+    shapes (a Keras model's inputs); a mismatch names the column(s), their width and the shape(s)."""
+    features.check_widths("input_shapes", [(3, 1), (1,)], ["x", "s"], [3, 1])
+    features.check_widths("the model's input shape(s)", [(2, 2)], ["a", "b"], [1, 3])
+    with pytest.raises(
+        InvalidArgumentError, match=r"the column 's' holds 2 values a row, but its shape \[-1, 1\]"
+    ):
+        features.check_widths("input_shapes", [(3, 1), (1,)], ["x", "s"], [3, 2])
+    with pytest.raises(
+        InvalidArgumentError, match=r"\['a', 'b', 'c'\] side by side hold 3 .* \[-1, 1\], \[-1, 1\] hold 2"
+    ):
+        features.check_widths("the model's input shape(s)", [(1,), (1,)], ["a", "b", "c"], [1, 1, 1])
 
 
 @pytest.mark.parametrize(
