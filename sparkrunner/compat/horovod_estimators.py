@@ -217,7 +217,7 @@ def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-_TORCH_ALSO = ("backward_passes_per_step", "input_shapes", "label_shapes", "inmemory_cache_all")
+_TORCH_ALSO = ("backward_passes_per_step", "input_shapes", "label_shapes", "inmemory_cache_all", "metrics")
 """What sparkrunner's TorchEstimator honours that its other estimators do not."""
 
 

@@ -14,7 +14,7 @@ from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 
 PASSED_ON = (
     "num_proc", "model", "optimizer", "loss", "feature_cols", "label_cols", "batch_size", "epochs",
-    "validation", "sample_weight_col", "run_id", "verbose", "shuffle",
+    "validation", "sample_weight_col", "run_id", "verbose", "shuffle", "val_batch_size",
 )  # fmt: skip
 """Horovod's names that sparkrunner's estimators take with the same meaning."""
 
@@ -31,13 +31,11 @@ _TRAINER = "pytorch-lightning 2 has no such Trainer argument"
 NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "data_module": (None, "sparkrunner's rows reach the ranks through materialize or stream, not a data module"),
     "loss_constructors": (None, _ONE_LOSS + "; give loss= instead"),
-    "metrics": (None, "sparkrunner's TorchEstimator reports loss and accuracy (Keras' metrics= is honoured)"),
     "loss_weights": (None, _ONE_LOSS),
     "gradient_compression": (None, "DDP averages full-precision gradients; Horovod's compressors are Horovod's"),
     "continuous_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "categorical_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "callbacks": (None, "Horovod's TorchEstimator takes callbacks but never calls them"),
-    "val_batch_size": (None, "the validation batches are batch_size rows at most (as few rows left out as can be)"),
     "shuffle_buffer_size": (None, "deprecated by Horovod; shuffle= says whether rows are shuffled"),
     "partitions_per_process": (10, _READER),
     "train_minibatch_fn": (None, "the training step is sparkrunner's (DDP), which has no hook of Horovod's shape"),
@@ -129,7 +127,7 @@ def _from_backend(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_unsupported(given: Mapping[str, Any], not_passed: tuple[str, ...]) -> None:
-    own = "the model's own code says it (a LightningModule's configure_optimizers and training_step)"
+    own = "the model's own code says it (a LightningModule's configure_optimizers, training_step and self.log)"
     table = {**NOT_HONOURED, **{name: (None, own) for name in not_passed}}
     refused = sorted(
         name

@@ -40,6 +40,12 @@ def probability_kind(loss: Any) -> str | None:
     return _PROBABILITIES.get(name)
 
 
+def metric_name(fn: Any) -> str:
+    """A metric function's name in the history (`TorchEstimator`'s `metrics`): its ``__name__``, else its
+    type's."""
+    return str(getattr(fn, "__name__", type(fn).__name__))
+
+
 def label_dtype(kind: str | None) -> str:
     """The dtype labels take for a loss: class indices for softmax and log-probability outputs."""
     return "int64" if kind in ("softmax", "exp") else "float32"

@@ -43,6 +43,15 @@ def input_shapes_param() -> Param[Any]:
     )
 
 
+def val_batch_size_param() -> Param[Any]:
+    """Horovod's `val_batch_size`: the rows of each validation batch on each rank."""
+    return param(
+        "val_batch_size",
+        "rows per validation batch on each rank (None: the largest up to batch_size that leaves out at most "
+        "1% of the validation rows)",
+    )
+
+
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -160,10 +169,13 @@ class PytorchFlavorParams(TrainingParams):
         "each rank keeps its shard in memory after the first epoch and reads no data after it",
         TypeConverters.toBoolean,
     )
+    val_batch_size = val_batch_size_param()
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(log_model=True, input_shapes=None, label_shapes=None, inmemory_cache_all=False)
+        self._setDefault(
+            log_model=True, input_shapes=None, label_shapes=None, inmemory_cache_all=False, val_batch_size=None
+        )
 
 
 @with_accessors
@@ -180,10 +192,15 @@ class TorchParams(PytorchFlavorParams):
         "batches whose gradients are summed before each optimizer step (gradient accumulation)",
         TypeConverters.toInt,
     )
+    metrics = param(
+        "metrics",
+        "functions fn(outputs, labels) -> a number tensor, averaged over batches and ranks each epoch, in "
+        "history under fn's name (val_<name> for validation)",
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse", backward_passes_per_step=1)
+        self._setDefault(optimizer=None, loss="mse", backward_passes_per_step=1, metrics=None)
 
 
 @with_accessors
@@ -223,12 +240,13 @@ class KerasParams(TrainingParams):
         TypeConverters.toBoolean,
     )
     log_model = log_model_param("keras/tensorflow")
+    val_batch_size = val_batch_size_param()
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(
             optimizer="adam", loss="mse", metrics=None, callbacks=None, label_shapes=None, inmemory_cache_all=False,
-            log_model=True,
+            log_model=True, val_batch_size=None,
         )  # fmt: skip
 
 

@@ -22,6 +22,8 @@ class FitSettings:
     """Each label column's row shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
     inmemory_cache_all: bool = False
     """Each rank keeps its shard in memory after the first epoch and serves later epochs from there."""
+    val_batch_size: int | None = None
+    """Rows per validation batch on each rank (Horovod's); None: chosen to leave out as few rows as can be."""
 
     @property
     def columns(self) -> list[str]:
@@ -36,7 +38,7 @@ class TrainSpec(FitSettings):
     """One torch `fit` (`TorchEstimator`, `LightningEstimator`): the pickled model and the loop's settings."""
 
     payload: bytes
-    """cloudpickle of ``(model, optimizer, loss)``, or Lightning's ``(module, callbacks, trainer_args)``:
+    """cloudpickle of ``(model, optimizer, loss, metric functions)``, or Lightning's ``(module, callbacks, trainer_args)``:
     pickled once on the driver, where a failure is clear."""
     probability: str | None
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""

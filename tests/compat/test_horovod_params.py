@@ -95,6 +95,9 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
         ({"backward_passes_per_step": 3}, {"backward_passes_per_step": 3}),
+        ({"val_batch_size": 128}, {"val_batch_size": 128}),
+        ({"val_batch_size": None}, {"val_batch_size": None}),
+        ({"metrics": [torch.nn.functional.l1_loss]}, {"metrics": [torch.nn.functional.l1_loss]}),
     ],
 )
 def test_each_horovod_argument_reaches_its_sparkrunner_param(
@@ -138,13 +141,11 @@ def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> Non
 REFUSED = {
     "data_module": object(),
     "loss_constructors": [torch.nn.MSELoss],
-    "metrics": ["accuracy"],
     "loss_weights": [0.5, 0.5],
     "gradient_compression": "fp16",
     "continuous_cols": ["a"],
     "categorical_cols": ["b"],
     "callbacks": [object()],
-    "val_batch_size": 128,
     "shuffle_buffer_size": 1000,
     "partitions_per_process": 4,
     "train_minibatch_fn": lambda: None,
@@ -201,8 +202,8 @@ def test_a_backend_that_counts_no_ranks_is_refused() -> None:
 
 
 def test_several_refused_arguments_are_named_together() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"^metrics, use_gpu: "):
-        TorchEstimator(use_gpu=False, metrics=["mse"])
+    with pytest.raises(InvalidArgumentError, match=r"^data_module, train_minibatch_fn: "):
+        TorchEstimator(train_minibatch_fn=lambda: None, data_module=object())
 
 
 def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:

@@ -65,6 +65,7 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
         input_shapes: list[list[int]] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        val_batch_size: int | None = None,
         prediction_col: str = "prediction",
         probability_col: str = "probability",
     ) -> None:

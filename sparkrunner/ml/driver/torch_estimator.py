@@ -43,9 +43,11 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         optimizer: Any = None,
         loss: Any = "mse",
         backward_passes_per_step: int = 1,
+        metrics: list[Any] | None = None,
         input_shapes: list[list[int]] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        val_batch_size: int | None = None,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -89,7 +91,8 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
             raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
         checks.check_loss(loss)
         check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
-        payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
+        metrics = checks.metric_functions(get("metrics"))
+        payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss, metrics))
         return fit_stage.spec(
             self, TrainSpec, payload=payload, probability=losses.probability_kind(loss),
             backward_passes_per_step=get("backward_passes_per_step"), **input_contract(self, dataset),
@@ -170,8 +173,8 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
 
 
 def input_contract(stage: Any, df: Any) -> dict[str, Any]:
-    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`),
-    checked against `df`'s columns before any rank starts."""
+    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`,
+    `val_batch_size`), checked against `df`'s columns before any rank starts."""
     get = stage.getOrDefault
     features, labels = get("feature_cols"), get("label_cols")
     inputs = checks.row_shapes("input_shapes", get("input_shapes"), features)
@@ -184,7 +187,10 @@ def input_contract(stage: Any, df: Any) -> dict[str, Any]:
     for name, columns, shapes in (("input_shapes", features, inputs), ("label_shapes", labels, outputs)):
         if shapes is not None:
             checks.check_widths(df, name, columns, shapes)
-    return {"input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all")}
+    return {
+        "input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all"),
+        "val_batch_size": checks.optional_size("val_batch_size", get("val_batch_size")),
+    }  # fmt: skip
 
 
 def _logged(stage: Any, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:

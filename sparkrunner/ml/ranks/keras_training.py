@@ -164,7 +164,7 @@ def _inputs(
     }
     if val_data is None:
         return inputs
-    size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
+    size = validation_batch_size(val_data.num_rows, world, spec.batch_size, spec.val_batch_size)
     val = NumpyLoader(val_data, size, columns=columns, shuffle=False)
     validation = _input(spec, world, _validation_dataset(spec, Batches(spec, shapes, val)))
     return {**inputs, "validation_data": validation, "validation_steps": len(val)}
