@@ -127,7 +127,9 @@ def _from_backend(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_unsupported(given: Mapping[str, Any], not_passed: tuple[str, ...]) -> None:
-    own = "the model's own code says it (a LightningModule's configure_optimizers, training_step and self.log)"
+    own = (
+        "the model's own code says it (a LightningModule's configure_optimizers, training_step and self.log)"
+    )
     table = {**NOT_HONOURED, **{name: (None, own) for name in not_passed}}
     refused = sorted(
         name

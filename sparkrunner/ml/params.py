@@ -174,7 +174,11 @@ class PytorchFlavorParams(TrainingParams):
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(
-            log_model=True, input_shapes=None, label_shapes=None, inmemory_cache_all=False, val_batch_size=None
+            log_model=True,
+            input_shapes=None,
+            label_shapes=None,
+            inmemory_cache_all=False,
+            val_batch_size=None,
         )
 
 

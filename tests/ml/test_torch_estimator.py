@@ -20,8 +20,8 @@ from sparkrunner.ml.driver.persistence import ModelState
 from tests.helpers import leftover_rank_processes
 from tests.ml.nets import (
     BIAS,
-    BatchLogged,
     WEIGHTS,
+    BatchLogged,
     LoadLogged,
     StepLogged,
     StuckOnRankOne,
@@ -148,7 +148,9 @@ def test_backward_passes_per_step_steps_the_optimizer_once_every_that_many_batch
     assert len(model.history["loss"]) == len(model.history["val_loss"]) == 2
     assert set(model.history) == {"loss", "val_loss", "squared_error", "val_squared_error"}
     for name in ("loss", "val_loss"):
-        assert model.history[name.replace("loss", "squared_error")] == pytest.approx(model.history[name], rel=1e-5)
+        assert model.history[name.replace("loss", "squared_error")] == pytest.approx(
+            model.history[name], rel=1e-5
+        )
 
 
 def test_a_fit_past_its_timeout_fails_showing_where_each_rank_was(spark_ml: Any, store: Path) -> None:
