@@ -24,15 +24,19 @@ _READER = (
     "a setting of Horovod's Petastorm reader, which sparkrunner does not use: each rank reads its shard with "
     "sparkrunner's own loader"
 )
-_ONE_LOSS = "sparkrunner trains one loss over all label columns (side by side), not one per label column"
 _KERAS = "the Keras estimator does not take it yet"
 _TRAINER = "pytorch-lightning 2 has no such Trainer argument"
 
 NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "data_module": (None, "sparkrunner's rows reach the ranks through materialize or stream, not a data module"),
-    "loss_constructors": (None, _ONE_LOSS + "; give loss= instead"),
-    "loss_weights": (None, _ONE_LOSS),
-    "gradient_compression": (None, "DDP averages full-precision gradients; Horovod's compressors are Horovod's"),
+    "loss_weights": (None, (
+        "it weighs one loss per label column, each on its own output of the model; sparkrunner's model returns "
+        "one output tensor and one loss gets every label column side by side: weigh the columns inside that loss"
+    )),
+    "gradient_compression": (None, (
+        "the torch drop-in honours it (DDP's fp16 compression hook); Keras' and Lightning's gradients are averaged "
+        "in full precision here"
+    )),
     "continuous_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "categorical_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "callbacks": (None, "Horovod's TorchEstimator takes callbacks but never calls them"),
@@ -47,7 +51,10 @@ NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "reader_pool_type": ("thread", _READER),
     "label_shapes": (None, _KERAS),
     "inmemory_cache_all": (False, _KERAS),
-    "use_gpu": (True, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount), else the CPU"),
+    "use_gpu": (True, (
+        "the torch drop-in honours it; Keras' ranks train on the GPU Spark assigns them (spark.task.resource.gpu."
+        "amount), else the CPU; Lightning's: give trainer_args={'accelerator': 'cpu'}"
+    )),
     "mp_start_method": (None, _READER),
     "backward_passes_per_step": (1, "gradient accumulation is TorchEstimator's (backward_passes_per_step=)"),
     "custom_objects": (None, _KERAS),

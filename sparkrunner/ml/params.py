@@ -196,6 +196,16 @@ class TorchParams(PytorchFlavorParams):
         "batches whose gradients are summed before each optimizer step (gradient accumulation)",
         TypeConverters.toInt,
     )
+    gradient_compression = param(
+        "gradient_compression",
+        "'fp16': the gradients are averaged over the ranks in half precision (DDP's fp16_compress_hook); None: "
+        "in full precision",
+    )
+    use_gpu = param(
+        "use_gpu",
+        "train on the GPU Spark assigns each rank, where there is one (True); False: on the CPU",
+        TypeConverters.toBoolean,
+    )
     metrics = param(
         "metrics",
         "functions fn(outputs, labels) -> a number tensor, averaged over batches and ranks each epoch, in "
@@ -204,7 +214,10 @@ class TorchParams(PytorchFlavorParams):
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse", backward_passes_per_step=1, metrics=None)
+        self._setDefault(
+            optimizer=None, loss="mse", backward_passes_per_step=1, gradient_compression=None, use_gpu=True,
+            metrics=None,
+        )  # fmt: skip
 
 
 @with_accessors

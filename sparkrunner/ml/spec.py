@@ -44,6 +44,10 @@ class TrainSpec(FitSettings):
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
+    use_gpu: bool = True
+    """False: train on the CPU even where a GPU is assigned (`TorchEstimator` only)."""
+    gradient_compression: str | None = None
+    """"fp16": DDP's fp16 compression hook averages the gradients in half precision (`TorchEstimator` only)."""
     input_shapes: tuple[tuple[int, ...], ...] | None = None
     """Each feature column's row shape: ``forward`` gets one tensor per column, ``(rows, *shape)``; None: one
     float32 matrix of the columns side by side."""

@@ -14,7 +14,7 @@ import torch
 
 from sparkrunner.compat.horovod_spark import TorchEstimator, TorchModel
 from sparkrunner.errors import InvalidArgumentError
-from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+from tests.ml.nets import BIAS, WEIGHTS, LockedMSE, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 store_module = pytest.importorskip("horovod.spark.common.store")
@@ -22,17 +22,19 @@ store_module = pytest.importorskip("horovod.spark.common.store")
 
 @pytest.mark.parametrize(
     ("np_", "loss"),
-    [(-2, torch.nn.functional.mse_loss), (2, torch.nn.MSELoss())],
-    ids=["np<0-loss-function", "spark-loss-module"],
+    [(-2, {"loss": torch.nn.functional.mse_loss}), (2, {"loss_constructors": [LockedMSE]})],
+    ids=["np<0-loss-function", "spark-loss-constructor"],
 )
 def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
-    spark_local: Any, tmp_path: Path, np_: int, loss: Any
+    spark_local: Any, tmp_path: Path, np_: int, loss: dict[str, Any]
 ) -> None:
+    """With Horovod's loss forms: a function that returns the batch's mean, and `loss_constructors` building in
+    each rank a loss that cannot be pickled (`LockedMSE`)."""
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
     estimator = TorchEstimator(
         num_proc=np_ if np_ > 0 else None, store=store_module.LocalStore(str(tmp_path / "store")), model=net,
-        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss=loss, feature_cols=["x"],
+        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), **loss, feature_cols=["x"],
         label_cols=["y"], batch_size=32, epochs=25, validation=0.25, random_seed=1, verbose=0,
         np=np_ if np_ < 0 else None, launcher="direct", tracking=False,
     )  # fmt: skip

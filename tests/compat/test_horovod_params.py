@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import torch
 from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
 from sparkrunner.compat.horovod_spark_lightning import TorchEstimator as LightningTorchEstimator
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.ml.losses import BatchMeanLoss
+from sparkrunner.ml.losses import BatchMeanLoss, probability_kind
 
 
 def params(stage: Any) -> dict[str, Any]:
@@ -96,6 +97,8 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
         ({"backward_passes_per_step": 3}, {"backward_passes_per_step": 3}),
         ({"val_batch_size": 128}, {"val_batch_size": 128}),
+        ({"use_gpu": False}, {"use_gpu": False}),
+        ({"gradient_compression": "fp16"}, {"gradient_compression": "fp16"}),
         ({"val_batch_size": None}, {"val_batch_size": None}),
         ({"metrics": [torch.nn.functional.l1_loss]}, {"metrics": [torch.nn.functional.l1_loss]}),
     ],
@@ -140,9 +143,7 @@ def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> Non
 
 REFUSED = {
     "data_module": object(),
-    "loss_constructors": [torch.nn.MSELoss],
     "loss_weights": [0.5, 0.5],
-    "gradient_compression": "fp16",
     "continuous_cols": ["a"],
     "categorical_cols": ["b"],
     "callbacks": [object()],
@@ -155,7 +156,6 @@ REFUSED = {
     "train_reader_num_workers": 8,
     "val_reader_num_workers": 8,
     "reader_pool_type": "process",
-    "use_gpu": False,
     "mp_start_method": "spawn",
 }
 
@@ -228,6 +228,63 @@ def test_a_store_that_is_no_path_and_no_store_is_refused(store: Any, match: str)
 def test_one_loss_per_label_column_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="one loss per label column is not supported"):
         TorchEstimator(loss=[torch.nn.MSELoss(), torch.nn.L1Loss()], label_cols=["a", "b"])
+
+
+def test_one_loss_constructor_builds_the_loss_where_it_is_first_used() -> None:
+    """Horovod's `loss_constructors`: called without arguments where the loss is used (each rank), so the loss
+    travels as its constructor; a module built is used per row, a function built as Horovod's loss functions."""
+    built = params(TorchEstimator(loss_constructors=[torch.nn.L1Loss], label_cols=["y"]))["loss"]
+    out, y = torch.tensor([[1.0], [-2.0]]), torch.tensor([[0.0], [0.0]])
+    travelled = pickle.loads(pickle.dumps(built))
+    assert travelled(out, y).tolist() == [[1.0], [2.0]]  # per row: the module's reduction set to "none"
+    function = params(TorchEstimator(loss_constructors=[lambda: torch.nn.functional.l1_loss]))["loss"]
+    assert function(out, y).tolist() == [1.5, 1.5]  # the batch's mean, given to each row
+    assert probability_kind(
+        params(TorchEstimator(loss_constructors=[torch.nn.CrossEntropyLoss]))["loss"]
+    ) == ("softmax")
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        (
+            {"loss": "mse", "loss_constructors": [torch.nn.MSELoss]},
+            "loss and loss_constructors are both given",
+        ),
+        ({"loss_constructors": [torch.nn.MSELoss, torch.nn.L1Loss]}, "one loss constructor per label column"),
+        ({"loss_constructors": [torch.nn.MSELoss()(torch.ones(1), torch.ones(1))]}, "function that builds"),
+        ({"loss_weights": [0.5, 0.5]}, "one output tensor and one loss gets every label column"),
+    ],
+    ids=["both", "two", "not-callable", "loss_weights"],
+)
+def test_loss_constructors_given_wrongly_and_loss_weights_are_refused(
+    given: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        TorchEstimator(label_cols=["a", "b"], **given)
+
+
+def test_horovods_compressors_are_told_apart_by_name() -> None:
+    """``hvd.Compression.fp16`` becomes DDP's fp16 hook, ``.none`` nothing; anything else is refused."""
+    compression = pytest.importorskip("horovod.torch.compression").Compression
+    assert params(TorchEstimator(gradient_compression=compression.fp16))["gradient_compression"] == "fp16"
+    assert params(TorchEstimator(gradient_compression=compression.none))["gradient_compression"] is None
+    with pytest.raises(InvalidArgumentError, match=r"gradient_compression=.*give hvd\.Compression\.fp16"):
+        TorchEstimator(gradient_compression="int8")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("gradient_compression", "fp16", "averaged in full precision here"),
+        ("use_gpu", False, "Keras' ranks train on the GPU Spark assigns them"),
+    ],
+)
+def test_what_only_the_torch_drop_in_honours_is_refused_by_the_keras_one(
+    name: str, value: Any, why: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"^{name}: Horovod's estimator argument.*{why}"):
+        KerasEstimator(**{name: value})
 
 
 def test_positional_arguments_are_refused_as_horovods_are() -> None:

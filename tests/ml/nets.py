@@ -4,6 +4,7 @@ and the executors, as a notebook's would be)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,12 @@ def squared_error(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """A metric function (Horovod's form): the batch's mean squared error. Over batches of one size, its mean
     over batches and ranks is the mean over rows that the "mse" loss reports."""
     return ((outputs - labels.reshape(outputs.shape)) ** 2).mean()
+
+
+class LockedMSE(torch.nn.MSELoss):
+    """An MSE loss that holds a lock, so it cannot be pickled: Horovod's `loss_constructors` build such a loss
+    in each rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()

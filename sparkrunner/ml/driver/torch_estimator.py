@@ -19,9 +19,11 @@ from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import ScoringParams, TorchParams, input_shapes_param, with_accessors
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ml.tasks.scoring import BatchScorer
-from sparkrunner.options import check_number
+from sparkrunner.options import check_choice, check_number
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")
+COMPRESSIONS = ("fp16",)
+"""`gradient_compression`'s values besides None (full precision)."""
 
 
 class TorchEstimator(Estimator, TorchParams, SavedParams):
@@ -43,6 +45,8 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         optimizer: Any = None,
         loss: Any = "mse",
         backward_passes_per_step: int = 1,
+        gradient_compression: str | None = None,
+        use_gpu: bool = True,
         metrics: list[Any] | None = None,
         input_shapes: list[list[int]] | None = None,
         label_shapes: list[list[int]] | None = None,
@@ -91,11 +95,16 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
             raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
         checks.check_loss(loss)
         check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
+        compression = get("gradient_compression")
+        if compression is not None:
+            check_choice("gradient_compression", compression, COMPRESSIONS)
         metrics = checks.metric_functions(get("metrics"))
         payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss, metrics))
         return fit_stage.spec(
             self, TrainSpec, payload=payload, probability=losses.probability_kind(loss),
-            backward_passes_per_step=get("backward_passes_per_step"), **input_contract(self, dataset),
+            backward_passes_per_step=get("backward_passes_per_step"), gradient_compression=compression,
+            use_gpu=get("use_gpu"),
+            **input_contract(self, dataset),
         )  # fmt: skip
 
 

@@ -30,7 +30,7 @@ def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResu
     """Train `spec`'s model on `train_data` with DDP; rank 0 returns the model and its history."""
     import torch.distributed as dist
 
-    device = _device()
+    device = _device(spec.use_gpu)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
@@ -49,6 +49,10 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
     optimizer = _optimizer(optimizer, model)
     loss_fn = losses.loss_module(loss)
     net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if spec.gradient_compression == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        net.register_comm_hook(None, default_hooks.fp16_compress_hook)  # None: the default process group
     loader, validation = loaders(spec, train_data, val_data)
     start, history = _resume(model, optimizer)
     output_size = 1
@@ -246,10 +250,11 @@ def _optimizer(optimizer: Any, model: Any) -> Any:
     return optimizer(model.parameters())
 
 
-def _device() -> Any:
+def _device(use_gpu: bool) -> Any:
+    """This rank's GPU (of those Spark assigned it) when there is one and `use_gpu`; else the CPU."""
     import torch
 
-    if torch.cuda.is_available():
+    if use_gpu and torch.cuda.is_available():
         return torch.device("cuda", rank_context().local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
