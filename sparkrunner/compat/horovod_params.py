@@ -14,7 +14,8 @@ from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 
 PASSED_ON = (
     "num_proc", "model", "optimizer", "loss", "feature_cols", "label_cols", "batch_size", "epochs",
-    "validation", "sample_weight_col", "run_id", "verbose", "shuffle", "val_batch_size",
+    "validation", "sample_weight_col", "run_id", "verbose", "shuffle", "val_batch_size", "train_steps_per_epoch",
+    "validation_steps_per_epoch",
 )  # fmt: skip
 """Horovod's names that sparkrunner's estimators take with the same meaning."""
 
@@ -43,8 +44,6 @@ NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "shuffle_buffer_size": (None, "deprecated by Horovod; shuffle= says whether rows are shuffled"),
     "partitions_per_process": (10, _READER),
     "train_minibatch_fn": (None, "the training step is sparkrunner's (DDP), which has no hook of Horovod's shape"),
-    "train_steps_per_epoch": (None, "an epoch is one pass over the rows, equal steps on every rank"),
-    "validation_steps_per_epoch": (None, "validation is one pass over the validation rows"),
     "transformation_fn": (None, "rows are not transformed on their way to the ranks: transform the DataFrame"),
     "train_reader_num_workers": (2, _READER),
     "val_reader_num_workers": (2, _READER),

@@ -43,15 +43,6 @@ def input_shapes_param() -> Param[Any]:
     )
 
 
-def val_batch_size_param() -> Param[Any]:
-    """Horovod's `val_batch_size`: the rows of each validation batch on each rank."""
-    return param(
-        "val_batch_size",
-        "rows per validation batch on each rank (None: the largest up to batch_size that leaves out at most "
-        "1% of the validation rows)",
-    )
-
-
 def _camel(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
@@ -156,7 +147,30 @@ class TrainingParams(ScoringParams):
 
 
 @with_accessors
-class PytorchFlavorParams(TrainingParams):
+class LoopParams(TrainingParams):
+    """Horovod's settings of the estimators' own training loops (torch, Lightning, Keras): the validation
+    batches' size and the steps of an epoch."""
+
+    val_batch_size = param(
+        "val_batch_size",
+        "rows per validation batch on each rank (None: the largest up to batch_size that leaves out at most "
+        "1% of the validation rows)",
+    )
+    train_steps_per_epoch = param(
+        "train_steps_per_epoch", "training batches per epoch on each rank, at most one pass (None: one pass)"
+    )
+    validation_steps_per_epoch = param(
+        "validation_steps_per_epoch",
+        "validation batches per epoch on each rank, at most one pass (None: one pass)",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(val_batch_size=None, train_steps_per_epoch=None, validation_steps_per_epoch=None)
+
+
+@with_accessors
+class PytorchFlavorParams(LoopParams):
     """Training whose fitted model MLflow logs in its pytorch flavor (the torch and Lightning estimators)."""
 
     log_model = log_model_param("pytorch")
@@ -169,17 +183,10 @@ class PytorchFlavorParams(TrainingParams):
         "each rank keeps its shard in memory after the first epoch and reads no data after it",
         TypeConverters.toBoolean,
     )
-    val_batch_size = val_batch_size_param()
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(
-            log_model=True,
-            input_shapes=None,
-            label_shapes=None,
-            inmemory_cache_all=False,
-            val_batch_size=None,
-        )
+        self._setDefault(log_model=True, input_shapes=None, label_shapes=None, inmemory_cache_all=False)
 
 
 @with_accessors
@@ -237,7 +244,7 @@ class LightningParams(PytorchFlavorParams):
 
 
 @with_accessors
-class KerasParams(TrainingParams):
+class KerasParams(LoopParams):
     """A Keras model (``tf_keras`` or Keras 3), its optimizer, loss and metrics, compiled again in each rank."""
 
     model = param("model", "the Keras model to train (built: its inputs' shapes known)")
@@ -257,13 +264,12 @@ class KerasParams(TrainingParams):
         TypeConverters.toBoolean,
     )
     log_model = log_model_param("keras/tensorflow")
-    val_batch_size = val_batch_size_param()
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(
             optimizer="adam", loss="mse", metrics=None, callbacks=None, label_shapes=None, inmemory_cache_all=False,
-            log_model=True, val_batch_size=None,
+            log_model=True,
         )  # fmt: skip
 
 

@@ -24,6 +24,10 @@ class FitSettings:
     """Each rank keeps its shard in memory after the first epoch and serves later epochs from there."""
     val_batch_size: int | None = None
     """Rows per validation batch on each rank (Horovod's); None: chosen to leave out as few rows as can be."""
+    train_steps_per_epoch: int | None = None
+    """Training batches per epoch on each rank, at most one pass's (Horovod's); None: one pass."""
+    validation_steps_per_epoch: int | None = None
+    """Validation batches per epoch on each rank, at most one pass's (Horovod's); None: one pass."""
 
     @property
     def columns(self) -> list[str]:

@@ -52,6 +52,8 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
         val_batch_size: int | None = None,
+        train_steps_per_epoch: int | None = None,
+        validation_steps_per_epoch: int | None = None,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -182,8 +184,8 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
 
 
 def input_contract(stage: Any, df: Any) -> dict[str, Any]:
-    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`,
-    `val_batch_size`), checked against `df`'s columns before any rank starts."""
+    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`)
+    and loop settings (`fit_stage.loop_fields`), checked against `df`'s columns before any rank starts."""
     get = stage.getOrDefault
     features, labels = get("feature_cols"), get("label_cols")
     inputs = checks.row_shapes("input_shapes", get("input_shapes"), features)
@@ -198,7 +200,7 @@ def input_contract(stage: Any, df: Any) -> dict[str, Any]:
             checks.check_widths(df, name, columns, shapes)
     return {
         "input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all"),
-        "val_batch_size": checks.optional_size("val_batch_size", get("val_batch_size")),
+        **fit_stage.loop_fields(stage),
     }  # fmt: skip
 
 

@@ -214,14 +214,19 @@ def _correct(spec: TrainSpec, out: Any, y: Any) -> Any:
 def loaders(spec: TrainSpec, train_data: Data, val_data: Data | None) -> tuple[Batches, Batches | None]:
     """This rank's training batches (shuffled as asked) and its part of the validation rows (None without a
     split) in the same order each epoch, in `val_batch_size` batches, else batches that leave out as few rows as
-    can be (equal steps on every rank drop the remainder); kept in memory after the first epoch with `inmemory_cache_all`."""
+    can be (equal steps on every rank drop the remainder); each at most `*_steps_per_epoch` batches an epoch; kept in memory after the first epoch with `inmemory_cache_all`."""
     columns = spec.columns
-    train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    train = NumpyLoader(
+        train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed,
+        max_steps=spec.train_steps_per_epoch,
+    )  # fmt: skip
     validation = None
     if val_data is not None:
         world = rank_context().world_size
         size = validation_batch_size(val_data.num_rows, world, spec.batch_size, spec.val_batch_size)
-        validation = NumpyLoader(val_data, size, columns=columns, shuffle=False)
+        validation = NumpyLoader(
+            val_data, size, columns=columns, shuffle=False, max_steps=spec.validation_steps_per_epoch
+        )
     if not spec.inmemory_cache_all:
         return train, validation
     kept = None if validation is None else InMemory(validation, False, spec.seed)
