@@ -25,7 +25,6 @@ _READER = (
     "a setting of Horovod's Petastorm reader, which sparkrunner does not use: each rank reads its shard with "
     "sparkrunner's own loader"
 )
-_KERAS = "the Keras estimator does not take it yet"
 _TRAINER = "pytorch-lightning 2 has no such Trainer argument"
 
 NOT_HONOURED: dict[str, tuple[Any, str]] = {
@@ -44,29 +43,35 @@ NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "shuffle_buffer_size": (None, "deprecated by Horovod; shuffle= says whether rows are shuffled"),
     "partitions_per_process": (10, _READER),
     "train_minibatch_fn": (None, "the training step is sparkrunner's (DDP), which has no hook of Horovod's shape"),
-    "transformation_fn": (None, "rows are not transformed on their way to the ranks: transform the DataFrame"),
+    "transformation_fn": (None, (
+        "Horovod applies it to the pandas row groups its Petastorm reader reads; sparkrunner's ranks read numpy "
+        "columns in batches of equal count on every rank, which a function that drops, adds or reshapes rows or "
+        "columns would break: apply it in Spark before fit, e.g. df.mapInPandas(lambda frames: map(fn, frames), "
+        "schema)"
+    )),
     "train_reader_num_workers": (2, _READER),
     "val_reader_num_workers": (2, _READER),
     "reader_pool_type": ("thread", _READER),
-    "label_shapes": (None, _KERAS),
-    "inmemory_cache_all": (False, _KERAS),
     "use_gpu": (True, (
         "the torch drop-in honours it; Keras' ranks train on the GPU Spark assigns them (spark.task.resource.gpu."
         "amount), else the CPU; Lightning's: give trainer_args={'accelerator': 'cpu'}"
     )),
     "mp_start_method": (None, _READER),
-    "backward_passes_per_step": (1, "gradient accumulation is TorchEstimator's (backward_passes_per_step=)"),
-    "custom_objects": (None, _KERAS),
-    "checkpoint_callback": (None, _KERAS),
+    "custom_objects": (None, (
+        "each rank rebuilds the model from its JSON architecture without it: register a custom layer with "
+        "keras.saving.register_keras_serializable (tf_keras: keras.utils.register_keras_serializable) in a module "
+        "the ranks import"
+    )),
+    "checkpoint_callback": (None, (
+        "Horovod points it at its store and returns the best model it saved; sparkrunner returns the last "
+        "epoch's model: give the ModelCheckpoint in callbacks= (rank 0 writes it) and load the best from its file"
+    )),
     "backend_env": (None, "sparkrunner starts the ranks, not Horovod's backend: give Runner's env="),
     "transformation_edit_fields": (None, "it goes with transformation_fn, which is not honoured"),
     "transformation_removed_fields": (None, "it goes with transformation_fn, which is not honoured"),
     "num_gpus": (None, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount)"),
-    "logger": (None, "Lightning's Trainer argument: the Lightning drop-in passes it to every rank's Trainer"),
-    "log_every_n_steps": (50, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
     "loader_num_epochs": (None, _READER),
     "terminate_on_nan": (False, _TRAINER + " (use trainer_args={'detect_anomaly': True} or a callback)"),
-    "profiler": (None, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
     "debug_data_loader": (False, _READER),
     "train_async_data_loader_queue_size": (None, _READER),
     "val_async_data_loader_queue_size": (None, _READER),

@@ -57,7 +57,7 @@ def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
 
 
 def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> None:
-    """Metrics are Keras' own (compiled in every rank); custom_objects would need a different rebuild."""
+    """Metrics are Keras' own (compiled in every rank); custom_objects would need another rebuild in the ranks."""
     got = params(KerasEstimator(metrics=["mae"], label_cols=["y"], random_seed=2, optimizer=None))
     assert (got["metrics"], got["prediction_col"], got["seed"], got["optimizer"]) == (
         ["mae"],
@@ -214,9 +214,34 @@ def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
     ):
         TorchEstimator(data_module=object())
     with pytest.raises(
-        InvalidArgumentError, match=r"custom_objects: the Keras estimator does not take it yet"
+        InvalidArgumentError, match=r"custom_objects: each rank rebuilds the model .*register_keras"
     ):
         KerasEstimator(custom_objects={"swish": object()})
+    with pytest.raises(
+        InvalidArgumentError, match=r"checkpoint_callback: .* give the ModelCheckpoint in callbacks="
+    ):
+        KerasEstimator(checkpoint_callback=object())
+    with pytest.raises(InvalidArgumentError, match=r"transformation_fn: .* apply it in Spark before fit"):
+        TorchEstimator(transformation_fn=lambda frame: frame)
+
+
+def test_every_refusal_is_reachable_from_some_drop_in() -> None:
+    """Each argument of the table is in a drop-in's signature and not honoured by every drop-in that takes it
+    (an argument all of them honour is no refusal)."""
+    import inspect
+
+    from sparkrunner.compat.horovod_params import NOT_HONOURED
+
+    drop_ins = (TorchEstimator, KerasEstimator, LightningTorchEstimator)
+    for name in NOT_HONOURED:
+        refusing = []
+        for drop_in in drop_ins:
+            if name in inspect.signature(drop_in.__init__).parameters:
+                try:
+                    drop_in(**{name: [object()]})
+                except (InvalidArgumentError, TypeError) as error:  # a Param's own type check: honoured
+                    refusing.append(str(error).startswith(f"{name}: Horovod's"))
+        assert any(refusing), name
 
 
 @pytest.mark.parametrize(
