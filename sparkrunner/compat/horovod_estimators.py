@@ -19,7 +19,6 @@ from sparkrunner.ml import losses
 from sparkrunner.ml.driver import checks, keras_estimator, torch_estimator
 from sparkrunner.ml.driver.persistence import ModelState
 from sparkrunner.ml.driver.scoring import ml_functions
-from sparkrunner.ml.losses import BatchMeanLoss, UnreducedLoss
 
 
 class HorovodModelAccessors:
@@ -210,32 +209,61 @@ def as_drop_in(model: Any, fitted: Any) -> Any:
 
 
 def _torch_params(given: dict[str, Any]) -> dict[str, Any]:
-    """`translated` Params, with Horovod's loss forms."""
-    params = translated(given, _TORCH_ALSO)
-    if "loss" in params:
-        params["loss"] = _loss(params["loss"], params.get("sample_weight_col"))
+    """`translated` Params, with Horovod's loss forms (`loss`, or one of `loss_constructors`)."""
+    constructors = given.get("loss_constructors")
+    params = translated({k: v for k, v in given.items() if k != "loss_constructors"}, _TORCH_ALSO)
+    weighted = params.get("sample_weight_col") is not None
+    if "gradient_compression" in params:
+        params["gradient_compression"] = _compression(params["gradient_compression"])
+    if constructors:
+        if "loss" in params:
+            raise InvalidArgumentError(
+                "loss and loss_constructors are both given: give one of them (loss_constructors builds the loss "
+                "in each rank, for a loss that cannot be pickled)"
+            )
+        constructor = _one("loss_constructors", constructors, "loss constructor")
+        if not callable(constructor):
+            raise InvalidArgumentError(
+                f"loss_constructors={constructors!r}: give a list of one function that builds the loss, called "
+                "without arguments (e.g. [torch.nn.CrossEntropyLoss])"
+            )
+        params["loss"] = losses.Constructed(constructor, weighted)
+    elif "loss" in params:
+        params["loss"] = losses.horovod_form(_one("loss", params["loss"], "loss"), weighted)
     return params
 
 
-_TORCH_ALSO = ("backward_passes_per_step", "input_shapes", "label_shapes", "inmemory_cache_all")
+_TORCH_ALSO = (
+    "backward_passes_per_step", "input_shapes", "label_shapes", "inmemory_cache_all", "metrics",
+    "gradient_compression", "use_gpu",
+)  # fmt: skip
 """What sparkrunner's TorchEstimator honours that its other estimators do not."""
 
 
-def _loss(loss: Any, sample_weight_col: str | None) -> Any:
-    """Horovod's loss forms: a one-element list, and a function that returns the batch's mean (rows then share
-    it); with sample weights the function is called with ``reduction="none"``, as Horovod calls it."""
-    import torch
+_COMPRESSIONS = {"NoneCompressor": None, "none": None, "FP16Compressor": "fp16", "fp16": "fp16"}
+"""Horovod's compressors (``hvd.Compression.none`` / ``.fp16``, classes named so) and their names, as
+`gradient_compression` values: told apart by name, so Horovod need not be imported."""
 
-    if isinstance(loss, (list, tuple)):
-        if len(loss) != 1:
-            raise InvalidArgumentError(
-                f"loss={loss!r}: one loss per label column is not supported; give one loss over all label "
-                "columns (it receives the outputs and the labels side by side)"
-            )
-        (loss,) = loss
-    if callable(loss) and not isinstance(loss, torch.nn.Module):
-        return BatchMeanLoss(loss) if sample_weight_col is None else UnreducedLoss(loss)
-    return loss
+
+def _compression(value: Any) -> str | None:
+    name = value if isinstance(value, str) else getattr(value, "__name__", type(value).__name__)
+    if name not in _COMPRESSIONS:
+        raise InvalidArgumentError(
+            f"gradient_compression={value!r}: give hvd.Compression.fp16 (DDP's fp16 compression hook averages the "
+            "gradients in half precision) or hvd.Compression.none"
+        )
+    return _COMPRESSIONS[name]
+
+
+def _one(name: str, given: Any, what: str) -> Any:
+    """Horovod's one-element list (one loss for the one output): its element; one given alone as it is."""
+    items = given if isinstance(given, (list, tuple)) else [given]
+    if len(items) != 1:
+        raise InvalidArgumentError(
+            f"{name}={given!r}: one {what} per label column is not supported; give one {what} over all label "
+            "columns (it receives the outputs and the labels side by side)"
+        )
+    return items[0]
 
 
 class KerasEstimator(keras_estimator.KerasEstimator):

@@ -14,7 +14,8 @@ from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 
 PASSED_ON = (
     "num_proc", "model", "optimizer", "loss", "feature_cols", "label_cols", "batch_size", "epochs",
-    "validation", "sample_weight_col", "run_id", "verbose", "shuffle",
+    "validation", "sample_weight_col", "run_id", "verbose", "shuffle", "val_batch_size", "train_steps_per_epoch",
+    "validation_steps_per_epoch",
 )  # fmt: skip
 """Horovod's names that sparkrunner's estimators take with the same meaning."""
 
@@ -24,45 +25,53 @@ _READER = (
     "a setting of Horovod's Petastorm reader, which sparkrunner does not use: each rank reads its shard with "
     "sparkrunner's own loader"
 )
-_ONE_LOSS = "sparkrunner trains one loss over all label columns (side by side), not one per label column"
-_KERAS = "the Keras estimator does not take it yet"
 _TRAINER = "pytorch-lightning 2 has no such Trainer argument"
 
 NOT_HONOURED: dict[str, tuple[Any, str]] = {
     "data_module": (None, "sparkrunner's rows reach the ranks through materialize or stream, not a data module"),
-    "loss_constructors": (None, _ONE_LOSS + "; give loss= instead"),
-    "metrics": (None, "sparkrunner's TorchEstimator reports loss and accuracy (Keras' metrics= is honoured)"),
-    "loss_weights": (None, _ONE_LOSS),
-    "gradient_compression": (None, "DDP averages full-precision gradients; Horovod's compressors are Horovod's"),
+    "loss_weights": (None, (
+        "it weighs one loss per label column, each on its own output of the model; sparkrunner's model returns "
+        "one output tensor and one loss gets every label column side by side: weigh the columns inside that loss"
+    )),
+    "gradient_compression": (None, (
+        "the torch drop-in honours it (DDP's fp16 compression hook); Keras' and Lightning's gradients are averaged "
+        "in full precision here"
+    )),
     "continuous_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "categorical_cols": (None, "it describes columns for NVTabular's data module, which sparkrunner does not use"),
     "callbacks": (None, "Horovod's TorchEstimator takes callbacks but never calls them"),
-    "val_batch_size": (None, "the validation batches are batch_size rows at most (as few rows left out as can be)"),
     "shuffle_buffer_size": (None, "deprecated by Horovod; shuffle= says whether rows are shuffled"),
     "partitions_per_process": (10, _READER),
     "train_minibatch_fn": (None, "the training step is sparkrunner's (DDP), which has no hook of Horovod's shape"),
-    "train_steps_per_epoch": (None, "an epoch is one pass over the rows, equal steps on every rank"),
-    "validation_steps_per_epoch": (None, "validation is one pass over the validation rows"),
-    "transformation_fn": (None, "rows are not transformed on their way to the ranks: transform the DataFrame"),
+    "transformation_fn": (None, (
+        "Horovod applies it to the pandas row groups its Petastorm reader reads; sparkrunner's ranks read numpy "
+        "columns in batches of equal count on every rank, which a function that drops, adds or reshapes rows or "
+        "columns would break: apply it in Spark before fit, e.g. df.mapInPandas(lambda frames: map(fn, frames), "
+        "schema)"
+    )),
     "train_reader_num_workers": (2, _READER),
     "val_reader_num_workers": (2, _READER),
     "reader_pool_type": ("thread", _READER),
-    "label_shapes": (None, _KERAS),
-    "inmemory_cache_all": (False, _KERAS),
-    "use_gpu": (True, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount), else the CPU"),
+    "use_gpu": (True, (
+        "the torch drop-in honours it; Keras' ranks train on the GPU Spark assigns them (spark.task.resource.gpu."
+        "amount), else the CPU; Lightning's: give trainer_args={'accelerator': 'cpu'}"
+    )),
     "mp_start_method": (None, _READER),
-    "backward_passes_per_step": (1, "gradient accumulation is TorchEstimator's (backward_passes_per_step=)"),
-    "custom_objects": (None, _KERAS),
-    "checkpoint_callback": (None, _KERAS),
+    "custom_objects": (None, (
+        "each rank rebuilds the model from its JSON architecture without it: register a custom layer with "
+        "keras.saving.register_keras_serializable (tf_keras: keras.utils.register_keras_serializable) in a module "
+        "the ranks import"
+    )),
+    "checkpoint_callback": (None, (
+        "Horovod points it at its store and returns the best model it saved; sparkrunner returns the last "
+        "epoch's model: give the ModelCheckpoint in callbacks= (rank 0 writes it) and load the best from its file"
+    )),
     "backend_env": (None, "sparkrunner starts the ranks, not Horovod's backend: give Runner's env="),
     "transformation_edit_fields": (None, "it goes with transformation_fn, which is not honoured"),
     "transformation_removed_fields": (None, "it goes with transformation_fn, which is not honoured"),
     "num_gpus": (None, "ranks train on the GPU Spark assigns them (spark.task.resource.gpu.amount)"),
-    "logger": (None, "Lightning's Trainer argument: the Lightning drop-in passes it to every rank's Trainer"),
-    "log_every_n_steps": (50, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
     "loader_num_epochs": (None, _READER),
     "terminate_on_nan": (False, _TRAINER + " (use trainer_args={'detect_anomaly': True} or a callback)"),
-    "profiler": (None, "Lightning's Trainer argument: the Lightning drop-in passes it on"),
     "debug_data_loader": (False, _READER),
     "train_async_data_loader_queue_size": (None, _READER),
     "val_async_data_loader_queue_size": (None, _READER),
@@ -129,7 +138,9 @@ def _from_backend(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_unsupported(given: Mapping[str, Any], not_passed: tuple[str, ...]) -> None:
-    own = "the model's own code says it (a LightningModule's configure_optimizers and training_step)"
+    own = (
+        "the model's own code says it (a LightningModule's configure_optimizers, training_step and self.log)"
+    )
     table = {**NOT_HONOURED, **{name: (None, own) for name in not_passed}}
     refused = sorted(
         name

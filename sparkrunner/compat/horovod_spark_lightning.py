@@ -19,8 +19,8 @@ from sparkrunner.ml.driver import lightning_estimator
 
 _ALSO = ("callbacks", "trainer_args", "input_shapes", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's LightningEstimator honours besides Horovod's common names."""
-_NOT_PASSED = ("optimizer", "loss")
-"""The LightningModule's own ``configure_optimizers`` and ``training_step`` say these."""
+_NOT_PASSED = ("optimizer", "loss", "loss_constructors", "metrics")
+"""The LightningModule's own ``configure_optimizers``, ``training_step`` and ``self.log`` say these."""
 _TRAINER_ARGS = {"logger": None, "log_every_n_steps": 50, "profiler": None}
 """Horovod's names for arguments of Lightning's Trainer (with Horovod's defaults): they go into `trainer_args`."""
 

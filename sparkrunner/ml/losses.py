@@ -36,8 +36,16 @@ def loss_module(loss: Any) -> Any:
 
 def probability_kind(loss: Any) -> str | None:
     """How a classifier's outputs become probabilities ("softmax", "exp", "sigmoid"); None for a regressor."""
+    if isinstance(loss, Constructed):
+        loss = loss.factory()
     name = _MODULES.get(loss, "") if isinstance(loss, str) else type(loss).__name__
     return _PROBABILITIES.get(name)
+
+
+def metric_name(fn: Any) -> str:
+    """A metric function's name in the history (`TorchEstimator`'s `metrics`): its ``__name__``, else its
+    type's."""
+    return str(getattr(fn, "__name__", type(fn).__name__))
 
 
 def label_dtype(kind: str | None) -> str:
@@ -66,3 +74,34 @@ class UnreducedLoss:
 
     def __call__(self, outputs: Any, labels: Any) -> Any:
         return self.fn(outputs, labels, reduction="none")
+
+
+class Constructed:
+    """Horovod's `loss_constructors` (one): a zero-argument `factory` that builds the loss, called where the loss
+    is first used (in each rank), so the loss itself need not pickle. A loss module built is used per row; a
+    function built is taken as Horovod takes one (`BatchMeanLoss`, or `UnreducedLoss` with sample weights)."""
+
+    def __init__(self, factory: Any, weighted: bool = False) -> None:
+        self.factory, self.weighted = factory, weighted
+        self._built: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"factory": self.factory, "weighted": self.weighted, "_built": None}
+
+    def __call__(self, outputs: Any, labels: Any) -> Any:
+        if self._built is None:
+            self._built = self._build()
+        return self._built(outputs, labels)
+
+    def _build(self) -> Any:
+        return loss_module(horovod_form(self.factory(), self.weighted))
+
+
+def horovod_form(loss: Any, weighted: bool) -> Any:
+    """A loss as Horovod's estimators take it: a function returns the batch's mean (`BatchMeanLoss`), or with
+    sample weights is called with ``reduction="none"`` (`UnreducedLoss`); anything else (a module) as it is."""
+    import torch
+
+    if callable(loss) and not isinstance(loss, torch.nn.Module):
+        return UnreducedLoss(loss) if weighted else BatchMeanLoss(loss)
+    return loss

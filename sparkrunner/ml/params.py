@@ -147,7 +147,30 @@ class TrainingParams(ScoringParams):
 
 
 @with_accessors
-class PytorchFlavorParams(TrainingParams):
+class LoopParams(TrainingParams):
+    """Horovod's settings of the estimators' own training loops (torch, Lightning, Keras): the validation
+    batches' size and the steps of an epoch."""
+
+    val_batch_size = param(
+        "val_batch_size",
+        "rows per validation batch on each rank (None: the largest up to batch_size that leaves out at most "
+        "1% of the validation rows)",
+    )
+    train_steps_per_epoch = param(
+        "train_steps_per_epoch", "training batches per epoch on each rank, at most one pass (None: one pass)"
+    )
+    validation_steps_per_epoch = param(
+        "validation_steps_per_epoch",
+        "validation batches per epoch on each rank, at most one pass (None: one pass)",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(val_batch_size=None, train_steps_per_epoch=None, validation_steps_per_epoch=None)
+
+
+@with_accessors
+class PytorchFlavorParams(LoopParams):
     """Training whose fitted model MLflow logs in its pytorch flavor (the torch and Lightning estimators)."""
 
     log_model = log_model_param("pytorch")
@@ -180,10 +203,28 @@ class TorchParams(PytorchFlavorParams):
         "batches whose gradients are summed before each optimizer step (gradient accumulation)",
         TypeConverters.toInt,
     )
+    gradient_compression = param(
+        "gradient_compression",
+        "'fp16': the gradients are averaged over the ranks in half precision (DDP's fp16_compress_hook); None: "
+        "in full precision",
+    )
+    use_gpu = param(
+        "use_gpu",
+        "train on the GPU Spark assigns each rank, where there is one (True); False: on the CPU",
+        TypeConverters.toBoolean,
+    )
+    metrics = param(
+        "metrics",
+        "functions fn(outputs, labels) -> a number tensor, averaged over batches and ranks each epoch, in "
+        "history under fn's name (val_<name> for validation)",
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(optimizer=None, loss="mse", backward_passes_per_step=1)
+        self._setDefault(
+            optimizer=None, loss="mse", backward_passes_per_step=1, gradient_compression=None, use_gpu=True,
+            metrics=None,
+        )  # fmt: skip
 
 
 @with_accessors
@@ -203,7 +244,7 @@ class LightningParams(PytorchFlavorParams):
 
 
 @with_accessors
-class KerasParams(TrainingParams):
+class KerasParams(LoopParams):
     """A Keras model (``tf_keras`` or Keras 3), its optimizer, loss and metrics, compiled again in each rank."""
 
     model = param("model", "the Keras model to train (built: its inputs' shapes known)")

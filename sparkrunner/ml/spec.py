@@ -22,6 +22,12 @@ class FitSettings:
     """Each label column's row shape (Horovod's `label_shapes`); None: the labels side by side as one matrix."""
     inmemory_cache_all: bool = False
     """Each rank keeps its shard in memory after the first epoch and serves later epochs from there."""
+    val_batch_size: int | None = None
+    """Rows per validation batch on each rank (Horovod's); None: chosen to leave out as few rows as can be."""
+    train_steps_per_epoch: int | None = None
+    """Training batches per epoch on each rank, at most one pass's (Horovod's); None: one pass."""
+    validation_steps_per_epoch: int | None = None
+    """Validation batches per epoch on each rank, at most one pass's (Horovod's); None: one pass."""
 
     @property
     def columns(self) -> list[str]:
@@ -36,12 +42,16 @@ class TrainSpec(FitSettings):
     """One torch `fit` (`TorchEstimator`, `LightningEstimator`): the pickled model and the loop's settings."""
 
     payload: bytes
-    """cloudpickle of ``(model, optimizer, loss)``, or Lightning's ``(module, callbacks, trainer_args)``:
+    """cloudpickle of ``(model, optimizer, loss, metric functions)``, or Lightning's ``(module, callbacks, trainer_args)``:
     pickled once on the driver, where a failure is clear."""
     probability: str | None
     """"softmax", "exp" or "sigmoid" for a classifier (see `losses.probability_kind`), None for a regressor."""
     backward_passes_per_step: int = 1
     """Batches whose gradients add up before each optimizer step (`TorchEstimator` only)."""
+    use_gpu: bool = True
+    """False: train on the CPU even where a GPU is assigned (`TorchEstimator` only)."""
+    gradient_compression: str | None = None
+    """"fp16": DDP's fp16 compression hook averages the gradients in half precision (`TorchEstimator` only)."""
     input_shapes: tuple[tuple[int, ...], ...] | None = None
     """Each feature column's row shape: ``forward`` gets one tensor per column, ``(rows, *shape)``; None: one
     float32 matrix of the columns side by side."""

@@ -14,25 +14,32 @@ import torch
 
 from sparkrunner.compat.horovod_spark import TorchEstimator, TorchModel
 from sparkrunner.errors import InvalidArgumentError
-from tests.ml.nets import BIAS, WEIGHTS, forward, linear_rows
+from tests.ml.nets import BIAS, WEIGHTS, LockedMSE, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 store_module = pytest.importorskip("horovod.spark.common.store")
+Compression = pytest.importorskip("horovod.torch.compression").Compression
 
 
 @pytest.mark.parametrize(
     ("np_", "loss"),
-    [(-2, torch.nn.functional.mse_loss), (2, torch.nn.MSELoss())],
-    ids=["np<0-loss-function", "spark-loss-module"],
+    [
+        (-2, {"loss": torch.nn.functional.mse_loss, "gradient_compression": Compression.fp16}),
+        (2, {"loss_constructors": [LockedMSE]}),
+    ],
+    ids=["np<0-loss-function-fp16", "spark-loss-constructor"],
 )
 def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
-    spark_local: Any, tmp_path: Path, np_: int, loss: Any
+    spark_local: Any, tmp_path: Path, np_: int, loss: dict[str, Any]
 ) -> None:
+    """With Horovod's loss forms: a function that returns the batch's mean (its gradients averaged in half
+    precision: `hvd.Compression.fp16`), and `loss_constructors` building in each rank a loss that cannot be
+    pickled (`LockedMSE`)."""
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
     estimator = TorchEstimator(
         num_proc=np_ if np_ > 0 else None, store=store_module.LocalStore(str(tmp_path / "store")), model=net,
-        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss=loss, feature_cols=["x"],
+        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), **loss, feature_cols=["x"],
         label_cols=["y"], batch_size=32, epochs=25, validation=0.25, random_seed=1, verbose=0,
         np=np_ if np_ < 0 else None, launcher="direct", tracking=False,
     )  # fmt: skip
@@ -56,6 +63,28 @@ def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
         assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
         again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
         np.testing.assert_allclose(again, scored, rtol=1e-6)
+
+
+def test_fp16_compression_averages_the_gradients_in_half_precision_on_the_cpu(
+    spark_local: Any, tmp_path: Path
+) -> None:
+    """np=-2, launcher direct, `use_gpu=False`: one SGD step (lr=1) from zero weights leaves minus the averaged
+    gradient in each weight. `hvd.Compression.fp16` (DDP's fp16 hook) averages it in half precision, so every
+    weight is a float16 value (the oracle: float16's own rounding; gradients of these random rows averaged in
+    full precision are not, each but with odds of about 1 in 8000). `use_gpu=False` changes nothing on this
+    machine (no GPU): the spec's device choice is tests/ml/test_spec.py's, the GPU case untested."""
+    net = torch.nn.Linear(3, 1)
+    torch.nn.init.zeros_(net.weight)
+    torch.nn.init.zeros_(net.bias)
+    model = TorchEstimator(
+        model=net, optimizer=torch.optim.SGD(net.parameters(), lr=1.0), loss=torch.nn.MSELoss(),
+        feature_cols=["x"], label_cols=["y"], batch_size=8, epochs=1, shuffle=False, use_gpu=False,
+        gradient_compression=Compression.fp16, np=-2, launcher="direct", tracking=False, verbose=0,
+        store=str(tmp_path / "store"),
+    ).fit(linear_rows(spark_local, 16))  # fmt: skip
+    trained = torch.cat([p.detach().reshape(-1) for p in model.getModel().parameters()])
+    assert int(torch.count_nonzero(trained)) == 4
+    assert torch.equal(trained.half().float(), trained), trained.tolist()
 
 
 def test_a_torch_model_built_by_hand_with_horovods_keywords_scores_as_horovods_does(spark_local: Any) -> None:

@@ -42,16 +42,17 @@ def test_horovods_trainer_arguments_and_input_contract_reach_every_ranks_trainer
     estimator = TorchEstimator(
         model=LinearRegression(), feature_cols=["x"], label_cols=["y"], logger=logger, log_every_n_steps=5,
         profiler="simple", trainer_args={"gradient_clip_val": 1.0}, input_shapes=[[-1, 3]],
-        label_shapes=[[-1, 1]], inmemory_cache_all=True,
+        label_shapes=[[-1, 1]], inmemory_cache_all=True, val_batch_size=64,
     )  # fmt: skip
     get = estimator.getOrDefault
     assert get("trainer_args") == {
         "logger": logger, "log_every_n_steps": 5, "profiler": "simple", "gradient_clip_val": 1.0,
     }  # fmt: skip
-    assert (get("input_shapes"), get("label_shapes"), get("inmemory_cache_all")) == (
+    assert (get("input_shapes"), get("label_shapes"), get("inmemory_cache_all"), get("val_batch_size")) == (
         [[-1, 3]],
         [[-1, 1]],
         True,
+        64,
     )
 
 
@@ -60,6 +61,7 @@ def test_horovods_trainer_arguments_and_input_contract_reach_every_ranks_trainer
     [
         {"optimizer": object()},
         {"loss": "mse"},
+        {"metrics": [abs]},
         {"num_gpus": 1},
         {"terminate_on_nan": True},
     ],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import torch
 from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
 from sparkrunner.compat.horovod_spark_lightning import TorchEstimator as LightningTorchEstimator
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.ml.losses import BatchMeanLoss
+from sparkrunner.ml.losses import BatchMeanLoss, probability_kind
 
 
 def params(stage: Any) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
 
 
 def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> None:
-    """Metrics are Keras' own (compiled in every rank); custom_objects would need a different rebuild."""
+    """Metrics are Keras' own (compiled in every rank); custom_objects would need another rebuild in the ranks."""
     got = params(KerasEstimator(metrics=["mae"], label_cols=["y"], random_seed=2, optimizer=None))
     assert (got["metrics"], got["prediction_col"], got["seed"], got["optimizer"]) == (
         ["mae"],
@@ -95,6 +96,15 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         ({"callbacks": [], "metrics": [], "use_gpu": True, "reader_pool_type": "thread"}, {}),
         ({"np": -2, "launcher": "mpirun", "data": "stream", "max_failures": 1}, {"np": -2, "data": "stream"}),
         ({"backward_passes_per_step": 3}, {"backward_passes_per_step": 3}),
+        ({"val_batch_size": 128}, {"val_batch_size": 128}),
+        ({"use_gpu": False}, {"use_gpu": False}),
+        (
+            {"train_steps_per_epoch": 10, "validation_steps_per_epoch": 5},
+            {"train_steps_per_epoch": 10, "validation_steps_per_epoch": 5},
+        ),
+        ({"gradient_compression": "fp16"}, {"gradient_compression": "fp16"}),
+        ({"val_batch_size": None}, {"val_batch_size": None}),
+        ({"metrics": [torch.nn.functional.l1_loss]}, {"metrics": [torch.nn.functional.l1_loss]}),
     ],
 )
 def test_each_horovod_argument_reaches_its_sparkrunner_param(
@@ -137,24 +147,17 @@ def test_a_loss_function_that_reduces_the_batch_is_spread_over_its_rows() -> Non
 
 REFUSED = {
     "data_module": object(),
-    "loss_constructors": [torch.nn.MSELoss],
-    "metrics": ["accuracy"],
     "loss_weights": [0.5, 0.5],
-    "gradient_compression": "fp16",
     "continuous_cols": ["a"],
     "categorical_cols": ["b"],
     "callbacks": [object()],
-    "val_batch_size": 128,
     "shuffle_buffer_size": 1000,
     "partitions_per_process": 4,
     "train_minibatch_fn": lambda: None,
-    "train_steps_per_epoch": 10,
-    "validation_steps_per_epoch": 5,
     "transformation_fn": lambda row: row,
     "train_reader_num_workers": 8,
     "val_reader_num_workers": 8,
     "reader_pool_type": "process",
-    "use_gpu": False,
     "mp_start_method": "spawn",
 }
 
@@ -201,8 +204,8 @@ def test_a_backend_that_counts_no_ranks_is_refused() -> None:
 
 
 def test_several_refused_arguments_are_named_together() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"^metrics, use_gpu: "):
-        TorchEstimator(use_gpu=False, metrics=["mse"])
+    with pytest.raises(InvalidArgumentError, match=r"^data_module, train_minibatch_fn: "):
+        TorchEstimator(train_minibatch_fn=lambda: None, data_module=object())
 
 
 def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
@@ -211,9 +214,34 @@ def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
     ):
         TorchEstimator(data_module=object())
     with pytest.raises(
-        InvalidArgumentError, match=r"custom_objects: the Keras estimator does not take it yet"
+        InvalidArgumentError, match=r"custom_objects: each rank rebuilds the model .*register_keras"
     ):
         KerasEstimator(custom_objects={"swish": object()})
+    with pytest.raises(
+        InvalidArgumentError, match=r"checkpoint_callback: .* give the ModelCheckpoint in callbacks="
+    ):
+        KerasEstimator(checkpoint_callback=object())
+    with pytest.raises(InvalidArgumentError, match=r"transformation_fn: .* apply it in Spark before fit"):
+        TorchEstimator(transformation_fn=lambda frame: frame)
+
+
+def test_every_refusal_is_reachable_from_some_drop_in() -> None:
+    """Each argument of the table is in a drop-in's signature and not honoured by every drop-in that takes it
+    (an argument all of them honour is no refusal)."""
+    import inspect
+
+    from sparkrunner.compat.horovod_params import NOT_HONOURED
+
+    drop_ins = (TorchEstimator, KerasEstimator, LightningTorchEstimator)
+    for name in NOT_HONOURED:
+        refusing = []
+        for drop_in in drop_ins:
+            if name in inspect.signature(drop_in.__init__).parameters:
+                try:
+                    drop_in(**{name: [object()]})
+                except (InvalidArgumentError, TypeError) as error:  # a Param's own type check: honoured
+                    refusing.append(str(error).startswith(f"{name}: Horovod's"))
+        assert any(refusing), name
 
 
 @pytest.mark.parametrize(
@@ -227,6 +255,63 @@ def test_a_store_that_is_no_path_and_no_store_is_refused(store: Any, match: str)
 def test_one_loss_per_label_column_is_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="one loss per label column is not supported"):
         TorchEstimator(loss=[torch.nn.MSELoss(), torch.nn.L1Loss()], label_cols=["a", "b"])
+
+
+def test_one_loss_constructor_builds_the_loss_where_it_is_first_used() -> None:
+    """Horovod's `loss_constructors`: called without arguments where the loss is used (each rank), so the loss
+    travels as its constructor; a module built is used per row, a function built as Horovod's loss functions."""
+    built = params(TorchEstimator(loss_constructors=[torch.nn.L1Loss], label_cols=["y"]))["loss"]
+    out, y = torch.tensor([[1.0], [-2.0]]), torch.tensor([[0.0], [0.0]])
+    travelled = pickle.loads(pickle.dumps(built))
+    assert travelled(out, y).tolist() == [[1.0], [2.0]]  # per row: the module's reduction set to "none"
+    function = params(TorchEstimator(loss_constructors=[lambda: torch.nn.functional.l1_loss]))["loss"]
+    assert function(out, y).tolist() == [1.5, 1.5]  # the batch's mean, given to each row
+    assert probability_kind(
+        params(TorchEstimator(loss_constructors=[torch.nn.CrossEntropyLoss]))["loss"]
+    ) == ("softmax")
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        (
+            {"loss": "mse", "loss_constructors": [torch.nn.MSELoss]},
+            "loss and loss_constructors are both given",
+        ),
+        ({"loss_constructors": [torch.nn.MSELoss, torch.nn.L1Loss]}, "one loss constructor per label column"),
+        ({"loss_constructors": [torch.nn.MSELoss()(torch.ones(1), torch.ones(1))]}, "function that builds"),
+        ({"loss_weights": [0.5, 0.5]}, "one output tensor and one loss gets every label column"),
+    ],
+    ids=["both", "two", "not-callable", "loss_weights"],
+)
+def test_loss_constructors_given_wrongly_and_loss_weights_are_refused(
+    given: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        TorchEstimator(label_cols=["a", "b"], **given)
+
+
+def test_horovods_compressors_are_told_apart_by_name() -> None:
+    """``hvd.Compression.fp16`` becomes DDP's fp16 hook, ``.none`` nothing; anything else is refused."""
+    compression = pytest.importorskip("horovod.torch.compression").Compression
+    assert params(TorchEstimator(gradient_compression=compression.fp16))["gradient_compression"] == "fp16"
+    assert params(TorchEstimator(gradient_compression=compression.none))["gradient_compression"] is None
+    with pytest.raises(InvalidArgumentError, match=r"gradient_compression=.*give hvd\.Compression\.fp16"):
+        TorchEstimator(gradient_compression="int8")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("gradient_compression", "fp16", "averaged in full precision here"),
+        ("use_gpu", False, "Keras' ranks train on the GPU Spark assigns them"),
+    ],
+)
+def test_what_only_the_torch_drop_in_honours_is_refused_by_the_keras_one(
+    name: str, value: Any, why: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=rf"^{name}: Horovod's estimator argument.*{why}"):
+        KerasEstimator(**{name: value})
 
 
 def test_positional_arguments_are_refused_as_horovods_are() -> None:

@@ -4,6 +4,7 @@ and the executors, as a notebook's would be)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,32 @@ class TwoInputs(torch.nn.Module):
         if tuple(x.shape[1:]) != (3, 1) or tuple(s.shape[1:]) != (1,):
             raise ValueError(f"forward got shapes {tuple(x.shape)} and {tuple(s.shape)}")
         return self.x(x.reshape(len(x), 3)) + self.s(s)
+
+
+class BatchLogged(torch.nn.Linear):
+    """A linear model of 3 inputs that appends each forward pass's mode and rows (``train 8``, ``eval 4``) to
+    `log`: the batches the ranks fed it, counted outside the estimator."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(3, 1)
+        self.log = log
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with open(self.log, "a") as f:
+            f.write(f"{'train' if self.training else 'eval'} {len(x)}\n")
+        return super().forward(x)
+
+
+def squared_error(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """A metric function (Horovod's form): the batch's mean squared error. Over batches of one size, its mean
+    over batches and ranks is the mean over rows that the "mse" loss reports."""
+    return ((outputs - labels.reshape(outputs.shape)) ** 2).mean()
+
+
+class LockedMSE(torch.nn.MSELoss):
+    """An MSE loss that holds a lock, so it cannot be pickled: Horovod's `loss_constructors` build such a loss
+    in each rank."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()

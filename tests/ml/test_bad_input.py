@@ -74,6 +74,19 @@ CASES = {
         InvalidArgumentError,
         "backward_passes_per_step must be an int >= 1",
     ),
+    "val_batch_size 0": (dict(val_batch_size=0), InvalidArgumentError, "val_batch_size must be an int >= 1"),
+    "no training step": (
+        dict(train_steps_per_epoch=0),
+        InvalidArgumentError,
+        "train_steps_per_epoch must be an int >= 1",
+    ),
+    "metric not a function": (dict(metrics=["mse"]), InvalidArgumentError, "give a list of functions"),
+    "metrics of one name": (
+        dict(metrics=[torch.nn.functional.l1_loss, lambda o, y: o, lambda o, y: o]),
+        InvalidArgumentError,
+        r"the names \['<lambda>'\] are taken",
+    ),
+    "unpicklable metric": (dict(metrics=[Locked()]), NotPicklableError, "the metric Locked cannot be sent"),
     "unpicklable model": (dict(model=Locked()), NotPicklableError, "cannot be sent to the ranks"),
     "not a module": (dict(model=lambda x: x), InvalidArgumentError, "must be a torch.nn.Module"),
 }

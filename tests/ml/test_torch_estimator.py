@@ -21,6 +21,7 @@ from tests.helpers import leftover_rank_processes
 from tests.ml.nets import (
     BIAS,
     WEIGHTS,
+    BatchLogged,
     LoadLogged,
     StepLogged,
     StuckOnRankOne,
@@ -28,6 +29,7 @@ from tests.ml.nets import (
     classifier,
     forward,
     linear_rows,
+    squared_error,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -125,16 +127,32 @@ def test_transform_loads_the_model_once_per_python_worker(spark_ml: Any, tmp_pat
 def test_backward_passes_per_step_steps_the_optimizer_once_every_that_many_batches(
     spark_ml: Any, store: Path, tmp_path: Path
 ) -> None:
-    """160 rows, 2 ranks of batch 8: 10 batches per epoch on each rank. With 4 backward passes per step each
-    rank steps after batches 4, 8 and the epoch's last (10): 3 steps per epoch, counted by the optimizer's log."""
-    log = tmp_path / "steps.txt"
+    """160 rows, every fifth (32) held out for validation by a column: 128 training rows, 2 ranks of batch 8
+    give 8 batches per epoch on each rank, cut to 6 by `train_steps_per_epoch`. With 4 backward passes per step
+    each rank steps after batches 4 and 6 (the epoch's last): 2 steps per epoch, counted by the optimizer's log.
+    `val_batch_size=4`: each rank's 16 validation rows in batches of 4 (without it: 8), 3 of them every epoch
+    (`validation_steps_per_epoch`), counted by the model's own log of its passes. A metric function's mean over
+    batches and ranks equals the "mse" loss's mean over rows (equal batches)."""
+    from pyspark.sql import functions as F
+
+    steps, passes = tmp_path / "steps.txt", tmp_path / "passes.txt"
     model = TorchEstimator(
-        model=torch.nn.Linear(3, 1), optimizer=lambda params: StepLogged(params, str(log)), loss="mse",
-        feature_cols=["x"], label_cols=["y"], batch_size=8, epochs=2, backward_passes_per_step=4, np=-2,
-        launcher="direct", store=str(store), tracking=False, verbose=0,
-    ).fit(linear_rows(spark_ml, 160))  # fmt: skip
-    assert sorted(log.read_text().split()) == ["0"] * 6 + ["1"] * 6
-    assert len(model.history["loss"]) == 2
+        model=BatchLogged(str(passes)), optimizer=lambda params: StepLogged(params, str(steps)), loss="mse",
+        feature_cols=["x"], label_cols=["y"], batch_size=8, epochs=2, backward_passes_per_step=4,
+        validation="held", val_batch_size=4, train_steps_per_epoch=6, validation_steps_per_epoch=3,
+        metrics=[squared_error], np=-2, launcher="direct", store=str(store), tracking=False,
+        verbose=0,
+    ).fit(linear_rows(spark_ml, 160).withColumn("held", F.col("id") % 5 == 0))  # fmt: skip
+    assert sorted(steps.read_text().split()) == ["0"] * 4 + ["1"] * 4
+    logged = passes.read_text().splitlines()
+    assert sorted(set(logged)) == ["eval 4", "train 8"]
+    assert (logged.count("train 8"), logged.count("eval 4")) == (2 * 2 * 6, 2 * 2 * 3)
+    assert len(model.history["loss"]) == len(model.history["val_loss"]) == 2
+    assert set(model.history) == {"loss", "val_loss", "squared_error", "val_squared_error"}
+    for name in ("loss", "val_loss"):
+        assert model.history[name.replace("loss", "squared_error")] == pytest.approx(
+            model.history[name], rel=1e-5
+        )
 
 
 def test_a_fit_past_its_timeout_fails_showing_where_each_rank_was(spark_ml: Any, store: Path) -> None:

@@ -43,6 +43,8 @@ class NumpyLoader:
         reader: ``"arrow"`` (pyarrow.dataset, default) or ``"petastorm"`` (make_batch_reader; pyarrow < 15).
         prefetch: row-group chunks read ahead in the background (the bound on prefetch memory).
         shuffle_buffer_rows: rows mixed together when shuffling (default: one row group at a time).
+        max_steps: at most this many batches per epoch (None: one pass), the same on every rank; the rows an
+            epoch leaves out are read by none.
         rank, world_size: override what the run sets (``sparkrunner.rank_context()``).
     """
 
@@ -58,6 +60,7 @@ class NumpyLoader:
         reader: str = "arrow",
         prefetch: int = 2,
         shuffle_buffer_rows: int = 0,
+        max_steps: int | None = None,
         rank: int | None = None,
         world_size: int | None = None,
     ) -> None:
@@ -67,6 +70,7 @@ class NumpyLoader:
         self.columns = tuple(columns) if columns is not None else data.column_names
         _check_options(data, self.columns, batch_size, seed, reader, prefetch, shuffle_buffer_rows)
         _check_rank(self.rank, self.world_size)
+        self.max_steps = None if max_steps is None else check_number("max_steps", max_steps, 1)
         shards.check_remainder(remainder)
         if isinstance(data, StreamData):
             check_choice("reader", reader, READERS[:1])
@@ -91,6 +95,11 @@ class NumpyLoader:
         self.steps = self._steps()
 
     def _steps(self) -> int:
+        whole = self._pass_steps()
+        return whole if self.max_steps is None else min(whole, self.max_steps)
+
+    def _pass_steps(self) -> int:
+        """The steps of one pass over the epoch's rows."""
         if isinstance(self.data, StreamData):
             return shards.row_split_steps(
                 self.data.num_rows, self.world_size, self.batch_size, self.remainder

@@ -15,7 +15,7 @@ from sparkrunner.errors import (
     NotPicklableError,
     UnsupportedColumnError,
 )
-from sparkrunner.ml.losses import LOSS_NAMES
+from sparkrunner.ml.losses import LOSS_NAMES, metric_name
 from sparkrunner.options import check_choice, check_number
 
 DATA_MODES = ("materialize", "stream")
@@ -148,6 +148,32 @@ def check_training(epochs: Any, batch_size: Any, data: Any, verbose: Any) -> Non
     check_number("batch_size", batch_size, 1)
     check_number("verbose", verbose, 0)
     check_choice("data", data, DATA_MODES)
+
+
+def optional_size(name: str, value: Any) -> int | None:
+    """None (the estimator's own choice), or an int >= 1: `val_batch_size`, the steps of an epoch."""
+    return None if value is None else int(check_number(name, value, 1))
+
+
+def metric_functions(metrics: Any) -> list[Any]:
+    """`TorchEstimator`'s `metrics`: a list of functions ``fn(outputs, labels)``, each picklable, their names
+    (what the history records them under) distinct and not the loss's or accuracy's."""
+    if metrics is None:
+        return []
+    if not isinstance(metrics, (list, tuple)) or not all(callable(fn) for fn in metrics):
+        raise InvalidArgumentError(
+            f"metrics={metrics!r}: give a list of functions fn(outputs, labels) that return a number tensor"
+        )
+    names = [metric_name(fn) for fn in metrics]
+    clashing = sorted({n for n in names if names.count(n) > 1 or n in ("loss", "accuracy")})
+    if clashing:
+        raise InvalidArgumentError(
+            f"metrics: the names {clashing} are taken (by another metric, or by the loss or accuracy the history "
+            "already records): give each metric function a name of its own (def, or functools.wraps)"
+        )
+    for name, fn in zip(names, metrics, strict=True):
+        pickled(f"metric {name}", fn)
+    return list(metrics)
 
 
 def check_loss(loss: Any) -> None:

@@ -49,6 +49,13 @@ def spec(stage: Any, kind: type[S], **fields: Any) -> S:
     )  # fmt: skip
 
 
+def loop_fields(stage: Any) -> dict[str, int | None]:
+    """The `FitSettings` of Horovod's loop settings (`val_batch_size`, `train_steps_per_epoch`,
+    `validation_steps_per_epoch`) of an estimator with `LoopParams`, each None or an int >= 1."""
+    names = ("val_batch_size", "train_steps_per_epoch", "validation_steps_per_epoch")
+    return {name: checks.optional_size(name, stage.getOrDefault(name)) for name in names}
+
+
 def fit_on_ranks(
     stage: Any,
     df: Any,

@@ -46,6 +46,9 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         callbacks: list[Any] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        val_batch_size: int | None = None,
+        train_steps_per_epoch: int | None = None,
+        validation_steps_per_epoch: int | None = None,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -129,6 +132,7 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
             callbacks=_callbacks(get("callbacks")),
             label_shapes=checks.row_shapes("label_shapes", get("label_shapes"), get("label_cols")),
             inmemory_cache_all=get("inmemory_cache_all"),
+            **fit_stage.loop_fields(self),
         )
 
     def _logged(self, dataset: Any, fitted: fit_stage.Fitted, result: TrainResult) -> str | None:

@@ -65,6 +65,9 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
         input_shapes: list[list[int]] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        val_batch_size: int | None = None,
+        train_steps_per_epoch: int | None = None,
+        validation_steps_per_epoch: int | None = None,
         prediction_col: str = "prediction",
         probability_col: str = "probability",
     ) -> None:

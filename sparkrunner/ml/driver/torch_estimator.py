@@ -20,9 +20,11 @@ from sparkrunner.ml.features import check_widths
 from sparkrunner.ml.params import ScoringParams, TorchParams, input_shapes_param, with_accessors
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ml.tasks.scoring import BatchScorer
-from sparkrunner.options import check_number
+from sparkrunner.options import check_choice, check_number
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")
+COMPRESSIONS = ("fp16",)
+"""`gradient_compression`'s values besides None (full precision)."""
 
 
 class TorchEstimator(Estimator, TorchParams, SavedParams):
@@ -44,9 +46,15 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
         optimizer: Any = None,
         loss: Any = "mse",
         backward_passes_per_step: int = 1,
+        gradient_compression: str | None = None,
+        use_gpu: bool = True,
+        metrics: list[Any] | None = None,
         input_shapes: list[list[int]] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        val_batch_size: int | None = None,
+        train_steps_per_epoch: int | None = None,
+        validation_steps_per_epoch: int | None = None,
         feature_cols: list[str] | None = None,
         label_cols: list[str] | None = None,
         batch_size: int = 32,
@@ -90,10 +98,16 @@ class TorchEstimator(Estimator, TorchParams, SavedParams):
             raise InvalidArgumentError(f"model must be a torch.nn.Module, not {type(module).__name__}")
         checks.check_loss(loss)
         check_number("backward_passes_per_step", get("backward_passes_per_step"), 1)
-        payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss))
+        compression = get("gradient_compression")
+        if compression is not None:
+            check_choice("gradient_compression", compression, COMPRESSIONS)
+        metrics = checks.metric_functions(get("metrics"))
+        payload = checks.pickled("model, optimizer or loss", (module, optimizer, loss, metrics))
         return fit_stage.spec(
             self, TrainSpec, payload=payload, probability=losses.probability_kind(loss),
-            backward_passes_per_step=get("backward_passes_per_step"), **input_contract(self, dataset),
+            backward_passes_per_step=get("backward_passes_per_step"), gradient_compression=compression,
+            use_gpu=get("use_gpu"),
+            **input_contract(self, dataset),
         )  # fmt: skip
 
 
@@ -171,8 +185,8 @@ def fitted_torch_model(stage: Any, dataset: Any, fitted: fit_stage.Fitted, spec:
 
 
 def input_contract(stage: Any, df: Any) -> dict[str, Any]:
-    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`),
-    checked against `df`'s columns before any rank starts."""
+    """The `TrainSpec` fields of Horovod's input contract (`input_shapes`, `label_shapes`, `inmemory_cache_all`)
+    and loop settings (`fit_stage.loop_fields`), checked against `df`'s columns before any rank starts."""
     get = stage.getOrDefault
     features, labels = get("feature_cols"), get("label_cols")
     inputs = checks.row_shapes("input_shapes", get("input_shapes"), features)
@@ -186,7 +200,10 @@ def input_contract(stage: Any, df: Any) -> dict[str, Any]:
         if shapes is not None:
             widths = checks.column_widths(df, columns)
             check_widths(name, shapes, columns, [widths[column] for column in columns])
-    return {"input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all")}
+    return {
+        "input_shapes": inputs, "label_shapes": outputs, "inmemory_cache_all": get("inmemory_cache_all"),
+        **fit_stage.loop_fields(stage),
+    }  # fmt: skip
 
 
 def _logged(

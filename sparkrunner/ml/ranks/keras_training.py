@@ -156,7 +156,10 @@ def _inputs(
     """``fit``'s data arguments: the rank's training batches and, with a validation split, its validation
     batches, with their steps per epoch (equal on every rank); features fed in the model's input `shapes`."""
     columns = spec.columns
-    train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    train = NumpyLoader(
+        train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed,
+        max_steps=spec.train_steps_per_epoch,
+    )  # fmt: skip
     batches = Batches(spec, shapes, train)
     inputs = {
         "x": _input(spec, world, _training_dataset(spec, batches, start, ended)),
@@ -164,8 +167,10 @@ def _inputs(
     }
     if val_data is None:
         return inputs
-    size = validation_batch_size(val_data.num_rows, world, spec.batch_size)
-    val = NumpyLoader(val_data, size, columns=columns, shuffle=False)
+    size = validation_batch_size(val_data.num_rows, world, spec.batch_size, spec.val_batch_size)
+    val = NumpyLoader(
+        val_data, size, columns=columns, shuffle=False, max_steps=spec.validation_steps_per_epoch
+    )
     validation = _input(spec, world, _validation_dataset(spec, Batches(spec, shapes, val)))
     return {**inputs, "validation_data": validation, "validation_steps": len(val)}
 

@@ -30,7 +30,7 @@ def train(spec: TrainSpec, train_data: Data, val_data: Data | None) -> TrainResu
     """Train `spec`'s model on `train_data` with DDP; rank 0 returns the model and its history."""
     import torch.distributed as dist
 
-    device = _device()
+    device = _device(spec.use_gpu)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     try:
@@ -44,22 +44,27 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(spec.seed)
-    model, optimizer, loss = cloudpickle.loads(spec.payload)
+    model, optimizer, loss, metric_fns = cloudpickle.loads(spec.payload)
     model.to(device)
     optimizer = _optimizer(optimizer, model)
     loss_fn = losses.loss_module(loss)
     net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if spec.gradient_compression == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        net.register_comm_hook(None, default_hooks.fp16_compress_hook)  # None: the default process group
     loader, validation = loaders(spec, train_data, val_data)
     start, history = _resume(model, optimizer)
     output_size = 1
     for epoch in range(start, spec.epochs):
         loader.set_epoch(epoch)
         net.train()
-        metrics, output_size = _epoch(spec, net, loss_fn, loader, device, optimizer, epoch)
+        metrics, output_size = _epoch(spec, net, (loss_fn, metric_fns), loader, device, optimizer, epoch)
         if validation is not None:
             net.eval()
             with torch.no_grad():
-                metrics.update(_epoch(spec, net, loss_fn, validation, device, None, epoch, "val_")[0])
+                passed = _epoch(spec, net, (loss_fn, metric_fns), validation, device, None, epoch, "val_")
+                metrics.update(passed[0])
         for name, value in metrics.items():
             history.setdefault(name, []).append(value)
         _checkpoint(model, optimizer, epoch, history)
@@ -75,7 +80,7 @@ def _train(spec: TrainSpec, train_data: Data, val_data: Data | None, device: Any
 def _epoch(
     spec: TrainSpec,
     net: Any,
-    loss_fn: Any,
+    measures: tuple[Any, list[Any]],
     loader: Batches,
     device: Any,
     optimizer: Any,
@@ -83,13 +88,16 @@ def _epoch(
     prefix: str = "",
 ) -> tuple[dict[str, float], int]:
     """One pass over `loader` (training when `optimizer` is given): its mean loss (and accuracy for a
-    classifier) over every rank's rows, and the width of the model's output. Training steps the optimizer
-    once every `backward_passes_per_step` batches (and after the epoch's last) on their summed gradients,
-    each batch's loss divided by that number, as Horovod's ``DistributedOptimizer`` does; DDP averages the
-    gradients over the ranks only in a step's last backward pass."""
+    classifier) over every rank's rows, each metric function's mean over every rank's batches, and the width of
+    the model's output. Training steps the optimizer once every `backward_passes_per_step` batches (and after
+    the epoch's last) on their summed gradients, each batch's loss divided by that number, as Horovod's
+    ``DistributedOptimizer`` does; DDP averages the gradients over the ranks only in a step's last backward
+    pass."""
     import torch
 
-    totals = torch.zeros(3, dtype=torch.float64)  # weighted loss sum, weight sum, correct predictions
+    loss_fn, metric_fns = measures
+    # weighted loss sum, weight sum, correct predictions, batches, then each metric's sum over batches
+    totals = torch.zeros(4 + len(metric_fns), dtype=torch.float64)
     output_size = 1
     training, passes = optimizer is not None, spec.backward_passes_per_step
     if training:
@@ -108,15 +116,24 @@ def _epoch(
             report_progress(
                 epoch=epoch, total=spec.epochs * len(loader), samples=len(y), loss=step_loss.detach()
             )
-        totals += torch.stack(
-            [(per_sample.detach() * weights).sum().cpu(), weights.sum().cpu(), _correct(spec, out, y)]
-        ).double()
+        sums = [(per_sample.detach() * weights).sum(), weights.sum(), _correct(spec, out, y), torch.ones(())]
+        totals += torch.stack([t.detach().double().cpu() for t in sums + _measured(metric_fns, out, y)])
         output_size = int(out.shape[1]) if out.dim() > 1 else 1
     totals = _summed_over_ranks(totals, device)
     metrics = {f"{prefix}loss": float(totals[0] / max(float(totals[1]), 1e-12))}
     if spec.probability is not None:
         metrics[f"{prefix}accuracy"] = float(totals[2] / max(float(totals[1]), 1e-12))
+    for number, fn in enumerate(metric_fns):
+        metrics[f"{prefix}{losses.metric_name(fn)}"] = float(totals[4 + number] / max(float(totals[3]), 1))
     return metrics, output_size
+
+
+def _measured(metric_fns: list[Any], out: Any, y: Any) -> list[Any]:
+    """Each metric function's value on the batch (its mean, when it returns more than one number)."""
+    import torch
+
+    with torch.no_grad():
+        return [torch.as_tensor(fn(out.detach(), y)).double().mean() for fn in metric_fns]
 
 
 def _summed_over_ranks(totals: Any, device: Any) -> Any:
@@ -196,22 +213,31 @@ def _correct(spec: TrainSpec, out: Any, y: Any) -> Any:
 
 def loaders(spec: TrainSpec, train_data: Data, val_data: Data | None) -> tuple[Batches, Batches | None]:
     """This rank's training batches (shuffled as asked) and its part of the validation rows (None without a
-    split) in the same order each epoch, in batches that leave out as few rows as can be (equal steps on every
-    rank drop the remainder); kept in memory after the first epoch with `inmemory_cache_all`."""
+    split) in the same order each epoch, in `val_batch_size` batches, else batches that leave out as few rows as
+    can be (equal steps on every rank drop the remainder); each at most `*_steps_per_epoch` batches an epoch; kept in memory after the first epoch with `inmemory_cache_all`."""
     columns = spec.columns
-    train = NumpyLoader(train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed)
+    train = NumpyLoader(
+        train_data, spec.batch_size, columns=columns, shuffle=spec.shuffle, seed=spec.seed,
+        max_steps=spec.train_steps_per_epoch,
+    )  # fmt: skip
     validation = None
     if val_data is not None:
-        size = validation_batch_size(val_data.num_rows, rank_context().world_size, spec.batch_size)
-        validation = NumpyLoader(val_data, size, columns=columns, shuffle=False)
+        world = rank_context().world_size
+        size = validation_batch_size(val_data.num_rows, world, spec.batch_size, spec.val_batch_size)
+        validation = NumpyLoader(
+            val_data, size, columns=columns, shuffle=False, max_steps=spec.validation_steps_per_epoch
+        )
     if not spec.inmemory_cache_all:
         return train, validation
     kept = None if validation is None else InMemory(validation, False, spec.seed)
     return InMemory(train, spec.shuffle, spec.seed), kept
 
 
-def validation_batch_size(rows: int, world: int, batch_size: int) -> int:
-    """The largest batch up to `batch_size` that leaves at most 1% of `rows` (or fewer than `world`) unread."""
+def validation_batch_size(rows: int, world: int, batch_size: int, asked: int | None = None) -> int:
+    """`asked` (`val_batch_size`), at most a rank's share of `rows`; without it, the largest batch up to
+    `batch_size` that leaves at most 1% of `rows` (or fewer than `world`) unread."""
+    if asked is not None:
+        return max(1, min(asked, rows // world))
     allowed = max(world - 1, rows // 100)
     top = max(1, min(batch_size, rows // world))
     return next(b for b in range(top, 0, -1) if rows % (world * b) <= allowed or b == 1)
@@ -229,10 +255,11 @@ def _optimizer(optimizer: Any, model: Any) -> Any:
     return optimizer(model.parameters())
 
 
-def _device() -> Any:
+def _device(use_gpu: bool) -> Any:
+    """This rank's GPU (of those Spark assigned it) when there is one and `use_gpu`; else the CPU."""
     import torch
 
-    if torch.cuda.is_available():
+    if use_gpu and torch.cuda.is_available():
         return torch.device("cuda", rank_context().local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
