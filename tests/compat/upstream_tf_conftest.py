@@ -62,7 +62,6 @@ def spark_session(
         "spark.task.resource.gpu.amount": str(num_gpus_per_worker),
         "spark.executor.memory": "512m",
         "spark.ui.enabled": "false",
-        # explicit: a stopped session's settings stay in the JVM for the next one
         "spark.ssl.enabled": "false",
         "tensorflow.spark.distributor.ignoreSsl": "false",
         **{k: str(v) for k, v in extra_spark_configs.items()},
@@ -73,6 +72,8 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
+    for key in conf:  # a stopped session's settings stay in the JVM (as system properties) for the next one
+        session._jvm.System.clearProperty(key)
     session.stop()
     os.unlink(worker_script)
     os.unlink(driver_script)
