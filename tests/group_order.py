@@ -1,7 +1,7 @@
 """The order in which pytest-xdist workers take the suite's groups: longest first, by each group's measured time.
 
 A worker takes a group whole (`--dist loadgroup`), and a long group started last keeps one worker busy while the
-other idles; handing the longest groups out first makes the workers end together. The times live in
+other idles; handing the longest groups out first makes the two workers end together. The times live in
 `tests/group_times.json`; `SPARKRUNNER_TEST_GROUP_TIMES=<path>` makes a whole-suite run write them afresh.
 """
 
