@@ -7,13 +7,33 @@ from typing import Any, TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
+from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml.losses import LOSS_NAMES
 
 T = TypeVar("T", bound=type)
 
 
 def param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Param[Any]:
-    return Param(Params._dummy(), name, doc, typeConverter=converter)
+    """A stage's Param: a value `converter` refuses raises `InvalidArgumentError` naming the Param and its doc."""
+    typed = converter if converter is TypeConverters.identity else _Converter(name, doc, converter)
+    return Param(Params._dummy(), name, doc, typeConverter=typed)
+
+
+class _Converter:
+    """One of pyspark's `TypeConverters` whose refusal (a bare `TypeError`, which pyspark words without the
+    stage) becomes sparkrunner's typed error; a class, not a closure, so Params pickle with plain `pickle`."""
+
+    def __init__(self, name: str, doc: str, convert: Any) -> None:
+        self.name, self.doc, self.convert = name, doc, convert
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.convert(value)
+        except TypeError as error:
+            raise InvalidArgumentError(
+                f"{self.name}={value!r} ({type(value).__name__}) is not a valid value: {str(error).rstrip('.')}. "
+                f"{self.name}: {self.doc}"
+            ) from None
 
 
 def log_model_param(flavor: str) -> Param[Any]:

@@ -89,6 +89,17 @@ CASES = {
     "unpicklable metric": (dict(metrics=[Locked()]), NotPicklableError, "the metric Locked cannot be sent"),
     "unpicklable model": (dict(model=Locked()), NotPicklableError, "cannot be sent to the ranks"),
     "not a module": (dict(model=lambda x: x), InvalidArgumentError, "must be a torch.nn.Module"),
+    # pyspark's converters refuse these with a bare TypeError; the stage's own error names the Param
+    "epochs not a number": (
+        dict(epochs="many"),
+        InvalidArgumentError,
+        r"epochs='many' \(str\) is not a valid value: Could not convert",
+    ),
+    "shuffle not a bool": (
+        dict(shuffle="yes"),
+        InvalidArgumentError,
+        "shuffle='yes' .*shuffle the training rows",
+    ),
 }
 
 
