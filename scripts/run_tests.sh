@@ -34,8 +34,8 @@ SPARK35_DESELECT="not mpirun and not petastorm and not runs_on_current_pyarrow_a
 # The whole suite runs on pytest-xdist workers, each taking whole modules (their Spark session starts once) and
 # the network-namespace hosts as one group (tests/conftest.py): most tests wait (for Spark, a timeout, a rank)
 # far more than they compute, so two workers share the two cores well (a third does no better:
-# docs/development.md). Each worker tags its processes and keeps
-# its own MLflow store, so the process-table checks and the stores never see the other worker's runs.
+# docs/development.md). Each worker tags its processes and keeps its own MLflow store, so the process-table
+# checks and the stores never see the other worker's runs.
 WORKERS=${SPARKRUNNER_TEST_WORKERS:-2}
 PARALLEL=(-n "$WORKERS" --dist loadgroup)
 [ "$WORKERS" -gt 1 ] || PARALLEL=()

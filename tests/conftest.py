@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes
+from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes, stop_forgetting
 from tests.jvm_flags import TEST_JVM_FLAGS
 from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
@@ -76,11 +76,8 @@ def spark_session(master: str, **conf: str) -> Any:
         current = None
     if current is not None and _session["key"] == key:
         return current
-    if current is not None:
-        for name, _ in _session["key"][1]:  # Spark keeps a session's settings as JVM system properties
-            if name not in conf:
-                current._jvm.System.clearProperty(name)
-        current.stop()
+    if current is not None:  # the settings this call sets again stay
+        stop_forgetting(current, [name for name, _ in _session["key"][1] if name not in conf])
     builder = (
         SparkSession.builder.master(master)
         .appName("sparkrunner-tests")

@@ -162,3 +162,11 @@ def driver_url(spark: Any) -> str:
     machine shares it: two test workers may start their clusters in the same second."""
     conf = spark.sparkContext.getConf()
     return f"spark://CoarseGrainedScheduler@{conf.get('spark.driver.host')}:{conf.get('spark.driver.port')}"
+
+
+def stop_forgetting(spark: Any, settings: Any) -> None:
+    """Stop `spark` and clear `settings` (names) from its JVM: a stopped session's settings stay there as system
+    properties, and the next session's conf would have them."""
+    for name in settings:
+        spark._jvm.System.clearProperty(name)
+    spark.stop()

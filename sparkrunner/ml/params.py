@@ -15,8 +15,7 @@ T = TypeVar("T", bound=type)
 
 def param(name: str, doc: str, converter: Any = TypeConverters.identity) -> Param[Any]:
     """A stage's Param: a value `converter` refuses raises `InvalidArgumentError` naming the Param and its doc."""
-    typed = converter if converter is TypeConverters.identity else _Converter(name, doc, converter)
-    return Param(Params._dummy(), name, doc, typeConverter=typed)
+    return Param(Params._dummy(), name, doc, typeConverter=_Converter(name, doc, converter))
 
 
 class _Converter:

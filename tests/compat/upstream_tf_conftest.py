@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.compat.upstream_support import discovery_script
+from tests.helpers import stop_forgetting
 
 DRIVER_GPUS = 4
 
@@ -72,8 +73,6 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
-    for key in conf:  # a stopped session's settings stay in the JVM (as system properties) for the next one
-        session._jvm.System.clearProperty(key)
-    session.stop()
+    stop_forgetting(session, conf)  # as the original's fresh cluster per case, nothing left for the next
     os.unlink(worker_script)
     os.unlink(driver_script)
