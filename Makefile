@@ -1,13 +1,19 @@
-# The two commands of the README: `make demo` (set up, then fit and score a Spark ML pipeline on the digits data) and `make test`.
+# The two commands of the README: `make demo` (set up the main environment, then fit and score a Spark ML pipeline on
+# the digits data) and `make test` (set up the test toolchain too, then lint and test).
 # `make image` builds the cluster image localhost/sparkrunner:latest with buildah (docker/build_image.sh, cached by
 # the hash of its inputs); `make image-test` builds it when this tree changed it and tests it from inside.
 # `make test` ends with both (scripts/run_tests.sh).
-.PHONY: setup demo test test-fast lint image image-test
+.PHONY: setup setup-main demo test test-fast lint image image-test
 
+# the test toolchain too (Horovod, the Petastorm and Spark 3.5 environments, buildah, Chromium, the DeepSpeed op)
 setup:
 	bash scripts/setup.sh
 
-demo: setup
+# what the demo runs on: Java and the main environment
+setup-main:
+	bash scripts/setup.sh --main
+
+demo: setup-main
 	.venv/bin/python examples/digits_pipeline.py
 
 # mypy's cache outlives the clone (fresh CI clones check in seconds what they did not change)

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Sets up everything sparkrunner needs on a fresh Debian machine, idempotently:
-#   Debian packages (Java, OpenMPI, iproute2), the main virtual environment, the Horovod wheel,
-#   and the pinned Petastorm environment. Heavy artifacts live in a cache outside the clone
-#   ($SPARKRUNNER_CACHE, default ~/.cache/sparkrunner) so reruns and fresh clones take seconds.
+# Sets up what sparkrunner needs on a fresh Debian machine, idempotently:
+#   bash scripts/setup.sh --main   Java and the main virtual environment: what the demo (`make demo`) runs on
+#   bash scripts/setup.sh          that, then the test toolchain (scripts/setup.d: OpenMPI and the Horovod wheel,
+#                                  the Petastorm and Spark 3.5 environments, buildah, Chromium, the DeepSpeed op)
+# Heavy artifacts live in a cache outside the clone ($SPARKRUNNER_CACHE, default ~/.cache/sparkrunner) so reruns
+# and fresh clones take seconds.
 set -euo pipefail
+MAIN_ONLY=0
+[ "${1:-}" = --main ] && MAIN_ONLY=1
 cd "$(dirname "$0")/.."
 CACHE=${SPARKRUNNER_CACHE:-$HOME/.cache/sparkrunner}
 PYTHON=${PYTHON:-python3}
@@ -14,7 +18,7 @@ say() { printf '\n== setup: %s\n' "$*"; }
 source scripts/lib/apt.sh
 java_pkg=""
 command -v java >/dev/null 2>&1 || java_pkg="openjdk-17-jre-headless"
-apt_install_missing $java_pkg openmpi-bin libopenmpi-dev iproute2 procps
+apt_install_missing $java_pkg iproute2 procps
 
 # The main environment: rebuilt only when requirements/main.txt or the interpreter changes.
 # shellcheck source=lib/venv.sh
@@ -23,6 +27,13 @@ MAIN_VENV="$CACHE/venv-main"
 say "main environment: $MAIN_VENV"
 PYTHON=$PYTHON ensure_venv "$MAIN_VENV" requirements/main.txt
 ln -sfn "$MAIN_VENV" .venv
+ready() {
+  say "ready: $(.venv/bin/python -c 'import sparkrunner, pyspark, torch; print("sparkrunner", sparkrunner.__version__, "pyspark", pyspark.__version__, "torch", torch.__version__)')"
+}
+if [ "$MAIN_ONLY" = 1 ]; then
+  ready
+  exit 0
+fi
 
 # The other steps are independent of each other: they run at the same time (the Horovod build is CPU-bound,
 # the environments mostly download), each logging to a file shown when it ends.
@@ -46,4 +57,4 @@ for i in "${!steps[@]}"; do
   fi
 done
 [ "$failed" = 0 ] || exit 1
-say "ready: $(.venv/bin/python -c 'import sparkrunner, pyspark, torch; print("sparkrunner", sparkrunner.__version__, "pyspark", pyspark.__version__, "torch", torch.__version__)')"
+ready
