@@ -349,4 +349,6 @@ def _serve() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # with its clean-up done: no module teardown (seconds with torch loaded) holds its end up
