@@ -22,6 +22,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -106,11 +107,13 @@ class ZygoteLease:
 @dataclass(frozen=True)
 class ImportsKey:
     """Everything that decides what a local rank imports: the interpreter, the working folder (the first entry
-    of a ``-m`` process's sys.path), the run's ``env=``, the PYTHONPATH (this process's sys.path included) and
-    thread counts ranks get, and the preloadable modules the function imports."""
+    of a ``-m`` process's sys.path), the temp dir (torch._dynamo keeps its cache folder's path from there), the
+    run's ``env=``, the PYTHONPATH (this process's sys.path included) and thread counts ranks get, and the
+    preloadable modules the function imports."""
 
     interpreter: str
     cwd: str
+    temp_dir: str
     env: tuple[tuple[str, str], ...]
     imports_env: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
@@ -129,7 +132,7 @@ class DriverZygote:
             secret, _ignore, _ignore, LOOPBACK, server_port(LOOPBACK, options.port_range)
         )
         me = zygote_client.process_identity(os.getpid())
-        path = zygote_client.named_socket(f"driver:{me}:{id(self)}")
+        path = zygote_client.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
         self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, key.warm, socket=path)
         env = {
             **os.environ,
@@ -215,6 +218,7 @@ class DriverZygoteUse:
         self._key = ImportsKey(
             sys.executable,
             os.getcwd(),
+            tempfile.gettempdir(),
             tuple(sorted(options.env.items())),
             tuple(sorted(imports_env.items())),
             modules,

@@ -163,6 +163,21 @@ def socket_path(run_id: str) -> str:
     return named_socket(f"{run_id}:{_executor_daemon()}")
 
 
+def abstract_socket(name: str) -> str:
+    """A zygote socket in Linux's abstract namespace for `name` (no file anywhere; the key authenticates who
+    connects), written ``@name`` (an environment variable holds no NUL): the driver's zygotes'."""
+    return "@sparkrunner-zygote-" + hashlib.sha256(name.encode()).hexdigest()[:24]
+
+
+def is_abstract(path: str) -> bool:
+    return path.startswith("@")
+
+
+def socket_address(path: str) -> str:
+    """What `socket.bind` and `connect` take for a zygote socket `path` (an abstract one's leading NUL)."""
+    return "\0" + path[1:] if is_abstract(path) else path
+
+
 def named_socket(name: str) -> str:
     """A zygote socket's path for `name` in this user's sockets' folder, short enough for a Unix socket's 108
     bytes wherever the temp folder is."""
@@ -216,7 +231,7 @@ def _connect(path: str, key: bytes) -> tuple[socket.socket, Connection] | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     try:
-        sock.connect(path)
+        sock.connect(socket_address(path))
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
