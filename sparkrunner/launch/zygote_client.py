@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class ZygoteRank:
         echo_to: int | None,
     ) -> None:
         self._sock, self._conn = sock, conn
+        self._polling = threading.Lock()
         read, write = os.pipe()
         try:
             m.send(conn, m.Fork(list(argv), dict(env), os.getcwd()))
@@ -100,21 +102,24 @@ class ZygoteRank:
         self.pid = reply.pid
 
     def poll(self) -> int | None:
-        if self._code is None and readable(self._sock, 0):
-            try:
-                reply = m.receive(self._conn)
-                self._code = reply.code if isinstance(reply, m.Exit) else 1
-            except ChannelError:
-                self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
-            self._conn.close()
-        return self._code
+        """Its exit code once the zygote sent it, else None; from any thread (on the driver, the placement's
+        supervision and the thread that closes the run's services both ask)."""
+        with self._polling:
+            if self._code is None and readable(self._sock, 0):
+                try:
+                    reply = m.receive(self._conn)
+                    self._code = reply.code if isinstance(reply, m.Exit) else 1
+                except ChannelError:
+                    self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
+                self._conn.close()
+            return self._code
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
-            readable(self._sock, DIRECT_POLL_S)
+            time.sleep(DIRECT_POLL_S)
         self.output.join()
         return code
 
