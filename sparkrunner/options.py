@@ -280,6 +280,13 @@ class RunOptions:
         f"listening ports) comes from it, for firewalls and network policies. Default: ``{Env.PORT_RANGE}`` "
         '(``"low-high"``) when set, else any free port (docs/networking.md).',
     )
+    cold_start: bool = option(
+        False,
+        "``np < 0`` with the direct launcher: False forks each rank from an import zygote this driver process keeps "
+        "between runs (numpy, scipy, torch, torchvision imported once, when the function imports them), so a later "
+        "run or a retry does not import them again; True starts every rank as a new interpreter (docs/elastic.md, "
+        '"Local runs start warm"). Other launchers, Spark runs and warm sessions ignore it.',
+    )
     np_range: SizeRange | None = option(None, "(set from ``np=(min, max)``, not given by the user)")
 
     def __post_init__(self) -> None:
@@ -297,6 +304,7 @@ class RunOptions:
         if self.retry_if is not None and not callable(self.retry_if):
             raise InvalidArgumentError(f"retry_if must be a function(error) -> bool, not {self.retry_if!r}")
         check_checkpoint_dir(self.np, self.max_failures, self.checkpoint_dir)
+        check_choice("cold_start", self.cold_start, (True, False))
         for name in ("horovod", "use_gpu"):
             check_choice(name, getattr(self, name), (None, True, False))
         self._check_ranks_per_task()

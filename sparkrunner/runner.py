@@ -56,6 +56,7 @@ class Runner:
         use_gpu: bool | None = None,
         ranks_per_task: int | None = None,
         port_range: tuple[int, int] | None = None,
+        cold_start: bool = False,
     ) -> None:
         install_default_handler()
         np, np_range = parse_np(np)
@@ -65,7 +66,7 @@ class Runner:
             progress=progress, observers=observers, max_failures=max_failures,
             checkpoint_dir=checkpoint_dir, stop_grace_s=stop_grace_s, retry_if=retry_if,
             stall_timeout=stall_timeout, on_stall=on_stall, horovod=horovod, use_gpu=use_gpu,
-            ranks_per_task=ranks_per_task, port_range=port_range,
+            ranks_per_task=ranks_per_task, port_range=port_range, cold_start=cold_start,
         )  # fmt: skip
         live = [ProgressObserver(show=bool(progress)), AnatomyObserver(show=bool(progress))]
         self._observers = [*live, *tracking_observer(tracking), *observers]

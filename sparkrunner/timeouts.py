@@ -177,6 +177,10 @@ RUN_OVER_EXIT_WAIT_S = _timing(
 ZYGOTE_IDLE_S = _timing(
     "ZYGOTE_IDLE_S", 300.0, "an executor's zygote with no connection (no rank to fork or watch) ends itself"
 )
+DRIVER_ZYGOTE_IDLE_S = _timing(
+    "DRIVER_ZYGOTE_IDLE_S", 3600.0, "the driver's import zygote (np < 0 runs) without a run ends itself (the next "
+    "run starts a new one, importing again)"
+)  # fmt: skip
 ZYGOTE_POLL_S = _timing(
     "ZYGOTE_POLL_S", 0.05, "a zygote: between two looks at its forked ranks, its executor and its idle time"
 )

@@ -19,6 +19,7 @@ PROGRAMS = ROOT / "tests" / "programs"
 # below see this session's ranks only, never those of another test session on the same machine.
 TEST_SESSION_ENV = "SPARKRUNNER_TEST_SESSION"
 _RUN_ID_PREFIX = b"SPARKRUNNER_RUN_ID="
+_DRIVER_ZYGOTE_PREFIX = b"SPARKRUNNER_DRIVER_ZYGOTE="
 
 
 def _environ_of(pid: str) -> list[bytes] | None:
@@ -56,6 +57,30 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
         except OSError:
             continue
     return found
+
+
+def driver_zygotes(driver_pid: int | None = None) -> dict[int, int]:
+    """This test session's live import zygotes that a driver process keeps for np < 0 runs (all drivers', or
+    `driver_pid`'s), pid -> the driver's pid, read from each process's environment in /proc. An idle zygote carries
+    no run id, so `rank_processes` never counts it; a rank it forked carries its run's, so it counts as any rank."""
+    session = f"{TEST_SESSION_ENV}={os.environ[TEST_SESSION_ENV]}".encode()
+    found: dict[int, int] = {}
+    for pid in os.listdir("/proc"):
+        env = _environ_of(pid) if pid.isdigit() else None
+        if env is None or session not in env:
+            continue
+        for entry in env:
+            if entry.startswith(_DRIVER_ZYGOTE_PREFIX):
+                driver = int(entry[len(_DRIVER_ZYGOTE_PREFIX) :].split(b":")[0])
+                if driver_pid is None or driver == driver_pid:
+                    found[int(pid)] = driver
+    return found
+
+
+def parent_of(pid: int) -> int:
+    """`pid`'s parent, read from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
 
 
 def _names_run(entry: bytes, wanted: bytes) -> bool:

@@ -46,6 +46,9 @@ class Env:
     ZYGOTE_MODULES = "SPARKRUNNER_ZYGOTE_MODULES"  # comma-separated modules the zygote imports before forking
     ZYGOTE_WARM = "SPARKRUNNER_ZYGOTE_WARM"  # comma-separated modules it imports later, once idle
     ZYGOTE_ROOM = "SPARKRUNNER_ZYGOTE_ROOM"  # padding: room in the zygote's environ block for a rank's own
+    DRIVER_ZYGOTE = (
+        "SPARKRUNNER_DRIVER_ZYGOTE"  # "pid:start ticks" of the driver that keeps this import zygote
+    )
 
 
 CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"  # the GPUs a rank may see, as torchrun sets it

@@ -40,7 +40,7 @@ from sparkrunner.driver.elastic import GrowWatch, Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
 from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import RunDeadline, Supervisor, error_of
-from sparkrunner.driver.zygotes import ZygoteLease, wants_zygotes
+from sparkrunner.driver.zygotes import Zygotes, zygotes_for
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
 from sparkrunner.launch import Launcher, RankJob, processes
 from sparkrunner.launch.driver import resolve_launcher
@@ -156,7 +156,7 @@ class _Run:
     record: RunRecord
     checkpoints: RunCheckpoints
     env: dict[str, str]
-    zygotes: ZygoteLease | None
+    zygotes: Zygotes | None
 
     def close(self) -> None:
         self.checkpoints.close()
@@ -275,7 +275,7 @@ class RunController:
         env = {**observers.start(record), **options.env, **checkpoints.rank_env()}
         if call.every_rank:
             env[Env.RESULTS] = "all"
-        zygotes = ZygoteLease(record.run_id, call.main) if wants_zygotes(options, launcher.name) else None
+        zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
         return _Run(
             call,
             payload,

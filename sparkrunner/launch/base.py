@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -15,7 +15,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.common.checks import PortRange
 from sparkrunner.launch import gpus, network, processes, user_env
 from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.zygote_client import ZygoteSpec
+from sparkrunner.launch.zygote_client import ZygoteSpec, imports_environment
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
@@ -38,7 +38,8 @@ class RankJob:
     barrier_stage: str | None = None
     """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
     zygote: ZygoteSpec | None = None
-    """Set for direct runs that may start again (`max_failures`, an np range): ranks fork from a zygote."""
+    """Set for direct Spark runs that may start again (`max_failures`, an np range): ranks fork from their
+    executor's zygote; and for direct np < 0 runs that start warm: ranks fork from the driver's."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def rank_process_environment(
     PYTHONPATH keeps the user's entries first. `gloo`: Horovod's Gloo wiring (not under mpirun: MPI there).
 
     The run secret is not in it: the spawner hands it over with a `handover.SecretDrop`."""
-    inherited = os.environ.get("PYTHONPATH")
+    inherited = os.environ.get("PYTHONPATH")  # (before a framework's defaults)
     env = {**os.environ, **job.user_env}
     env.update(frameworks.rank_environment(topology, index, gloo))
     for name, value in _defaults(topology, index, gloo).items():
@@ -72,8 +73,7 @@ def rank_process_environment(
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
             Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
-            # what the spawning interpreter can import (py-files, notebook folders), the rank can too
-            "PYTHONPATH": user_env.python_path([job.user_env.get("PYTHONPATH"), inherited]),
+            "PYTHONPATH": _python_path(job.user_env, inherited),
         }
     )
     if job.port_range is not None:  # servers a rank opens (a stream's) take their ports from it too
@@ -93,10 +93,27 @@ def _defaults(topology: Topology, index: int, gloo: bool) -> dict[str, str]:
     that reaches the peers, unbuffered output, and one OpenMP thread when ranks share a host."""
     env = {**frameworks.rank_defaults(gloo), "PYTHONUNBUFFERED": "1"}
     env.update(network.socket_environment(topology.peers[index].host))
-    if _ranks_on_host(topology, topology.peers[index].host) > 1:
-        # as under torchrun: ranks sharing a host would each start a thread per core and oversubscribe it
-        env["OMP_NUM_THREADS"] = "1"
+    env.update(_thread_defaults(_ranks_on_host(topology, topology.peers[index].host)))
     return env
+
+
+def _thread_defaults(ranks_on_host: int) -> dict[str, str]:
+    """As under torchrun: ranks sharing a host would each start a thread per core and oversubscribe it."""
+    return {"OMP_NUM_THREADS": "1"} if ranks_on_host > 1 else {}
+
+
+def _python_path(job_env: dict[str, str], inherited: str | None) -> str:
+    """What the spawning interpreter can import (py-files, notebook folders), the rank can too."""
+    return user_env.python_path([job_env.get("PYTHONPATH"), inherited])
+
+
+def local_imports_environment(job_env: dict[str, str], num_ranks: int) -> dict[str, str]:
+    """What decides the imports of each of `num_ranks` ranks on this machine (np < 0), known before their
+    topology: the PYTHONPATH and thread counts `rank_process_environment` gives them with `job_env` as the run's
+    environment (`zygote_client.imports_environment`)."""
+    env = {**_thread_defaults(num_ranks), **os.environ, **job_env}
+    env["PYTHONPATH"] = _python_path(job_env, os.environ.get("PYTHONPATH"))
+    return imports_environment(env)
 
 
 def _ranks_on_host(topology: Topology, host: str) -> int:
@@ -108,7 +125,7 @@ def barrier_task_of(job: RankJob, index: RankIndex) -> TaskIndex:
     return TaskIndex(index // job.ranks_per_task)
 
 
-def close_after(ranks: list[processes.RankProcess], *closers: Callable[[], object]) -> None:
+def close_after(ranks: Sequence[processes.RankHandle], *closers: Callable[[], object]) -> None:
     """In the background: once every local rank has ended, call `closers` (driver-hosted services, secrets)."""
 
     def wait_then_close() -> None:
@@ -137,7 +154,7 @@ class Launcher(ABC):
         """Raise `LauncherUnavailableError` before anything starts when this launcher cannot run here."""
 
     @abstractmethod
-    def start_local(self, job: RankJob, topology: Topology) -> list[processes.RankProcess]:
+    def start_local(self, job: RankJob, topology: Topology) -> list[processes.RankHandle]:
         """Start every rank on this machine and return the processes to supervise."""
 
     def rank_exit_code(self, output: str, rank: int) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sparkrunner import frameworks
 from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.launch import zygote_client
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -11,7 +12,7 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.processes import RankHandle, RankProcess
 from sparkrunner.topology import Topology
 
 
@@ -20,16 +21,21 @@ class DirectLauncher(Launcher):
 
     name = "direct"
 
-    def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
+    def start_local(self, job: RankJob, topology: Topology) -> list[RankHandle]:
+        """Each rank forked from the driver's zygote when the run starts warm (`job.zygote`), else (or when the
+        zygote cannot serve) started as a new interpreter."""
         services = frameworks.task_services(topology, 0, job.uses_horovod)
         services.__enter__()
         drop = SecretDrop()
         drop.put_run_secret(job.secret, [topology.local_rank(i) for i in range(topology.size)])
         ranks = [
-            RankProcess(
-                worker_command(), {**rank_process_environment(job, topology, i, False, False), **drop.env()}
-            )
+            _start_rank(job, {**rank_process_environment(job, topology, i, False, False), **drop.env()})
             for i in range(topology.size)
         ]
         close_after(ranks, drop.close, lambda: services.__exit__(None, None, None))
         return ranks
+
+
+def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
+    forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, None)
+    return forked or RankProcess(worker_command(), env)

@@ -29,7 +29,7 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.launch.network import mpi_port_split
-from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.processes import RankHandle, RankProcess
 from sparkrunner.launch.temp_folder import WatchedFolder
 from sparkrunner.topology import Topology
 
@@ -122,7 +122,7 @@ class MpirunLauncher(Launcher):
     def rank_exit_code(self, output: str, rank: int) -> int | None:
         return rank_exit_from_banner(output, rank)
 
-    def start_local(self, job: RankJob, topology: Topology) -> list[RankProcess]:
+    def start_local(self, job: RankJob, topology: Topology) -> list[RankHandle]:
         env = shared_environment(job, topology, in_spark_task=False)
         placement = ["--host", f"localhost:{topology.size}"]
         cmd = mpirun_command(topology.size, placement, exported_names(env, job), None, job.port_range)
@@ -130,6 +130,6 @@ class MpirunLauncher(Launcher):
         drop.put_run_secret(job.secret, range(topology.size))
         tmp = WatchedFolder(FOLDER_PREFIX)
         log.debug("starting mpirun on the driver: %s", shlex.join(cmd))
-        ranks = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp.path)})]
+        ranks: list[RankHandle] = [RankProcess(cmd, {**env, **drop.env(), **session_dir_env(tmp.path)})]
         close_after(ranks, drop.close, tmp.remove)
         return ranks

@@ -132,6 +132,19 @@ def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
     return found
 
 
+def processes_with(variable: str, value: str) -> list[int]:
+    """Pids of live processes on this machine (other than this one) whose environment sets `variable` to `value`."""
+    wanted = f"{variable}={value}".encode()
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit()
+        and int(entry) != os.getpid()
+        and wanted in proc_strings(entry, "environ")
+        and not ended(int(entry))
+    ]
+
+
 def stopped(pids: Iterable[int]) -> list[int]:
     """Those of `pids` stopped by a signal (SIGSTOP, SIGTSTP): they cannot act on SIGTERM until continued."""
     return [pid for pid in pids if (stat := proc_stat(pid)) is not None and stat.state in ("T", "t")]

@@ -1,8 +1,10 @@
-"""Task side of the executor's zygote (`sparkrunner.ranks.zygote`): start it for the run when none listens yet,
-and start a rank through it (`ZygoteRank`, which a task waits for as for a `RankProcess`).
+"""Client side of a zygote (`sparkrunner.ranks.zygote`): start one, and start a rank through it (`ZygoteRank`,
+which a launcher waits for as for a `RankProcess`).
 
-One zygote per run and executor: its socket is named by the run and the executor's Python daemon, which every
-task of that executor shares; a lock file lets one task start it while the others wait.
+On an executor: one zygote per run, started by the first barrier task that needs it; its socket is named by the
+run and the executor's Python daemon, which every task of that executor shares; a lock file lets one task start
+it while the others wait. On the driver (np < 0): `sparkrunner.driver.zygotes` starts and keeps the zygote, and
+its spec names the socket (`ZygoteSpec.socket`): ranks only connect there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -45,7 +48,7 @@ imports the key: modules loaded on first use, not by the import itself: Distribu
 torch.compile load torch._dynamo (2-3 s); sparkrunner's data readers load pyarrow's dataset and Parquet modules.
 None starts a thread when imported."""
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Read when numpy or torch is imported: the zygote takes the ranks' values, so a forked rank's pools match."""
 
 _ROOM = 64 * 1024
@@ -67,6 +70,8 @@ class ZygoteSpec:
     modules: tuple[str, ...]
     warm: tuple[str, ...] = ()
     """Modules it imports later, once idle (`WARM_LATER`): the first attempt's ranks do not wait for them."""
+    socket: str | None = None
+    """The socket of a zygote the driver keeps (np < 0): ranks connect there, and nothing starts one."""
 
 
 class ZygoteRank:
@@ -82,6 +87,7 @@ class ZygoteRank:
         echo_to: int | None,
     ) -> None:
         self._sock, self._conn = sock, conn
+        self._polling = threading.Lock()
         read, write = os.pipe()
         try:
             m.send(conn, m.Fork(list(argv), dict(env), os.getcwd()))
@@ -96,21 +102,24 @@ class ZygoteRank:
         self.pid = reply.pid
 
     def poll(self) -> int | None:
-        if self._code is None and readable(self._sock, 0):
-            try:
-                reply = m.receive(self._conn)
-                self._code = reply.code if isinstance(reply, m.Exit) else 1
-            except ChannelError:
-                self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
-            self._conn.close()
-        return self._code
+        """Its exit code once the zygote sent it, else None; from any thread (on the driver, the placement's
+        supervision and the thread that closes the run's services both ask)."""
+        with self._polling:
+            if self._code is None and readable(self._sock, 0):
+                try:
+                    reply = m.receive(self._conn)
+                    self._code = reply.code if isinstance(reply, m.Exit) else 1
+                except ChannelError:
+                    self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
+                self._conn.close()
+            return self._code
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
         while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
-            readable(self._sock, DIRECT_POLL_S)
+            time.sleep(DIRECT_POLL_S)
         self.output.join()
         return code
 
@@ -127,28 +136,60 @@ class ZygoteRank:
 def fork_rank(
     spec: ZygoteSpec, argv: list[str], env: Mapping[str, str], echo_to: int | None
 ) -> ZygoteRank | None:
-    """The rank `argv` with `env`, forked by this executor's zygote (started now if none listens); None when
-    no zygote can serve (the caller starts the rank cold)."""
-    path = socket_path(spec.run_id)
+    """The rank `argv` with `env`, forked by the driver's zygote (`spec.socket`) or this executor's (started now
+    if none listens); None when no zygote can serve (the caller starts the rank cold)."""
     try:
-        with _locked(path + m.ZYGOTE_LOCK_SUFFIX):
-            connected = _connect(path, spec.key) or (_start(spec, path, env) and _connect(path, spec.key))
-        if not connected:
+        connected = (
+            _connect(spec.socket, spec.key) if spec.socket is not None else _connect_or_start(spec, env)
+        )
+        if connected is None:
             return None
         return ZygoteRank(*connected, argv, env, echo_to)
     except Exception as exc:  # (a broken handshake included) whatever it was, the rank can still start cold
-        log.warning("the executor's zygote could not start a rank (it starts cold): %s", exc)
+        log.warning("the zygote could not start a rank (it starts cold): %s", exc)
         return None
+
+
+def _connect_or_start(
+    spec: ZygoteSpec, rank_env: Mapping[str, str]
+) -> tuple[socket.socket, Connection] | None:
+    """A connection to this executor's zygote for the run, started now (by this task alone) if none listens."""
+    path = socket_path(spec.run_id)
+    with _locked(path + m.ZYGOTE_LOCK_SUFFIX):
+        connected = _connect(path, spec.key)
+        if connected is None and _start(spec, path, rank_env):
+            connected = _connect(path, spec.key)
+        return connected
 
 
 def socket_path(run_id: str) -> str:
     """This executor's zygote socket for the run: named by the run and the executor's Python daemon (this
-    task's parent), short enough for a Unix socket's 108 bytes wherever the temp folder is."""
+    task's parent)."""
+    return named_socket(f"{run_id}:{_executor_daemon()}")
+
+
+def abstract_socket(name: str) -> str:
+    """A zygote socket in Linux's abstract namespace for `name` (no file anywhere; the key authenticates who
+    connects), written ``@name`` (an environment variable holds no NUL): the driver's zygotes'."""
+    return "@sparkrunner-zygote-" + hashlib.sha256(name.encode()).hexdigest()[:24]
+
+
+def is_abstract(path: str) -> bool:
+    return path.startswith("@")
+
+
+def socket_address(path: str) -> str:
+    """What `socket.bind` and `connect` take for a zygote socket `path` (an abstract one's leading NUL)."""
+    return "\0" + path[1:] if is_abstract(path) else path
+
+
+def named_socket(name: str) -> str:
+    """A zygote socket's path for `name` in this user's sockets' folder, short enough for a Unix socket's 108
+    bytes wherever the temp folder is."""
     folder = os.path.join(tempfile.gettempdir(), f"sparkrunner-zygotes-{os.getuid()}")
     if len(folder) > 60:
         folder = f"/tmp/sparkrunner-zygotes-{os.getuid()}"
-    name = hashlib.sha256(f"{run_id}:{_executor_daemon()}".encode()).hexdigest()[:24]
-    return os.path.join(folder, f"{name}.sock")
+    return os.path.join(folder, f"{hashlib.sha256(name.encode()).hexdigest()[:24]}.sock")
 
 
 def made_in_sockets_folder(path: str, make: Callable[[str], T]) -> T:
@@ -171,9 +212,13 @@ def remove_sockets_folder(path: str) -> None:
 
 def _executor_daemon() -> str:
     """ "pid:start ticks" of the process that started this Python worker: the executor's Python daemon."""
-    parent = os.getppid()
-    stat = processes.proc_stat(parent)
-    return f"{parent}:{stat.start_ticks if stat is not None else 0}"
+    return process_identity(os.getppid())
+
+
+def process_identity(pid: int) -> str:
+    """ "pid:start ticks" of `pid`: what a zygote watches (it ends with that process, not with a reused pid)."""
+    stat = processes.proc_stat(pid)
+    return f"{pid}:{stat.start_ticks if stat is not None else 0}"
 
 
 @contextlib.contextmanager
@@ -191,7 +236,7 @@ def _connect(path: str, key: bytes) -> tuple[socket.socket, Connection] | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     try:
-        sock.connect(path)
+        sock.connect(socket_address(path))
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         return None
@@ -207,42 +252,60 @@ def _start(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> bool:
     for started in list(_started):
         if started.poll() is not None:
             _started.remove(started)
+    zygote = start_zygote(_zygote_environment(spec, path, rank_env), spec.key)
+    if zygote is not None:
+        _started.append(zygote)
+    return zygote is not None
+
+
+def start_zygote(env: Mapping[str, str], key: bytes) -> subprocess.Popen[bytes] | None:
+    """A zygote started with `env` (its socket, lease and modules named there) and `key`, once it listens; None
+    (and nothing left running) when it does not within `ZYGOTE_START_WAIT_S`."""
     zygote = subprocess.Popen(
         [sys.executable, "-m", "sparkrunner.ranks.zygote", " " * 64],  # (room for a rank's argv)
-        env=_zygote_environment(spec, path, rank_env),
+        env=dict(env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         start_new_session=True,
     )
-    _started.append(zygote)
     assert zygote.stdin is not None and zygote.stdout is not None
     with contextlib.suppress(OSError):
-        zygote.stdin.write(spec.key)
+        zygote.stdin.write(key)
     with contextlib.suppress(OSError):
         zygote.stdin.close()
     if readable(zygote.stdout, ZYGOTE_START_WAIT_S) and zygote.stdout.readline() == m.ZYGOTE_READY:
         zygote.stdout.close()
-        return True
-    log.warning("the executor's zygote did not start within %s s: the ranks start cold", ZYGOTE_START_WAIT_S)
+        return zygote
+    log.warning("a zygote did not start within %s s: the ranks start cold", ZYGOTE_START_WAIT_S)
     processes.kill_tree(zygote.pid)
+    zygote.wait()
     zygote.stdout.close()
-    return False
+    return None
 
 
 def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> dict[str, str]:
     """This task's environment with the ranks' PYTHONPATH and thread counts, the run's id and the zygote's own."""
     env = {name: value for name, value in os.environ.items() if name != Env.STARTED_BY_TASK}
-    env.update({name: rank_env[name] for name in ("PYTHONPATH", *_THREAD_VARIABLES) if name in rank_env})
-    env.update(
-        {
-            Env.RUN_ID: spec.run_id,
-            Env.ZYGOTE_SOCKET: path,
-            Env.ZYGOTE_LEASE: f"{spec.lease[0]}:{spec.lease[1]}",
-            Env.ZYGOTE_WATCH: _executor_daemon(),
-            Env.ZYGOTE_MODULES: ",".join(spec.modules),
-            Env.ZYGOTE_WARM: ",".join(spec.warm),
-            Env.ZYGOTE_ROOM: " " * _ROOM,
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
+    env.update(imports_environment(rank_env))
+    env[Env.RUN_ID] = spec.run_id
+    env.update(zygote_variables(spec, path, _executor_daemon()))
     return env
+
+
+def imports_environment(rank_env: Mapping[str, str]) -> dict[str, str]:
+    """What of a rank's environment a zygote takes before importing: its PYTHONPATH and thread counts."""
+    return {name: rank_env[name] for name in ("PYTHONPATH", *THREAD_VARIABLES) if name in rank_env}
+
+
+def zygote_variables(spec: ZygoteSpec, path: str, watched: str) -> dict[str, str]:
+    """The zygote's own variables: its socket `path`, its lease, the process it ends with (`watched`, "pid:start
+    ticks"), its modules, and room for a forked rank's environment."""
+    return {
+        Env.ZYGOTE_SOCKET: path,
+        Env.ZYGOTE_LEASE: f"{spec.lease[0]}:{spec.lease[1]}",
+        Env.ZYGOTE_WATCH: watched,
+        Env.ZYGOTE_MODULES: ",".join(spec.modules),
+        Env.ZYGOTE_WARM: ",".join(spec.warm),
+        Env.ZYGOTE_ROOM: " " * _ROOM,
+        "PYTHONUNBUFFERED": "1",
+    }

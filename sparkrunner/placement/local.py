@@ -1,11 +1,12 @@
-"""Driver-only placement (np < 0): |np| rank processes on this machine, no Spark job."""
+"""Driver-only placement (np < 0): |np| rank processes on this machine (forked from the driver's import zygote
+unless the run starts cold), no Spark job."""
 
 from __future__ import annotations
 
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.launch.base import close_after
 from sparkrunner.launch.network import hold_ports, own_ports
-from sparkrunner.launch.processes import RankProcess
+from sparkrunner.launch.processes import RankHandle
 from sparkrunner.topology import Peer, TaskIndex, Topology
 
 LOOPBACK = "127.0.0.1"
@@ -20,7 +21,7 @@ class LocalPlacement:
         self._num_ranks = num_ranks
         self._launcher = launcher
         self._use_gpu = use_gpu
-        self._procs: list[RankProcess] = []
+        self._procs: list[RankHandle] = []
 
     def check(self) -> None:
         self._launcher.check_available()

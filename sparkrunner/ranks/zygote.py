@@ -37,7 +37,12 @@ from sparkrunner.channel.transport import Connection, client_handshake, server_h
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch import processes
 from sparkrunner.launch.temp_folder import WatchedFolder
-from sparkrunner.launch.zygote_client import made_in_sockets_folder, remove_sockets_folder
+from sparkrunner.launch.zygote_client import (
+    is_abstract,
+    made_in_sockets_folder,
+    remove_sockets_folder,
+    socket_address,
+)
 from sparkrunner.timeouts import (
     HANDSHAKE_TIMEOUT_S,
     SERVER_HANDSHAKE_TIMEOUT_S,
@@ -124,6 +129,8 @@ class Zygote:
         self._reap()
         path = self._listener.getsockname()
         self._listener.close()
+        if not isinstance(path, str):  # (bytes: an abstract socket, the driver's zygote's: no file to remove)
+            return
         for leftover in (
             path,
             path + m.ZYGOTE_LOCK_SUFFIX,
@@ -287,6 +294,11 @@ def _reseed() -> None:
 
 
 def _listen(path: str) -> socket.socket:
+    if is_abstract(path):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(socket_address(path))
+        listener.listen(64)
+        return listener
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a zygote of this run that ended (the starting task holds the lock)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -306,7 +318,11 @@ def _bind_for_owner(listener: socket.socket, path: str) -> None:
 
 
 def main() -> int:
-    """Serve in a temp folder of the zygote's own, which goes with it (and which its forked ranks leave)."""
+    """Serve in a temp folder of the zygote's own, which goes with it (and which its forked ranks leave). The
+    driver's zygote serves in the driver's temp dir, where its ranks would start cold: it leaves nothing there
+    (its socket is abstract), and what its imports write is what a cold rank's would."""
+    if Env.DRIVER_ZYGOTE in os.environ:
+        return _serve()
     with WatchedFolder("sparkrunner-zygote-") as temp:
         _use_temp_dir(temp.path)
         return _serve()
@@ -349,4 +365,6 @@ def _serve() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)  # with its clean-up done: no module teardown (seconds with torch loaded) holds its end up

@@ -16,6 +16,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from sparkrunner.common.checks import check_number
@@ -52,7 +53,8 @@ class WarmSession:
         self._tracking = [o for o in own if isinstance(o, MlflowTracking)]
         in_flight = InFlightWatch()
         self._ranks = WarmRanks(cold, lambda: in_flight.channel, idle_timeout)
-        self._pipeline = RunPipeline(options, own, self._ranks.placement, in_flight)
+        # its ranks outlive the run that started them: started cold, not children of a zygote another run may close
+        self._pipeline = RunPipeline(replace(options, cold_start=True), own, self._ranks.placement, in_flight)
         self._lock = threading.Lock()
         self._close = weakref.finalize(self, self._ranks.close)  # also at interpreter exit
 

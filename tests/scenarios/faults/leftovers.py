@@ -6,6 +6,7 @@ Shared by the fault matrix, the CI-sized soak and `bench/soak.py`."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import socket
 import tempfile
@@ -50,8 +51,13 @@ def use_private_temp_dir(folder: Path) -> None:
     tempfile.tempdir = str(folder)
 
 
+TORCH_CACHE = f"torchinductor_{getpass.getuser()}"
+"""torch's own cache folder in the temp dir, which torch keeps by design: made by whatever imports torch._dynamo (a
+DDP rank, or the driver's import zygote warming it for later runs), never a leftover of a run."""
+
+
 def _temp_entries() -> set[str]:
-    return set(os.listdir(tempfile.gettempdir()))
+    return set(os.listdir(tempfile.gettempdir())) - {TORCH_CACHE}
 
 
 def _shm_entries() -> set[str]:

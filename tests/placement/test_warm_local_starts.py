@@ -1,0 +1,114 @@
+"""np < 0 direct runs fork their ranks from an import zygote the driver process keeps (`sparkrunner.driver.zygotes`,
+docs/elastic.md "Local runs start warm"): a later run's ranks are children of the same zygote and find torch (and
+torch._dynamo) already imported; a changed ``env=`` gets a new zygote and no more than `KEPT` stay; ``cold_start=True``
+starts each rank as a child of the driver; the zygote ends with its driver process. Oracles: each rank's own report
+of its parent pid and of what was in sys.modules before the function imported anything, against the process table
+read here (tests.helpers.driver_zygotes, /proc); an idle zygote is no leftover rank, a rank it forked is one.
+
+Every test names launcher="direct" and np < 0: the only cells with a driver zygote (mpirun's ranks are mpirun's
+children; Spark runs fork from executors' zygotes, tests/recovery/test_elastic_warm_ranks.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from sparkrunner import Runner
+from sparkrunner.driver.zygotes import KEPT
+from sparkrunner.timeouts import ZYGOTE_WARM_AFTER_S
+from tests.helpers import driver_zygotes, parent_of, rank_processes, start_driver, wait_for_line
+from tests.waiting import poll_until, wait_until
+
+
+def _runner(**options: Any) -> Runner:
+    return Runner(np=-2, launcher="direct", tracking=False, progress=False, **options)
+
+
+def torch_report() -> tuple[int, bool, bool]:
+    """In a rank: its parent, and whether torch and torch._dynamo were imported before this function's import."""
+    had_torch, had_dynamo = "torch" in sys.modules, "torch._dynamo" in sys.modules
+    import torch
+
+    torch.ones(1)
+    return os.getppid(), had_torch, had_dynamo
+
+
+def parent() -> int:
+    return os.getppid()
+
+
+def test_a_later_run_forks_from_the_same_zygote_and_does_not_import_torch_again() -> None:
+    first = _runner().run_all(torch_report)
+    zygotes = driver_zygotes(os.getpid())
+    assert not rank_processes(), "an idle zygote between runs is no leftover rank"
+    (zygote,) = {ppid for ppid, _, _ in first}
+    assert zygote in zygotes and parent_of(zygote) == os.getpid(), (first, zygotes)
+    # torch._dynamo is imported by the idle zygote after ZYGOTE_WARM_AFTER_S without a fork (as a user's next cell)
+    threading.Event().wait(ZYGOTE_WARM_AFTER_S + 0.5)
+    later = _runner().run_all(torch_report)
+    assert later == [(zygote, True, True)] * 2, later
+    retried = _runner(max_failures=1).run_all(torch_report)
+    assert {ppid for ppid, _, _ in retried} == {zygote}, "a run that may retry forks from the zygote too"
+
+
+def test_cold_start_starts_every_rank_as_a_new_interpreter() -> None:
+    reports = _runner(cold_start=True).run_all(torch_report)
+    assert reports == [(os.getpid(), False, False)] * 2, reports
+
+
+def test_a_changed_env_gets_a_new_zygote_and_at_most_kept_stay() -> None:
+    parents = [_runner(env={"ZYGOTE_TEST_CASE": str(case)}).run_all(parent) for case in range(KEPT + 1)]
+    assert all(len(set(p)) == 1 for p in parents), parents
+    zygotes = [p[0] for p in parents]
+    assert len(set(zygotes)) == KEPT + 1, "each env= its own zygote"
+    poll_until(lambda: zygotes[0] not in driver_zygotes(os.getpid()), 10)
+    kept = driver_zygotes(os.getpid())
+    assert zygotes[0] not in kept and set(zygotes[1:]) <= set(kept) and len(kept) <= KEPT, (zygotes, kept)
+    again = _runner(env={"ZYGOTE_TEST_CASE": str(KEPT)}).run_all(parent)
+    assert set(again) == {zygotes[-1]}, "the same env= forks from its zygote again"
+
+
+def waits_for(flag: str) -> int:
+    import time
+
+    while not Path(flag).exists():
+        time.sleep(0.05)
+    return os.getppid()
+
+
+def test_a_running_forked_rank_counts_as_a_rank_of_its_run(tmp_path: Path) -> None:
+    """What no_rank_left_behind would see were a forked rank left: its run's id in its /proc environ."""
+    flag = tmp_path / "go"
+    runner = _runner()
+    done: list[Any] = []
+    thread = threading.Thread(target=lambda: done.append(runner.run_all(waits_for, str(flag))))
+    thread.start()
+    try:
+        wait_until(lambda: len(rank_processes()) >= 2, 120, "both ranks running")
+        ranks = rank_processes()
+        zygotes = driver_zygotes(os.getpid())
+        assert {parent_of(pid) for pid in ranks} <= set(zygotes), (ranks, zygotes)
+        assert all("sparkrunner.ranks.bootstrap" in cmd for cmd in ranks.values()), ranks
+    finally:
+        flag.touch()
+        thread.join(120)
+    assert done and len(set(done[0])) == 1 and done[0][0] in zygotes, done
+
+
+def test_the_zygote_ends_with_its_driver_process() -> None:
+    driver = start_driver("warm_driver")
+    try:
+        wait_for_line(driver, "ran")
+        zygotes = driver_zygotes(driver.pid)
+        assert len(zygotes) == 1, zygotes
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(30)
+        poll_until(lambda: not driver_zygotes(driver.pid), 30)
+        assert driver_zygotes(driver.pid) == {}, "the zygote outlived its driver"
+    finally:
+        driver.kill()
+        driver.wait()
