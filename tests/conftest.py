@@ -17,15 +17,16 @@ import pytest
 
 from tests.group_order import STARTS_OUTPUT, assign_groups, starts_line
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes, stop_forgetting
-from tests.jvm_flags import TEST_JVM_FLAGS
+from tests.jvm_flags import jvm_options
 from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Every JVM the tests start (Spark drivers and executors, the namespace hosts' master and workers, Connect servers,
-# spark-submit): C1 alone and the serial collector, which halve a short-lived session's CPU time.
-os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_FLAGS)
+# spark-submit): C1 alone and the serial collector, which halve a short-lived session's CPU time, and Spark's
+# classes from a class-data-sharing archive where scripts/run_tests.sh built one.
+os.environ.setdefault("JDK_JAVA_OPTIONS", jvm_options())
 # Tag every process this session starts, so process-table checks ignore other sessions on this machine. The
 # suite runs on several pytest-xdist workers (scripts/run_tests.sh): a worker's tag extends the one it inherited,
 # so the workers of one run ignore each other's processes too.
