@@ -71,7 +71,8 @@ def session_groups(units: dict[str, frozenset[str]], seconds: dict[str, float]) 
         if not sessions:
             groups.update((unit, unit) for unit in members)
             continue
-        label = " + ".join(sorted(sessions))
+        # pytest-xdist reads a group from a test id only after its last "]": none in the name
+        label = " + ".join(sorted(sessions)).replace("[", "(").replace("]", ")")
         parts: list[list[str]] = [
             [] for _ in range(max(1, round(sum(seconds[u] for u in members) / SESSION_GROUP_S)))
         ]
