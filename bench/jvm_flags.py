@@ -1,6 +1,7 @@
-"""CPU seconds of a short-lived Spark session with the JVM's default flags and with the flags the tests give every
-JVM (`JDK_JAVA_OPTIONS` in tests/conftest.py): a `local-cluster[2,1,1024]` session (the driver JVM and two
-executor JVMs) running a few small jobs, as a typical test module does.
+"""CPU seconds of a short-lived Spark session with the JVM's default flags, with the flags the tests give every
+JVM, and with those and the tests' class-data-sharing archive of Spark's classes (`JDK_JAVA_OPTIONS` in
+tests/conftest.py; the archive is built first where missing): a `local-cluster[2,1,1024]` session (the driver JVM
+and two executor JVMs) running a few small jobs, as a typical test module does.
 
 Each variant runs in a child process inside its own cgroup (cpuacct, v1 or v2: needs root), so the JVMs' CPU
 is counted whatever their parent; the ratio is printed last.
@@ -19,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.jvm_flags import TEST_JVM_FLAGS
+from tests.jvm_flags import TEST_JVM_FLAGS, build_archive, jvm_options
 
 _V1 = Path("/sys/fs/cgroup/cpuacct")
 _V2 = Path("/sys/fs/cgroup/unified")
@@ -86,14 +87,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    build_archive()
+    variants = {"JVM defaults": None, f"tests' flags ({TEST_JVM_FLAGS})": TEST_JVM_FLAGS}
+    variants["tests' flags and class-data archive"] = jvm_options()
     results = {}
-    for label, options in (("JVM defaults", None), (f"tests' flags ({TEST_JVM_FLAGS})", TEST_JVM_FLAGS)):
+    for label, options in variants.items():
         runs = [session_cost(options) for _ in range(args.repeats)]
         wall, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
         results[label] = cpu
         print(f"{label}: {cpu:.1f} CPU s, {wall:.1f} s wall (median of {args.repeats})")
-    default, flagged = results.values()
-    print(f"CPU ratio, tests' flags / defaults: {flagged / default:.2f}")
+    default, flagged, archived = results.values()
+    print(
+        f"CPU ratio, tests' flags / defaults: {flagged / default:.2f}; with the archive / without: "
+        f"{archived / flagged:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -8,22 +8,25 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.group_order import STARTS_OUTPUT, assign_groups, starts_line
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes, stop_forgetting
-from tests.jvm_flags import TEST_JVM_FLAGS
+from tests.jvm_flags import jvm_options
 from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 # Every JVM the tests start (Spark drivers and executors, the namespace hosts' master and workers, Connect servers,
-# spark-submit): C1 alone and the serial collector, which halve a short-lived session's CPU time.
-os.environ.setdefault("JDK_JAVA_OPTIONS", TEST_JVM_FLAGS)
+# spark-submit): C1 alone and the serial collector, which halve a short-lived session's CPU time, and Spark's
+# classes from a class-data-sharing archive where scripts/run_tests.sh built one.
+os.environ.setdefault("JDK_JAVA_OPTIONS", jvm_options())
 # Tag every process this session starts, so process-table checks ignore other sessions on this machine. The
 # suite runs on several pytest-xdist workers (scripts/run_tests.sh): a worker's tag extends the one it inherited,
 # so the workers of one run ignore each other's processes too.
@@ -56,6 +59,8 @@ if os.environ.get(_OWN_STORE_ENV) or "MLFLOW_TRACKING_URI" not in os.environ:
     os.environ["SPARKRUNNER_REPORT_DIR"] = os.path.join(_MLFLOW_DIR, "reports")  # runs' HTML reports
 
 _session: dict[str, Any] = {}
+_starts: Counter[str] = Counter()
+"""Spark sessions this process started, by master (printed at the end of the run: tests/group_order.py)."""
 
 pytest_plugins = ["tests.scenarios.cluster.fixtures", "tests.group_order"]
 
@@ -101,6 +106,7 @@ def spark_session(master: str, **conf: str) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     _session.update(spark=spark, key=key)
+    _starts[master if master.startswith("local") else master.split(":", 1)[0]] += 1
     return spark
 
 
@@ -180,6 +186,14 @@ def tracking_store_kept() -> Iterator[None]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop_spark_session()
     shutil.rmtree(_MLFLOW_DIR, ignore_errors=True)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller prints the run's sum
+        workeroutput[STARTS_OUTPUT] = dict(_starts)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if _starts:  # a run in this process (under pytest-xdist, the controller starts none)
+        terminalreporter.write_line(starts_line(_starts))
 
 
 @pytest.fixture(params=LAUNCHERS)
@@ -220,20 +234,58 @@ def _is_slow(item: pytest.Item) -> bool:
     )
 
 
-def _worker_group(item: pytest.Item) -> str:
-    """The unit of work a pytest-xdist worker takes whole: the test's module (its Spark session and other
-    module fixtures start once), or, for every test on the network-namespace hosts, one group (their names and
-    addresses are fixed, so one worker runs them all)."""
-    if "netns_cluster" in getattr(item, "fixturenames", ()) or item.path.parent.name == "cluster":
-        return "namespace-hosts"
-    return str(item.path.relative_to(item.config.rootpath))
+_SHARED_SESSIONS = {
+    "spark_local": LOCAL_MASTER,
+    "spark_cluster": CLUSTER_MASTER,
+    "placement": CLUSTER_MASTER,
+    "netns_cluster": "namespace hosts",
+}
+"""Fixtures whose Spark session (or cluster) every module that asks for them shares."""
+_STARTERS = {"spark_session", "session_on", "cluster_session", "NetnsCluster"}
+"""What a fixture or test calls to start a session or cluster of its own."""
+
+
+def _fetched(code: Any) -> set[str]:
+    """The shared sessions a function takes by name (`request.getfixturevalue("spark_cluster")`)."""
+    names = {"spark_local", "spark_cluster"} & {c for c in code.co_consts if isinstance(c, str)}
+    return {_SHARED_SESSIONS[name] for name in names}
+
+
+def _sessions(item: pytest.Item) -> set[str]:
+    """The Spark sessions and namespace-host clusters a test uses, read from its fixtures and its own code: a
+    shared fixture's master, or a fixture that starts one with settings of its own (named by where it is
+    defined: tests/ml/conftest.py's is every ml module's)."""
+    found = set()
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name in getattr(item, "fixturenames", ()):
+        if name in _SHARED_SESSIONS:
+            found.add(_SHARED_SESSIONS[name])
+            continue
+        for definition in definitions.get(name, ()):
+            code = getattr(definition.func, "__code__", None)
+            if code is None:
+                continue
+            found |= _fetched(code)
+            if _STARTERS & set(code.co_names) and not set(definition.argnames) & set(_SHARED_SESSIONS):
+                found.add(f"{definition.baseid or 'tests'}::{name}")
+    code = getattr(getattr(item, "function", None), "__code__", None)
+    if code is not None:
+        found |= _fetched(code)
+        if "spark_session" in code.co_names:
+            found.add(str(item.path.relative_to(item.config.rootpath)))
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Apply the `slow` marker honestly, so that `make test-fast` (-m "not slow") stays under 3 minutes, and the
-    group each test runs in under `--dist loadgroup` (tests/group_order.py orders the groups)."""
+    group each test runs in under `--dist loadgroup`: its module's, by the sessions the module uses
+    (tests/group_order.py forms and orders the groups)."""
+    units = {}
+    sessions: dict[str, set[str]] = defaultdict(set)
     for item in items:
         if _is_slow(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+        units[item] = str(item.path.relative_to(item.config.rootpath))
+        sessions[units[item]] |= _sessions(item)
+    assign_groups(items, units, {unit: frozenset(found) for unit, found in sessions.items()})

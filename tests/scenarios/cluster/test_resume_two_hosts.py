@@ -3,11 +3,10 @@ standalone): an executor JVM on one host is SIGKILLed mid-epoch; the next attemp
 tasks, launcher direct) runs once Spark has brought an executor back, and resumes from the shared checkpoint.
 Elastic (`np=(2, 4)`, both launchers): a host's executor is killed while its worker is stopped, so the run
 goes on at 2 ranks on the other host; the worker comes back, and the run grows to 4 at its next checkpoint.
-On hosts that share no /tmp, a checkpoint_dir there is refused when the ranks start, and never retried."""
+(A checkpoint_dir on hosts that share no /tmp: tests/scenarios/cluster/test_shared_storage.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.errors import RankFailedError
 from tests.helpers import driver_url, leftover_rank_processes
 from tests.recovery.elastic_scenario import (
     ExecutorHolder,
@@ -27,7 +25,7 @@ from tests.recovery.elastic_scenario import (
 from tests.recovery.processes import ExecutorKiller, _cmdline
 from tests.recovery.test_resume_spark import assert_resumed_at_failing_epoch
 from tests.recovery.training import ddp_checkpointed
-from tests.scenarios.cluster.fixtures import TwoHosts, cluster_session, registered, skip_without_namespaces
+from tests.scenarios.cluster.fixtures import TwoHosts, registered
 from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -50,9 +48,11 @@ def test_ddp_on_two_hosts_resumes_after_an_executor_jvm_is_killed(
         progress=False,
     )
     killer = ExecutorKiller(marker, seconds=400)
-    result: Any = runner.run(ddp_checkpointed, "wait_for_kill", str(marker))
+    results: list[Any] = runner.run_all(ddp_checkpointed, "wait_for_kill", str(marker))
     assert killer.join(), "the executor JVM was never killed"
-    assert_resumed_at_failing_epoch(runner, result, reference)
+    assert_resumed_at_failing_epoch(runner, results[0], reference)
+    # DDP across the hosts: every rank ends with rank 0's weights, which are an uninterrupted run's
+    assert [r["weights"] for r in results] == [reference["weights"]] * two_hosts.slots
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
@@ -88,44 +88,3 @@ def worker_of(cluster: NetnsCluster, executor: int) -> int:
         if executor in pids:
             return next(p for p in pids if "org.apache.spark.deploy.worker.Worker" in _cmdline(p))
     raise AssertionError(f"executor JVM {executor} runs on none of the hosts {cluster.namespaces}")
-
-
-@pytest.fixture(scope="module")
-def private_tmp_hosts() -> Iterator[TwoHosts]:
-    """2 hosts x 1 slot, each with a mount namespace and an empty tmpfs of its own on /tmp."""
-    skip_without_namespaces()
-    with cluster_session(
-        NetnsCluster(hosts=2, slots_per_host=1, variant=5, private_tmp=True), slots=2
-    ) as hosts:
-        yield hosts
-
-
-def never_reached() -> None:
-    raise AssertionError("the training function must not start with a checkpoint_dir the ranks cannot see")
-
-
-def test_a_checkpoint_dir_private_to_each_host_is_refused_at_start(
-    private_tmp_hosts: TwoHosts, tmp_path: Path
-) -> None:
-    """Placement: Spark barrier stage (np=2, one task per host), launcher direct, max_failures=2."""
-    folder = tmp_path / "checkpoints"  # under the driver's /tmp: no host sees it
-    runner = Runner(
-        np=2,
-        spark=private_tmp_hosts.spark,
-        launcher="direct",
-        max_failures=2,
-        checkpoint_dir=str(folder),
-        start_timeout=180,
-        timeout=300,
-        tracking=False,
-        progress=False,
-    )
-    with pytest.raises(RankFailedError) as info:
-        runner.run(never_reached)
-    error = info.value
-    assert error.exc_type.endswith("CheckpointDirError"), error
-    assert f"checkpoint_dir={str(folder)!r} is not shared" in str(error)
-    assert any(host in str(error) for host in private_tmp_hosts.cluster.hostnames), str(error)
-    assert runner.last_run is not None and len(runner.last_run.attempts) == 1, "another attempt cannot fix it"
-    assert [p.name for p in folder.iterdir()] == [], "the driver's probe is removed"
-    assert leftover_rank_processes(grace_s=5.0) == {}

@@ -1,7 +1,8 @@
 """Shared or refused, on two real hosts that share no /tmp: a Spark standalone cluster whose workers each run
 in a network namespace and a mount namespace of their own, with a private tmpfs on /tmp. The driver (root
 namespaces) materializes under its /tmp: the hosts cannot see it, and that must fail loudly with the URI to
-use; an S3-API server on the cluster's network is shared by every host, and works."""
+use; an S3-API server on the cluster's network is shared by every host, and works. A checkpoint_dir under the
+driver's /tmp is refused when the ranks start, and never retried."""
 
 from __future__ import annotations
 
@@ -16,50 +17,24 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, RankFailedError
-from tests.conftest import spark_session, stop_spark_session
 from tests.data.s3_server import S3Server, s3_server
-from tests.scenarios.cluster.netns_cluster import NetnsCluster, can_create_namespaces
-from tests.waiting import wait_until
+from tests.helpers import leftover_rank_processes
+from tests.scenarios.cluster.fixtures import TwoHosts, cluster_session, skip_without_namespaces
+from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-_why_not = can_create_namespaces()
-if _why_not is not None:
-    pytest.skip(f"multi-host test skipped: {_why_not}", allow_module_level=True)
-
 ROWS = 240
-EXECUTOR_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def private_tmp_hosts() -> Iterator[tuple[Any, S3Server]]:
-    """Two hosts with private /tmp, a session on them, and an S3 server on the cluster's bridge address."""
+def private_tmp_hosts() -> Iterator[tuple[TwoHosts, S3Server]]:
+    """2 hosts x 1 slot with a private /tmp each, a session on them with both executors registered, and an S3
+    server on the cluster's bridge address."""
+    skip_without_namespaces()
     cluster = NetnsCluster(hosts=2, slots_per_host=1, variant=3, private_tmp=True)
-    try:
-        url = cluster.start()
-        with s3_server(cluster.master_host) as s3:
-            driver = {
-                "spark.driver.host": cluster.master_host,
-                "spark.driver.bindAddress": cluster.master_host,
-            }
-            spark = spark_session(url, **driver)
-            _wait_for_executors(spark, 2, cluster)
-            yield spark, s3
-    finally:
-        stop_spark_session(
-            cluster.url
-        )  # before the workers go, so no executor is left waiting for its driver
-        cluster.close()
-
-
-def _wait_for_executors(spark: Any, count: int, cluster: NetnsCluster) -> None:
-    """Fail (instead of a job waiting forever) when the hosts' executors do not come up."""
-    registered = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # one entry per executor + the driver
-    wait_until(
-        lambda: registered().size() >= count + 1,
-        EXECUTOR_TIMEOUT_S,
-        f"{count} executors registering with the driver (see {cluster.logs})",
-    )
+    with cluster_session(cluster, slots=2) as hosts, s3_server(cluster.master_host) as s3:
+        yield hosts, s3
 
 
 def frame(spark: Any) -> Any:
@@ -67,18 +42,19 @@ def frame(spark: Any) -> Any:
 
 
 def test_a_cache_on_the_drivers_own_disk_is_refused(
-    private_tmp_hosts: tuple[Any, S3Server], tmp_path: Path
+    private_tmp_hosts: tuple[TwoHosts, S3Server], tmp_path: Path
 ) -> None:
-    spark, _ = private_tmp_hosts
+    spark = private_tmp_hosts[0].spark
     with pytest.raises(DataNotSharedError, match=r"cannot see .*cache_dir='s3://bucket/prefix'"):
         materialize(frame(spark), tmp_path / "cache", progress=False)
     assert not list((tmp_path / "cache").glob("*/_sparkrunner_manifest.json")), "no entry may look complete"
 
 
 def test_an_object_store_cache_is_shared_and_a_local_copy_is_refused(
-    private_tmp_hosts: tuple[Any, S3Server], tmp_path: Path
+    private_tmp_hosts: tuple[TwoHosts, S3Server], tmp_path: Path
 ) -> None:
-    spark, s3 = private_tmp_hosts
+    hosts, s3 = private_tmp_hosts
+    spark = hosts.spark
     data = materialize(frame(spark), s3.new_prefix(), storage_options=s3.storage_options, progress=False)
     ids = np.concatenate([b["id"] for b in NumpyLoader(data, ROWS, rank=0, world_size=1, shuffle=False)])
     np.testing.assert_array_equal(np.sort(ids), np.arange(ROWS))
@@ -102,9 +78,10 @@ def count_rows(data: ParquetData) -> int:
 
 
 def test_ranks_refuse_a_dataset_their_host_cannot_see(
-    private_tmp_hosts: tuple[Any, S3Server], tmp_path: Path
+    private_tmp_hosts: tuple[TwoHosts, S3Server], tmp_path: Path
 ) -> None:
-    spark, s3 = private_tmp_hosts
+    hosts, s3 = private_tmp_hosts
+    spark = hosts.spark
     shared = materialize(frame(spark), s3.new_prefix(), storage_options=s3.storage_options, progress=False)
     runner = Runner(np=2, spark=spark, launcher="direct", start_timeout=120, timeout=300)
     assert runner.run(count_rows, shared) == ROWS // 2
@@ -118,3 +95,35 @@ def test_ranks_refuse_a_dataset_their_host_cannot_see(
         RankFailedError, match=r"DataNotSharedError: rank \d on srhost\S+ cannot read 4 of the 4"
     ):
         runner.run(count_rows, on_driver_only)
+
+
+def never_reached() -> None:
+    raise AssertionError("the training function must not start with a checkpoint_dir the ranks cannot see")
+
+
+def test_a_checkpoint_dir_private_to_each_host_is_refused_at_start(
+    private_tmp_hosts: tuple[TwoHosts, S3Server], tmp_path: Path
+) -> None:
+    """Placement: Spark barrier stage (np=2, one task per host), launcher direct, max_failures=2."""
+    hosts, _ = private_tmp_hosts
+    folder = tmp_path / "checkpoints"  # under the driver's /tmp: no host sees it
+    runner = Runner(
+        np=2,
+        spark=hosts.spark,
+        launcher="direct",
+        max_failures=2,
+        checkpoint_dir=str(folder),
+        start_timeout=180,
+        timeout=300,
+        tracking=False,
+        progress=False,
+    )
+    with pytest.raises(RankFailedError) as info:
+        runner.run(never_reached)
+    error = info.value
+    assert error.exc_type.endswith("CheckpointDirError"), error
+    assert f"checkpoint_dir={str(folder)!r} is not shared" in str(error)
+    assert any(host in str(error) for host in hosts.cluster.hostnames), str(error)
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1, "another attempt cannot fix it"
+    assert [p.name for p in folder.iterdir()] == [], "the driver's probe is removed"
+    assert leftover_rank_processes(grace_s=5.0) == {}
