@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
@@ -14,10 +15,23 @@ from tests.driver.conftest import timeout_for
 from tests.driver.functions import all_reduce_with_a_stopped_peer, rank_one_stuck_here
 from tests.matrix import LAUNCHERS
 
+MPIRUN = LAUNCHERS[1].marks
+"""Where a cell runs mpirun: skipped on a machine without it."""
+
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize(
+    ("np2", "launcher"),
+    [
+        pytest.param("np-2-on-driver", "direct", id="np-2-on-driver-direct"),
+        pytest.param("spark", "mpirun", id="spark-mpirun", marks=MPIRUN),
+    ],
+    indirect=["np2"],
+)
 def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
+    """Stacks travel over the channel whatever the placement and launcher; what differs is how the timed-out
+    attempt ends (a placement's ranks killed on the driver or a barrier stage cancelled; the launcher's process
+    tree): each placement and each launcher once, the other two pairs in the stopped-peer test below."""
     runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2), tracking=False)
     with pytest.raises(RunTimeoutError) as info:
         runner.run(rank_one_stuck_here)
@@ -33,8 +47,18 @@ def test_run_timeout_names_where_each_rank_is(np2: int, launcher: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize(
+    ("np2", "launcher"),
+    [
+        pytest.param("np-2-on-driver", "mpirun", id="np-2-on-driver-mpirun", marks=MPIRUN),
+        pytest.param("spark", "direct", id="spark-direct"),
+    ],
+    indirect=["np2"],
+)
 def test_a_rank_blocked_in_gloo_all_reduce_and_its_stopped_peer(np2: int, launcher: str) -> None:
+    """The pairs of placement and launcher the run-timeout test above does not run: a stopped rank is found
+    in the driver machine's process table whichever started it, and ends on a stop of its placement (a stopped
+    rank on every pair: tests/scenarios/faults/test_fault_matrix.py)."""
     runner = Runner(np=np2, launcher=launcher, timeout=timeout_for(np2) + 10, tracking=False)
     with pytest.raises(RunTimeoutError) as info:
         runner.run(all_reduce_with_a_stopped_peer)
@@ -55,12 +79,32 @@ def test_stall_watchdog_fails_with_every_ranks_stack() -> None:
     assert "rank 1: in stuck_here" in str(info.value)
 
 
+class _ReleaseOnWarning(logging.Handler):
+    """Touches `release` once the stall warning is logged, so the stuck rank goes on as soon as it was shown."""
+
+    def __init__(self, release: Path) -> None:
+        super().__init__(logging.WARNING)
+        self._release = release
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "reported progress for" in record.getMessage():
+            self._release.touch()
+
+
 @pytest.mark.slow
 def test_stall_watchdog_warns_and_keeps_running(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The warning must come within 8 s of the run's start: the ranks are released then at the latest."""
     release = tmp_path / "release"
-    threading.Timer(8.0, release.touch).start()
-    runner = Runner(np=-2, launcher="mpirun", stall_timeout=3, on_stall="warn", tracking=False)
-    assert runner.run(rank_one_stuck_here, str(release)) == "done"
+    latest = threading.Timer(8.0, release.touch)
+    latest.start()
+    logger, handler = logging.getLogger("sparkrunner"), _ReleaseOnWarning(release)
+    logger.addHandler(handler)
+    try:
+        runner = Runner(np=-2, launcher="mpirun", stall_timeout=3, on_stall="warn", tracking=False)
+        assert runner.run(rank_one_stuck_here, str(release)) == "done"
+    finally:
+        logger.removeHandler(handler)
+        latest.cancel()
     err = caplog.text  # the warning goes to the sparkrunner logger
     assert "no rank printed or reported progress for 3 s" in err
     assert "rank 1: in stuck_here" in err

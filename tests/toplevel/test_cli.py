@@ -40,8 +40,17 @@ def script(tmp_path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_run_on_the_driver_streams_output_and_succeeds(tmp_path: Path) -> None:
-    done = cli("run", "--np", "-2", "--launcher", "direct", script(tmp_path), "--lr", "0.1", cwd=tmp_path)
+def test_run_on_the_driver_through_the_console_script_streams_output_and_succeeds(tmp_path: Path) -> None:
+    """Run what pyproject's [project.scripts] names, the way pip's console-script wrapper calls it (the other
+    tests run `python -m sparkrunner`: both call the same `main`)."""
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkrunner"]
+    module, function = target.split(":")
+    wrapper = f"import sys; from {module} import {function}; sys.exit({function}())"
+    done = cli(
+        *("run", "--np", "-2", "--launcher", "direct", script(tmp_path), "--lr", "0.1"),
+        cwd=tmp_path,
+        prefix=(sys.executable, "-c", wrapper),
+    )
     assert done.returncode == 0, done.stderr
     for rank in range(2):
         assert f"[rank {rank}] rank {rank} of 2 argv=['--lr', '0.1']" in done.stdout
@@ -62,26 +71,6 @@ def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
     assert done.returncode == 1 and "np=0 starts no rank" in done.stderr
     done = cli("run", "--np", "-1", "--env", "NOVALUE", script(tmp_path), cwd=tmp_path)
     assert done.returncode == 1 and "--env takes NAME=VALUE, not 'NOVALUE'" in done.stderr
-
-
-@pytest.mark.slow
-def test_console_script_entry_point(tmp_path: Path) -> None:
-    """Run what pyproject's [project.scripts] names, the way pip's console-script wrapper calls it."""
-    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["sparkrunner"]
-    module, function = target.split(":")
-    wrapper = f"import sys; from {module} import {function}; sys.exit({function}())"
-    done = cli(
-        "run",
-        "--np",
-        "-1",
-        "--launcher",
-        "direct",
-        script(tmp_path),
-        cwd=tmp_path,
-        prefix=(sys.executable, "-c", wrapper),
-    )
-    assert done.returncode == 0, done.stderr
-    assert "[rank 0] rank 0 of 1 argv=[]" in done.stdout
 
 
 @pytest.mark.spark  # a Spark driver in the subprocess
@@ -108,6 +97,9 @@ def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> N
 
 @pytest.mark.spark  # a Spark driver in the subprocess
 def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
+    """A spark-submit job whose driver is sparkrunner's entry point: its Runner runs the ranks in a barrier stage
+    of the session spark-submit started (np=2, launcher mpirun, on `local[2]`), and rank 1's exit code is the
+    job's."""
     entry = cli("entry-point", cwd=tmp_path).stdout.strip()
     assert entry.endswith("sparkrunner/__main__.py") and os.path.isfile(entry)
     submit = str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
