@@ -80,10 +80,12 @@ def test_deepspeed_script_gets_deepspeed_flags_and_a_written_config(local_mode: 
 
 
 @pytest.mark.slow
-def test_deepspeed_function_returns_rank_zeros_value(local_mode: bool) -> None:
-    result = DeepspeedTorchDistributor(numGpus=2, localMode=local_mode, useGpu=False).run(
-        torch_allreduce, 2.0
-    )
+@pytest.mark.spark
+def test_deepspeed_function_returns_rank_zeros_value(spark_cluster: Any) -> None:
+    """In Spark only: on the driver a function takes TorchDistributor's path with the same local Runner
+    (`test_function_returns_rank_zeros_value_of_a_gloo_allreduce`); in Spark the barrier stage is DeepSpeed's
+    (its own SSL setting)."""
+    result = DeepspeedTorchDistributor(numGpus=2, localMode=False, useGpu=False).run(torch_allreduce, 2.0)
     assert result["world_size"] == 2 and result["sum"] == pytest.approx(2.0 + 4.0)
 
 
