@@ -66,7 +66,7 @@ def session_groups(units: dict[str, frozenset[str]], seconds: dict[str, float]) 
     by_sessions: dict[frozenset[str], list[str]] = defaultdict(list)
     for unit, sessions in units.items():
         by_sessions[sessions].append(unit)
-    groups = {}
+    groups: dict[str, str] = {}
     for sessions, members in by_sessions.items():
         if not sessions:
             groups.update((unit, unit) for unit in members)
@@ -77,8 +77,8 @@ def session_groups(units: dict[str, frozenset[str]], seconds: dict[str, float]) 
             [] for _ in range(max(1, round(sum(seconds[u] for u in members) / SESSION_GROUP_S)))
         ]
         for unit in sorted(members, key=lambda u: (-seconds[u], u)):
-            part = min(range(len(parts)), key=lambda i: (sum(seconds[u] for u in parts[i]), i))
-            parts[part].append(unit)
+            least_full = min(range(len(parts)), key=lambda i: (sum(seconds[u] for u in parts[i]), i))
+            parts[least_full].append(unit)
         for i, part in enumerate(parts):
             groups.update((unit, f"sessions {label} #{i + 1}") for unit in part)
     return groups
