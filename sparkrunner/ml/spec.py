@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sparkrunner.ml import requirements
+
 
 @dataclass(frozen=True, kw_only=True)
 class FitSettings:
@@ -59,12 +61,14 @@ class TrainSpec(FitSettings):
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Rank 0's answer: the trained model (cloudpickle, on the CPU), the metrics of every epoch, and the width
-    of the model's output (what the scoring columns hold)."""
+    """Rank 0's answer: the trained model (cloudpickle, on the CPU), the metrics of every epoch, the width of
+    the model's output (what the scoring columns hold), and the versions of the packages the model loads with,
+    as installed where the result is made (rank 0): the logged model's requirements (`requirements`)."""
 
     model: bytes
     history: dict[str, list[float]] = field(default_factory=dict)
     output_size: int = 1
+    versions: dict[str, str] = field(default_factory=requirements.installed_versions)
 
 
 @dataclass(frozen=True, kw_only=True)

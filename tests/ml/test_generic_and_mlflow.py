@@ -5,7 +5,13 @@ the pids that built the model."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from packaging.version import Version
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import SQLTransformer
 
@@ -95,15 +102,23 @@ def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_cli
     """Fitted (np=-1, launcher "direct") on a double, a float, an ML vector and arrays of doubles and floats; the
     logged model's signature names those columns, and `mlflow.pyfunc.load_model`, `mlflow.pyfunc.spark_udf` (the
     double and vector columns as Spark holds them) and a REST request to `mlflow models serve` give
-    `transform`'s predictions; a ScoringModel of its URI too. A missing column is refused by name."""
+    `transform`'s predictions; a ScoringModel of its URI too. A missing column is refused by name. The fit
+    logs the model with the requirements it knows: no process MLflow's requirement inference starts (its
+    ``_capture_modules`` loads the model again and imports torch once more) runs during the fit, and the
+    model's requirements.txt pins the versions installed where the rank ran (this environment)."""
     users_store = os.environ["MLFLOW_TRACKING_URI"]  # conftest's; the fit logs to another store
     torch.manual_seed(0)
     net = torch.nn.Linear(5, 1)
-    model = TorchEstimator(
-        model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=MIXED,
-        label_cols=["y"], epochs=2, np=-1, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
-    ).fit(mixed_rows(spark_ml, 400))  # fmt: skip
+    with _processes_started() as started:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)  # the hook's own check: it sees this one
+        model = TorchEstimator(
+            model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=MIXED,
+            label_cols=["y"], epochs=2, np=-1, launcher="direct", store=str(store), tracking=tracking_uri,
+            verbose=0,
+        ).fit(mixed_rows(spark_ml, 400))  # fmt: skip
     assert model.mlflow_model_uri is not None and model.mlflow_run_id is not None
+    assert "-c', 'pass'" in started[0], started
+    assert not [argv for argv in started if "_capture_modules" in argv], started
     assert os.environ.get("MLFLOW_TRACKING_URI") == users_store, "the fit changed the user's tracking URI"
 
     monkeypatch.setenv(
@@ -111,6 +126,11 @@ def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_cli
     )  # never mlflow.set_tracking_uri: it outlives the test
     info = mlflow.models.get_model_info(model.mlflow_model_uri)
     assert info.run_id == model.mlflow_run_id
+    required = Path(mlflow.pyfunc.get_model_dependencies(model.mlflow_model_uri)).read_text().split()
+    pinned = {
+        f"{name}=={Version(metadata.version(name)).public}" for name in ("torch", "cloudpickle", "numpy")
+    }
+    assert pinned <= set(required), required
     assert [(c.name, str(c.type)) for c in info.signature.inputs.inputs] == [
         ("a", "DataType.double"), ("f", "DataType.double"), ("v", "SparkML vector"), ("ad", "Array(double)"), ("af", "Array(double)")
     ]  # fmt: skip
@@ -145,6 +165,34 @@ def test_the_logged_model_takes_what_the_estimator_takes_through_each_mlflow_cli
 
     from_uri = ScoringModel(model_uri=model.mlflow_model_uri, feature_cols=MIXED).transform(test).collect()
     assert {r["id"]: r["prediction"] for r in from_uri} == pytest.approx(transformed, rel=1e-6)
+
+
+_RECORDING: list[list[str]] = []
+"""The lists `_processes_started` fills: an audit hook cannot be removed, so the one hook records only while one
+is open."""
+
+
+def _record_process_starts(event: str, args: tuple[Any, ...]) -> None:
+    if _RECORDING and event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"):
+        _RECORDING[-1].append(repr(args))
+
+
+@contextlib.contextmanager
+def _processes_started() -> Iterator[list[str]]:
+    """The arguments (executable, argv, ...) of every process this Python process starts inside the block, as its
+    audit events name them."""
+    _hooked()
+    started: list[str] = []
+    _RECORDING.append(started)
+    try:
+        yield started
+    finally:
+        _RECORDING.remove(started)
+
+
+@functools.cache
+def _hooked() -> None:
+    sys.addaudithook(_record_process_starts)
 
 
 def _served(uri: str, body: dict[str, Any], tmp_path: Path) -> Any:
@@ -195,3 +243,16 @@ def _answers(url: str, server: Any) -> bool:
             return True
     except OSError:
         return False
+
+
+def test_a_logged_models_requirements_pin_the_ranks_versions_else_the_drivers() -> None:
+    """`requirements.pip_requirements`: rank 0's version where it reported one (local label dropped), the
+    driver's for the rest (a module named as its distribution's underscore spelling too), nothing for a module
+    no distribution provides; the pyfunc wrapper's numpy and pandas always."""
+    from sparkrunner.ml import requirements
+
+    found = requirements.pip_requirements({"torch", "pytorch_lightning", "builtins"}, {"torch": "9.9.9+cpu"})
+    driver = {
+        name: Version(metadata.version(name)).public for name in ("pytorch-lightning", "numpy", "pandas")
+    }
+    assert found == sorted(["torch==9.9.9", *(f"{name}=={version}" for name, version in driver.items())])

@@ -146,7 +146,7 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         example = mlflow_logging.feature_example(dataset, names)
         model = cloudpickle.loads(result.model)
         return mlflow_logging.log_keras_model(
-            fitted.tracking.uri, fitted.mlflow_run_id, model, inputs, example
+            fitted.tracking.uri, fitted.mlflow_run_id, model, inputs, example, result.versions
         )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.data import columns
-from sparkrunner.ml import features, sparkrunner_pyfunc
+from sparkrunner.ml import features, requirements, sparkrunner_pyfunc
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 
@@ -56,31 +56,52 @@ def _numbers(value: Any) -> Any:
     return value.toArray() if hasattr(value, "toArray") else value
 
 
-def log_torch_model(uri: str, run_id: str, model: Any, inputs: Any, example: Any) -> str:
+def log_torch_model(
+    uri: str, run_id: str, model: Any, inputs: Any, example: Any, modules: set[str], versions: dict[str, str]
+) -> str:
     """Log `model` in MLflow's pytorch flavor (pickled, so any module loads back) into run `run_id`, its pyfunc
     taking the feature columns `inputs` (a schema); `example` (a float32 feature matrix) gives the outputs'
-    schema. Returns the model's URI."""
+    schema; `modules` are those its pickle refers to (`requirements.loaded_with_modules`), `versions` rank 0's.
+    Returns the model's URI."""
     import torch
 
     with torch.no_grad():
         outputs = model(torch.from_numpy(example)).numpy()
+    needs = requirements.pip_requirements({*requirements.FLAVOR_MODULES["pytorch"], *modules}, versions)
     # pickle: any module, any batch size (pt2 is traced at one shape)
     return _log(
-        uri, run_id, "pytorch", inputs, example, outputs, pytorch_model=model, serialization_format="pickle"
-    )
+        uri, run_id, "pytorch", inputs, example, outputs, needs, pytorch_model=model,
+        serialization_format="pickle",
+    )  # fmt: skip
 
 
-def log_keras_model(uri: str, run_id: str, model: Any, inputs: Any, example: Any) -> str:
+def log_keras_model(
+    uri: str, run_id: str, model: Any, inputs: Any, example: Any, versions: dict[str, str]
+) -> str:
     """Log a Keras `model` into run `run_id` (MLflow's keras flavor for Keras 3, tensorflow for tf_keras), its
-    pyfunc taking the feature columns `inputs`; returns the model's URI."""
+    pyfunc taking the feature columns `inputs`, requiring rank 0's `versions`; returns the model's URI."""
     from sparkrunner.ml import keras_models
 
     flavor = "keras" if keras_models.package_of(model) == "keras" else "tensorflow"
-    return _log(uri, run_id, flavor, inputs, example, keras_models.predict(model, example), model=model)
+    modules = requirements.keras_modules() if flavor == "keras" else requirements.FLAVOR_MODULES[flavor]
+    needs = requirements.pip_requirements(modules, versions)
+    return _log(
+        uri, run_id, flavor, inputs, example, keras_models.predict(model, example), needs, model=model
+    )
 
 
-def _log(uri: str, run_id: str, flavor: str, inputs: Any, example: Any, outputs: Any, **model: Any) -> str:
-    """The model in `flavor` in run `run_id`, with `sparkrunner_pyfunc` as its pyfunc (feature columns in)."""
+def _log(
+    uri: str,
+    run_id: str,
+    flavor: str,
+    inputs: Any,
+    example: Any,
+    outputs: Any,
+    needs: list[str],
+    **model: Any,
+) -> str:
+    """The model in `flavor` in run `run_id`, with `sparkrunner_pyfunc` as its pyfunc (feature columns in) and
+    `needs` as its pip requirements: named, MLflow infers none (it would load the model again in a subprocess)."""
     import mlflow
     from mlflow.models import ModelSignature, infer_signature
 
@@ -88,7 +109,9 @@ def _log(uri: str, run_id: str, flavor: str, inputs: Any, example: Any, outputs:
     saver = _FeatureColumnsFlavor(importlib.import_module(f"mlflow.{flavor}"), flavor)
     # the fit's store for this call only: the user's own tracking URI (set or not) is left as it was
     with tracking_uri_for_call(uri), mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None):
-        info = mlflow.models.Model.log(None, saver, name="model", signature=signature, **model)
+        info = mlflow.models.Model.log(
+            None, saver, name="model", signature=signature, pip_requirements=needs, **model
+        )
     return str(info.model_uri)
 
 

@@ -11,7 +11,7 @@ from pyspark.ml import Estimator, Model
 from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.ml import losses
+from sparkrunner.ml import losses, requirements
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
@@ -223,12 +223,15 @@ def _logged(
         mlflow_logging.feature_schema(dataset, names),
         mlflow_logging.feature_example(dataset, names),
     )
-    module = cloudpickle.loads(result.model)
+    module, modules = requirements.loaded_with_modules(result.model)
     if shapes is not None:  # the logged model takes the feature matrix, as transform's input
         from sparkrunner.ml.shaped_inputs import ShapedInputs
 
         module = ShapedInputs(module, shapes)
-    return mlflow_logging.log_torch_model(fitted.tracking.uri, fitted.mlflow_run_id, module, inputs, example)
+        modules.add("sparkrunner")
+    return mlflow_logging.log_torch_model(
+        fitted.tracking.uri, fitted.mlflow_run_id, module, inputs, example, modules, result.versions
+    )
 
 
 def _is_module(value: Any) -> bool:
