@@ -19,22 +19,38 @@ from tests.recovery.training import EPOCHS, FAILING_EPOCH
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
+def train(launcher: str, checkpoint_dir: Path) -> dict[str, Any]:
+    """The training without any failure: np=-2, `launcher`, the same seeds, checkpoints into `checkpoint_dir`."""
+    runner = Runner(
+        np=-2, launcher=launcher, tracking=False, progress=False, checkpoint_dir=str(checkpoint_dir)
+    )
+    return runner.run(fsdp_checkpointed)
+
+
 @pytest.fixture(scope="module")
-def uninterrupted() -> dict[str, Any]:
-    """The reference: the same training without any failure (np=-2, launcher direct, same seeds)."""
-    return Runner(np=-2, launcher="direct", tracking=False, progress=False).run(fsdp_checkpointed)
+def direct_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fsdp-direct")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(direct_folder: Path) -> dict[str, Any]:
+    """The reference, and the launcher direct cell below: the training without any failure."""
+    return train("direct", direct_folder)
 
 
 @pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_fsdp_trains_and_saves_shards(tmp_path: Path, uninterrupted: dict[str, Any], launcher: str) -> None:
-    """Placement np=-2: each epoch's sharded checkpoint is complete; the launchers agree on the weights."""
-    runner = Runner(np=-2, launcher=launcher, tracking=False, progress=False, checkpoint_dir=str(tmp_path))
-    result = runner.run(fsdp_checkpointed)
+def test_fsdp_trains_and_saves_shards(
+    tmp_path: Path, uninterrupted: dict[str, Any], direct_folder: Path, launcher: str
+) -> None:
+    """Placement np=-2: each epoch's sharded checkpoint is complete; the launchers agree on the weights (the
+    direct cell is the reference run itself)."""
+    folder = direct_folder if launcher == "direct" else tmp_path
+    result = uninterrupted if launcher == "direct" else train(launcher, folder)
     assert result["history"] == [(0, e) for e in range(EPOCHS)] and result["resumed_from"] is None
     assert result["weights"] == uninterrupted["weights"]
-    kept = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("sharded-"))
+    kept = sorted(p.name for p in folder.iterdir() if p.name.startswith("sharded-"))
     assert kept == [f"sharded-{step:012d}" for step in (EPOCHS - 1, EPOCHS)], "keep=2 newest complete folders"
-    assert all((tmp_path / name / ".metadata").exists() for name in kept)
+    assert all((folder / name / ".metadata").exists() for name in kept)
 
 
 def test_fsdp_resumes_from_sharded_checkpoint_after_an_executor_jvm_is_killed(

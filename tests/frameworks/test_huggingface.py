@@ -120,7 +120,10 @@ def check_steps_counted_once(runner: Runner, world: int) -> None:
 
 
 def test_trainer_trains_data_parallel(placement: Placement, launcher: str) -> None:
-    """The Trainer's steps reach the bar, the timings and the anatomy with no callback in the user's code."""
+    """The Trainer's steps reach the bar, the timings and the anatomy with no callback in the user's code. On
+    every launcher and placement: the Trainer is Hugging Face's launch path there, for Accelerate's too (its
+    `TrainingArguments` set up Accelerate's `PartialState` from the run's torch variables, and the Trainer
+    prepares the model and the data through an `Accelerator`)."""
     runner = Runner(np=placement.np(2), launcher=launcher, tracking=False)
     check_data_parallel(runner.run_all(trainer_replica, SAMPLES, BATCH, EPOCHS))
     check_steps_counted_once(runner, 2)
@@ -134,6 +137,8 @@ def test_a_trainer_whose_own_callback_reports_counts_each_step_once_np_below_zer
     assert runner.last_run.timings["loss"].notna().all(), "the user's reports (with their loss) were kept"
 
 
-def test_accelerator_trains_data_parallel(placement: Placement, launcher: str) -> None:
-    runner = Runner(np=placement.np(2), launcher=launcher, tracking=False)
+def test_accelerator_trains_data_parallel_np_below_zero_direct() -> None:
+    """A loop of the user's own through `Accelerator.prepare`: one cell, as the launcher and the placement reach
+    Accelerate through the same `PartialState` the Trainer's runs above set up on each of them."""
+    runner = Runner(np=-2, launcher="direct", tracking=False)
     check_data_parallel(runner.run_all(accelerate_replica, SAMPLES, BATCH, EPOCHS))

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
-from tests.matrix import Placement
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -43,8 +42,12 @@ def data_parallel_fit() -> dict[str, Any]:
     }
 
 
-def test_jax_backend_data_parallel(placement: Placement, launcher: str) -> None:
-    views = Runner(np=placement.np(2), launcher=launcher, tracking=False).run_all(data_parallel_fit)
+def test_jax_backend_data_parallel_np_below_zero_direct() -> None:
+    """One cell: what the launcher and the placement decide reaches Keras only through
+    `keras.distribution.initialize()`, which calls `jax.distributed.initialize()` with no coordinator, process
+    count or id, as tests/frameworks/test_jax.py does on every launcher and placement; Keras' `DataParallel`
+    reads only JAX's devices."""
+    views = Runner(np=-2, launcher="direct", tracking=False).run_all(data_parallel_fit)
     for view in views:
         assert view["process_index"] == view["rank"] and view["devices"] == len(views), view
         assert view["weights"] == views[0]["weights"], "replicas diverged"

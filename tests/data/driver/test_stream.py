@@ -47,6 +47,9 @@ def spark(folders: dict[str, Path]) -> Any:
             "spark.local.dir": str(folders["spark_local"]),
             "spark.executorEnv.TMPDIR": str(folders["executor_tmp"]),
             "spark.sql.execution.arrow.maxRecordsPerBatch": "20",  # several batches per partition
+            # a feeder task is retried once: the killed feeders' retry, and a failure for good after two tries
+            # (Spark's default, four, tries the failing feeders and the failing count twice as often for nothing)
+            "spark.task.maxFailures": "2",
         },
     )
 
@@ -86,14 +89,17 @@ def read_epochs(data: Any) -> dict[str, Any]:
 
 
 def test_every_row_once_equal_steps_same_order_no_file(
-    spark: Any, where: Placement, launcher: str, folders: dict[str, Path]
+    spark: Any, where: Placement, folders: dict[str, Path]
 ) -> None:
+    """Launcher direct on both placements, which differ in where the ranks read from: processes on the driver,
+    or barrier tasks beside the feeder tasks on the executors. A rank reads the stream the same way whichever
+    launcher started it (the launchers differ in starting ranks: tests/launch, tests/scenarios/faults)."""
     df = frame(spark)
     oracle = {row["id"]: row["w"] for row in df.collect()}
     data = stream(df, seed=7)
     before = file_stats(folders)
     ranks = Runner(
-        np=where.np(2), launcher=launcher, spark=where.spark, env={"TMPDIR": str(folders["rank_tmp"])}
+        np=where.np(2), launcher="direct", spark=where.spark, env={"TMPDIR": str(folders["rank_tmp"])}
     ).run_all(read_epochs, data)
     written = {path: stat for path, stat in file_stats(folders).items() if before.get(path) != stat}
     assert written == {}, f"streaming wrote files: {sorted(written)}"

@@ -55,9 +55,20 @@ def test_mpirun_missing_is_a_typed_error_before_start(
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_classic_horovod_training_runs_unchanged(launcher: str, tmp_path: Path) -> None:
-    result = Runner(np=-2, launcher=launcher).run(hvd_functions.classic_train, str(tmp_path))
-    assert_classic_training(result, tmp_path, 2)
+    """The training, and its Horovod timeline (HOROVOD_TIMELINE) sent back to the driver, complete: the
+    worker shut Horovod down before sending it."""
+    checkpoints, timeline = tmp_path / "checkpoints", tmp_path / "rank-host" / "timeline.json"
+    checkpoints.mkdir()
+    timeline.parent.mkdir()
+    runner = Runner(np=-2, launcher=launcher, env={"HOROVOD_TIMELINE": str(timeline)})
+    result = runner.run(hvd_functions.classic_train, str(checkpoints))
+    assert_classic_training(result, checkpoints, 2)
     assert result["controller"] == ("mpi" if launcher == "mpirun" else "gloo")
+    saved = Path(runner.received_files["rank 0/timeline.json"])
+    assert saved.parent != timeline.parent
+    events = json.loads(saved.read_text())
+    assert any("ALLREDUCE" in str(e.get("name", "")) for e in events)
+    os.remove(saved)
 
 
 @pytest.mark.slow
@@ -70,17 +81,3 @@ def test_failing_rank_raises_its_own_error_and_leaves_nothing(launcher: str) -> 
     assert "fail_on_rank_one" in err.remote_traceback
     run_id = re.search(r"run (\w+)", err.exc_message).group(1)  # type: ignore[union-attr]
     assert rank_processes(run_id) == {}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("launcher", LAUNCHERS)
-def test_horovod_timeline_comes_back_to_the_driver(launcher: str, tmp_path: Path) -> None:
-    timeline = tmp_path / "rank-host" / "timeline.json"
-    timeline.parent.mkdir()
-    runner = Runner(np=-2, launcher=launcher, env={"HOROVOD_TIMELINE": str(timeline)})
-    runner.run(hvd_functions.sum_ranks)
-    saved = Path(runner.received_files["rank 0/timeline.json"])
-    assert saved.parent != timeline.parent
-    events = json.loads(saved.read_text())  # complete: the worker shut Horovod down before sending it
-    assert any("ALLREDUCE" in str(e.get("name", "")) for e in events)
-    os.remove(saved)

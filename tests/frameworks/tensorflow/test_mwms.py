@@ -57,8 +57,10 @@ def test_tf_config_names_every_worker_and_this_rank(launcher: str) -> None:
 
 
 @pytest.mark.slow
-def test_keras_trains_with_two_local_workers(tmp_path: Path, launcher: str) -> None:
-    runner = Runner(np=-2, launcher=launcher)
+def test_keras_trains_with_two_local_workers(tmp_path: Path) -> None:
+    """Launcher direct: MultiWorkerMirroredStrategy reads only TF_CONFIG, which the test above checks under
+    both launchers; the placements differ in the hosts and ports it names (the next test)."""
+    runner = Runner(np=-2, launcher="direct")
     result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
     assert_progress_reported(runner)
@@ -66,8 +68,9 @@ def test_keras_trains_with_two_local_workers(tmp_path: Path, launcher: str) -> N
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_keras_trains_in_a_barrier_stage(spark_local: Any, tmp_path: Path, launcher: str) -> None:
-    runner = Runner(np=2, spark=spark_local, launcher=launcher)
+def test_keras_trains_in_a_barrier_stage(spark_local: Any, tmp_path: Path) -> None:
+    """Launcher direct: the workers' gRPC servers on the ports the barrier tasks reserved and handed over."""
+    runner = Runner(np=2, spark=spark_local, launcher="direct")
     result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
     assert_progress_reported(runner)
