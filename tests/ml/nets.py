@@ -139,49 +139,9 @@ def least_squares(train: Any, val: Any) -> Any:
 
 
 def linear_predict(model: Any, x: np.ndarray) -> np.ndarray:
-    """The `FunctionEstimator` predict_fn of `least_squares` and `checkpointed_sgd`."""
+    """The `FunctionEstimator` predict_fn of `least_squares`."""
     weights = model[0]
     return x @ weights[:3] + weights[3]
-
-
-def checkpointed_sgd(point: KillPoint, epochs: int, batch_size: int) -> Any:
-    """A `FunctionEstimator` train_fn written as a user would: DDP SGD of a linear model, a checkpoint per epoch
-    through ``sparkrunner.save_checkpoint``, resumed from ``load_checkpoint`` after a failure; every step goes
-    through `point`. Rank 0 returns the weights and bias (what `linear_predict` reads)."""
-
-    def train(train_data: Any, _: Any) -> Any:
-        import torch.distributed as dist
-
-        import sparkrunner
-        from sparkrunner.data import NumpyLoader
-
-        dist.init_process_group("gloo")
-        torch.manual_seed(0)
-        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
-        state, start = sparkrunner.load_checkpoint(), 0
-        if state is not None:
-            net.module.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            start = state["epoch"] + 1
-        loader = NumpyLoader(train_data, batch_size, seed=0)
-        for epoch in range(start, epochs):
-            loader.set_epoch(epoch)
-            for batch in loader:
-                point.step()
-                optimizer.zero_grad()
-                out = net(torch.from_numpy(batch["x"].astype(np.float32)))[:, 0]
-                torch.nn.functional.mse_loss(out, torch.from_numpy(batch["y"].astype(np.float32))).backward()
-                optimizer.step()
-            state = {"model": net.module.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
-            sparkrunner.save_checkpoint(state, step=epoch)
-            dist.barrier()  # no rank starts the next epoch before this epoch's checkpoint is complete
-        layer = net.module
-        weights = np.concatenate([layer.weight.detach().numpy()[0], layer.bias.detach().numpy()])
-        dist.destroy_process_group()
-        return (weights,) if sparkrunner.rank_context().rank == 0 else None
-
-    return train
 
 
 class StepLogged(torch.optim.SGD):

@@ -1,4 +1,5 @@
-"""Horovod's input contract on real ranks (np < 0, launcher "direct") and real executors: with `input_shapes`
+"""Horovod's input contract on a real rank (np=-1, launcher "direct": each rank shapes its own batches, so one
+shows it; 15 epochs of 25 batches, the optimizer steps two ranks took in 30) and real executors: with `input_shapes`
 each feature column reaches ``forward`` as a tensor of its own shape, in `fit` and in `transform` (also after a
 save and load); `label_shapes` shapes the labels; `inmemory_cache_all` trains as well from memory. Oracles: the
 function that generated the labels, and a model that refuses any other input shape."""
@@ -38,7 +39,7 @@ def test_each_feature_column_reaches_forward_in_its_shape_in_fit_and_transform(
     model = TorchEstimator(
         model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="mse", feature_cols=["x", "s"],
         label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]], label_shapes=[[-1, 1]], inmemory_cache_all=True,
-        batch_size=32, epochs=30, np=-2, launcher="direct", store=str(tmp_path / "store"), tracking=tracking_uri,
+        batch_size=32, epochs=15, np=-1, launcher="direct", store=str(tmp_path / "store"), tracking=tracking_uri,
         verbose=0,
     ).fit(two_columns(spark_ml, 800))  # fmt: skip
 
@@ -66,7 +67,7 @@ def test_the_lightning_estimator_gives_each_feature_column_in_its_shape(
 
     model = LightningEstimator(
         model=TwoInputsModule(), feature_cols=["x", "s"], label_cols=["y"], input_shapes=[[-1, 3, 1], [-1, 1]],
-        label_shapes=[[-1, 1]], batch_size=32, epochs=30, np=-2, launcher="direct",
+        label_shapes=[[-1, 1]], batch_size=32, epochs=15, np=-1, launcher="direct",
         store=str(tmp_path / "store"), tracking=False, verbose=0,
     ).fit(two_columns(spark_ml, 800))  # fmt: skip
 

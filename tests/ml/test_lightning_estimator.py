@@ -35,7 +35,7 @@ def estimator(np_: int, store: Path, tracking_uri: str, **params: Any) -> Lightn
 def test_fit_in_spark_learns_the_generating_function_and_logs_each_epoch(
     spark_ml: Any, store: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In a barrier stage (np=2); np < 0 trains in the Pipeline test below and the resume test."""
+    """In a barrier stage (np=2); np < 0 trains in the Pipeline test and the resume test below."""
     model = estimator(2, store, tracking_uri).fit(linear_rows(spark_ml, 1200))
 
     trained = model.getModel()
@@ -105,3 +105,27 @@ def test_a_classifier_named_by_its_probability_rule_scores_classes_and_probabili
     np.testing.assert_allclose(np.array([r["probability"] for r in rows]), expected, rtol=1e-5, atol=1e-6)
     assert [r["prediction"] for r in rows] == expected.argmax(axis=1).astype(float).tolist()
     assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+
+
+def test_a_fit_whose_rank_dies_resumes_from_its_latest_epoch(
+    spark_ml: Any, store: Path, tmp_path: Path
+) -> None:
+    """np < 0, launcher direct, max_failures=1, the rows materialized. 400 rows, batch 20: 10 steps per epoch and
+    rank. Rank 1 exits at its 26th step (epoch 3 of 4) of attempt 0; the retry trains epochs 3 and 4 only (20
+    steps per rank, counted by a `KillPoint` in a Lightning callback, outside the estimator), from the checkpoint
+    the estimator's Lightning loop saved for epoch 2. (What an executor's loss adds, on Spark, is the same for
+    every estimator: tests/recovery/test_resume_spark.py.)"""
+    from tests.helpers import leftover_rank_processes
+    from tests.ml.lightning_nets import Steps
+    from tests.ml.nets import KillPoint, steps_logged
+
+    log = tmp_path / "steps.txt"
+    model = LightningEstimator(
+        model=LinearRegression(), callbacks=[Steps(KillPoint(str(log), crash_after=25))], log_model=False,
+        feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=-2, launcher="direct", max_failures=1,
+        checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store), tracking=False, verbose=0,
+    ).fit(linear_rows(spark_ml, 400))  # fmt: skip
+    steps = steps_logged(log)
+    assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20, steps
+    assert len(model.history["train_loss"]) == 4
+    assert leftover_rank_processes(grace_s=5.0) == {}

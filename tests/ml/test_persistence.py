@@ -24,6 +24,8 @@ def scores(frame: Any, *columns: str) -> list[tuple[Any, ...]]:
 def test_a_pipeline_ending_in_the_estimator_fits_saves_and_loads(
     spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
 ) -> None:
+    """np=-1, launcher "direct": what is saved and loaded does not depend on the number of ranks (DDP fits are
+    tests/ml/test_torch_estimator.py's)."""
     from pyspark.ml import Pipeline, PipelineModel
     from pyspark.ml.feature import StandardScaler, VectorAssembler
 
@@ -34,7 +36,7 @@ def test_a_pipeline_ending_in_the_estimator_fits_saves_and_loads(
             StandardScaler(inputCol="features", outputCol="scaled", withMean=True),
             TorchEstimator(
                 model=net, optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss="cross_entropy",
-                feature_cols=["scaled"], label_cols=["label"], batch_size=32, epochs=6, np=-2,
+                feature_cols=["scaled"], label_cols=["label"], batch_size=32, epochs=6, np=-1,
                 launcher="direct", store=str(store), tracking=tracking_uri, verbose=0, run_id="pipeline-test",
             ),
         ]
@@ -122,15 +124,23 @@ def test_tuning_models_save_and_load_in_a_new_process(spark_ml: Any, store: Path
     assert loaded["cv_maps"] == loaded["tvs_maps"] == [1, 4]
 
 
-TUNED_KINDS = ("keras", "lightning", "function", "horovod_torch")
+# a Keras fit and a new driver process that imports TensorFlow
+@pytest.mark.timeout(900)
+def test_a_tuned_keras_model_saves_and_loads_in_a_new_process(
+    spark_ml: Any, store: Path, tmp_path: Path
+) -> None:
+    """A CrossValidatorModel over KerasEstimator (tf_keras; `tests.ml.saved_stages.unfitted`'s stage, np=-1,
+    launcher "direct", 1 epoch on 64 rows) as its best model, with the estimator, a param map and an evaluator
+    (what its writer writes; a real CrossValidator's folds are run by the torch test above), loaded in a new
+    process: its best model (a KerasModel) scores the same rows as the fitted model here, and its estimator
+    holds what was saved.
 
-
-@pytest.fixture(scope="module")
-def tuned_elsewhere(spark_ml: Any, store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Each kind of `TUNED_KINDS` (`tests.ml.saved_stages.unfitted`'s stage, np=-1, launcher "direct", 1 epoch)
-    fitted once on 64 rows, as the best model of a CrossValidatorModel (with the estimator, a param map and an
-    evaluator: what its writer writes; a real CrossValidator's folds are run by the torch test above), saved;
-    one new process loads them all. Per kind: the best model's scores here, and the new process's JSON."""
+    What differs from the torch test above: the fitted model's payload is a Keras model serialized by Keras, and
+    the estimator saves its optimizer as Keras' config (`KerasEstimator.saved_values`). The other estimators'
+    tuned models go through the torch test's path: LightningEstimator's and the Horovod torch drop-in's fitted
+    models are `TorchModel`s (a pickled torch module, the same `StateWriter`/`StateReader`), and a
+    FunctionModel's pickled result and predict_fn take the same writer (its own save/load round trip is
+    tests/ml/test_generic_and_mlflow.py's)."""
     from pyspark.ml.evaluation import RegressionEvaluator
     from pyspark.ml.tuning import CrossValidatorModel, ParamGridBuilder
 
@@ -138,52 +148,35 @@ def tuned_elsewhere(spark_ml: Any, store: Path, tmp_path_factory: pytest.TempPat
     from tests.ml.nets import linear_rows
     from tests.ml.saved_stages import fingerprint, unfitted
 
-    saved = tmp_path_factory.mktemp("tuned")
+    saved = tmp_path / "saved"
     linear_rows(spark_ml, 32, partitions=2, seed=7).write.parquet(str(saved / "kinds_test"))
     test, train = spark_ml.read.parquet(str(saved / "kinds_test")), linear_rows(spark_ml, 64, partitions=2)
-    found: dict[str, Any] = {}
-    for kind, stage in unfitted().items():
-        if kind not in TUNED_KINDS:
-            continue
-        estimator = stage.copy(
-            {stage.getParam(n): v for n, v in (("num_proc", None), ("np", -1), ("launcher", "direct"),
-                                              ("epochs", 1), ("store", str(store)))}
-        )  # fmt: skip
-        fitted = estimator.fit(train)
-        output = fitted.getOrDefault("prediction_col")
-        rows = fitted.transform(test).collect()
-        here = {str(r["id"]): r[output] for r in rows}
-        rmse = float(np.sqrt(np.mean([(r[output] - r["y"]) ** 2 for r in rows])))  # the evaluator's metric
-        cv = CrossValidatorModel(fitted, [rmse])
-        grid = ParamGridBuilder().addGrid(estimator.getParam("epochs"), [1]).build()
-        evaluator = RegressionEvaluator(labelCol="y", predictionCol=output, metricName="rmse")
-        cv._set(estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator)
-        cv.write().save(str(saved / "kinds" / kind))
-        found[kind] = {
-            "scores": here,
-            "model": f"{type(fitted).__module__}.{type(fitted).__name__}",
-            "estimator": fingerprint(estimator),
-        }
-    out = run_driver("load_saved_stages", str(saved), seconds=300)
-    printed = dict(line.split(" ", 2)[1:] for line in out.splitlines() if line.startswith("TUNED "))
-    return {
-        kind: (json.loads(json.dumps(found[kind])), json.loads(printed.get(kind, "null")), out)
-        for kind in found
+    stage = unfitted()["keras"]
+    estimator = stage.copy(
+        {stage.getParam(n): v for n, v in (("np", -1), ("launcher", "direct"), ("epochs", 1),
+                                          ("store", str(store)))}
+    )  # fmt: skip
+    fitted = estimator.fit(train)
+    output = fitted.getOrDefault("prediction_col")
+    rows = fitted.transform(test).collect()
+    here = {str(r["id"]): r[output] for r in rows}
+    rmse = float(np.sqrt(np.mean([(r[output] - r["y"]) ** 2 for r in rows])))  # the evaluator's metric
+    cv = CrossValidatorModel(fitted, [rmse])
+    grid = ParamGridBuilder().addGrid(estimator.getParam("epochs"), [1]).build()
+    evaluator = RegressionEvaluator(labelCol="y", predictionCol=output, metricName="rmse")
+    cv._set(estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator)
+    cv.write().save(str(saved / "kinds" / "keras"))
+    found = {
+        "scores": here,
+        "model": f"{type(fitted).__module__}.{type(fitted).__name__}",
+        "estimator": fingerprint(estimator),
     }
 
-
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("kind", TUNED_KINDS)
-def test_a_tuned_model_over_every_estimator_saves_and_loads_in_a_new_process(
-    tuned_elsewhere: dict[str, Any], kind: str
-) -> None:
-    """A CrossValidatorModel over KerasEstimator (tf_keras), LightningEstimator, FunctionEstimator and the Horovod
-    torch drop-in, loaded in a new process: its best model (of the fitted model's class) scores the same rows as
-    the fitted model here, and its estimator holds what was saved."""
-    here, loaded, out = tuned_elsewhere[kind]
-    assert loaded is not None, out
-    assert len(here["scores"]) == 32 and None not in here["scores"].values()
-    assert loaded == {**here, "maps": [1]}
+    out = run_driver("load_saved_stages", str(saved), seconds=300)
+    printed = dict(line.split(" ", 2)[1:] for line in out.splitlines() if line.startswith("TUNED "))
+    assert "keras" in printed, out
+    assert len(here) == 32 and None not in here.values()
+    assert json.loads(printed["keras"]) == {**json.loads(json.dumps(found)), "maps": [1]}
 
 
 def test_unfitted_stages_of_every_kind_save_and_load_in_a_pipeline(spark_ml: Any, tmp_path: Path) -> None:

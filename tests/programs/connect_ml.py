@@ -1,10 +1,10 @@
-"""Every estimator over Spark Connect (test_connect_ml.py), in one Connect server.
+"""The estimators over Spark Connect (test_connect_ml.py), in one Connect server.
 
 Usage: ``connect_ml.py TMP``: TorchEstimator fitted on np<0 ranks from materialized rows, one in the server's
 barrier stage from streamed rows, and transform on the server's executors; an unfitted Pipeline and a
-PipelineModel of the first saved and loaded through the Connect session; then LightningEstimator (np<0),
-KerasEstimator (tf_keras, np<0) and FunctionEstimator (a barrier stage, materialized rows), each scored on the
-executors, its worst error against the generating function computed in Spark. Prints what the test checks."""
+PipelineModel of the first saved and loaded through the Connect session; then FunctionEstimator (a barrier stage,
+materialized rows), scored on the executors, its worst error against the generating function computed in Spark.
+Prints what the test checks."""
 
 import sys
 from pathlib import Path
@@ -15,9 +15,7 @@ import torch
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql.connect import functions as F
 
-from sparkrunner.ml import FunctionEstimator, KerasEstimator, LightningEstimator, TorchEstimator
-from tests.ml.keras_nets import linear_model
-from tests.ml.lightning_nets import LinearRegression
+from sparkrunner.ml import FunctionEstimator, TorchEstimator
 from tests.ml.nets import least_squares, linear_predict
 from tests.ml.saved_stages import fingerprint
 from tests.scenarios.connect.server import start_connect_session
@@ -71,19 +69,6 @@ print(
 print("LOADED", [r["prediction"] for r in again] == list(predictions), flush=True)
 streamed = estimator(1, "stream", 2).fit(frame)
 print("STREAMED", len(streamed.history["loss"]), flush=True)
-
-lightning = LightningEstimator(model=LinearRegression(), epochs=6, np=-2, log_model=False, **COMMON).fit(
-    frame
-)
-print("LIGHTNING", len(lightning.history["train_loss"]), worst_error(lightning), flush=True)
-
-import tf_keras  # noqa: E402  (TensorFlow's import is slow: only once the torch cases are done)
-
-keras = KerasEstimator(
-    model=linear_model(), optimizer=tf_keras.optimizers.Adam(0.05), loss="mse", epochs=8, np=-1,
-    log_model=False, **COMMON,
-).fit(frame)  # fmt: skip
-print("KERAS", len(keras.history["loss"]), worst_error(keras), flush=True)
 
 function = FunctionEstimator(train_fn=least_squares, predict_fn=linear_predict, np=2, **COMMON).fit(frame)
 print("FUNCTION", function.getModel()[1], worst_error(function), flush=True)

@@ -15,11 +15,11 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError
-from sparkrunner.ml import FunctionEstimator, KerasEstimator, LightningEstimator, TorchEstimator
+from sparkrunner.ml import TorchEstimator
 from sparkrunner.placement.slots import task_slots
 from tests.helpers import leftover_rank_processes
 from tests.matrix import LAUNCHERS
-from tests.ml.nets import CrashOnce, KillPoint, checkpointed_sgd, linear_predict, linear_rows, steps_logged
+from tests.ml.nets import CrashOnce, KillPoint, linear_rows, steps_logged
 from tests.recovery.processes import ExecutorKiller
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
 from tests.waiting import wait_until
@@ -157,50 +157,28 @@ def test_max_failures_zero_raises_the_first_error_as_before(spark_cluster: Any) 
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 
-@pytest.fixture(scope="module")
-def fit_rows(spark_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """400 `linear_rows` as a Parquet source: a deterministic plan, so the fits below materialize it once
-    (`rand` columns would make every fit write its own copy)."""
-    path = str(tmp_path_factory.mktemp("fit-rows") / "rows")
-    linear_rows(spark_cluster, 400).write.parquet(path)
-    return spark_cluster.read.parquet(path)
-
-
-def killed_mid_fit(kind: str, point: KillPoint, **params: Any) -> Any:
-    """An estimator of `kind`, 4 epochs of batch 20 on `linear_rows`, whose every training step goes through
-    `point`: in the model's forward pass (torch), a Lightning callback, the Keras loss, or the train_fn."""
-    params = dict(feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, **params)
-    if kind == "torch":
-        return TorchEstimator(model=CrashOnce(point), loss="mse", log_model=False, **params)
-    if kind == "lightning":
-        from tests.ml.lightning_nets import LinearRegression, Steps
-
-        return LightningEstimator(
-            model=LinearRegression(), callbacks=[Steps(point)], log_model=False, **params
-        )
-    if kind == "keras":
-        from tests.ml.keras_nets import SteppedMse, linear_model
-
-        return KerasEstimator(model=linear_model(), loss=SteppedMse(point), log_model=False, **params)
-    return FunctionEstimator(train_fn=checkpointed_sgd(point, 4, 20), predict_fn=linear_predict, **params)
-
-
-@pytest.mark.parametrize("kind", ["torch", "lightning", "keras", "function"])
 def test_an_estimator_fit_resumes_from_its_latest_epoch_after_an_executor_jvm_is_killed(
-    spark_cluster: Any, fit_rows: Any, store: Path, tmp_path: Path, kind: str
+    spark_cluster: Any, store: Path, tmp_path: Path
 ) -> None:
-    """Placement: Spark barrier stage (np=2), launcher direct, max_failures=1, the rows materialized (once: the
-    four share the module's cache). 400 rows, batch 20: 10 steps per epoch and rank. At rank 1's 26th step
-    (epoch 3 of 4) of attempt 0 the test SIGKILLs the executor JVM that hosts it; the retry trains epochs 3 and 4
-    only (20 steps per rank, counted by a `KillPoint` outside the estimator), from the checkpoint of epoch 2."""
+    """Placement: Spark barrier stage (np=2), launcher direct, max_failures=1, the rows materialized. 400 rows,
+    batch 20: 10 steps per epoch and rank. At rank 1's 26th step (epoch 3 of 4) of attempt 0 the test SIGKILLs
+    the executor JVM that hosts it; the retry trains epochs 3 and 4 only (20 steps per rank, counted by a
+    `KillPoint` in the model's forward pass, outside the estimator), from the checkpoint of epoch 2.
+
+    TorchEstimator alone: what an executor's loss touches is the same for every estimator (the fit's
+    materialized rows kept for the retry, a new barrier stage, the run's checkpoint folder). Each estimator's own
+    resume from its checkpoint is tested where a rank dies on the driver (np < 0): KerasEstimator's in
+    tests/ml/test_keras_estimator.py, LightningEstimator's in tests/ml/test_lightning_estimator.py;
+    FunctionEstimator's train_fn resumes through ``sparkrunner.load_checkpoint`` as the Runner tests above do."""
     log, marker = tmp_path / "steps.txt", tmp_path / "rank1-waits"
     killer = ExecutorKiller(marker, seconds=300)
     try:
-        model = killed_mid_fit(
-            kind, KillPoint(str(log), crash_after=25, marker=str(marker)), np=2, launcher="direct",
-            max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store), tracking=False,
-            verbose=0,
-        ).fit(fit_rows)  # fmt: skip
+        model = TorchEstimator(
+            model=CrashOnce(KillPoint(str(log), crash_after=25, marker=str(marker))), loss="mse",
+            log_model=False, feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=2,
+            launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store),
+            tracking=False, verbose=0,
+        ).fit(linear_rows(spark_cluster, 400))  # fmt: skip
     finally:
         killed = killer.join()
         wait_for_slots(spark_cluster)  # leave the shared session with both executors for the next test
@@ -209,8 +187,5 @@ def test_an_estimator_fit_resumes_from_its_latest_epoch_after_an_executor_jvm_is
         os.kill(killed[0], 0)
     steps = steps_logged(log)
     assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20, steps
-    if kind == "function":  # the train_fn's own result: the weights
-        assert len(model.getModel()[0]) == 4
-    else:
-        assert len(model.history["train_loss" if kind == "lightning" else "loss"]) == 4
+    assert len(model.history["loss"]) == 4
     assert leftover_rank_processes(grace_s=5.0) == {}
