@@ -61,10 +61,11 @@ def test_fp16_compression_averages_the_gradients_in_half_precision_on_the_cpu(
     spark_local: Any, tmp_path: Path
 ) -> None:
     """np=-2, launcher direct, `use_gpu=False`, Horovod's loss function form (a function that returns the batch's
-    mean): one SGD step (lr=1) from zero weights leaves minus the averaged gradient in each weight. `hvd.Compression.fp16` (DDP's fp16 hook) averages it in half precision, so every
-    weight is a float16 value (the oracle: float16's own rounding; gradients of these random rows averaged in
-    full precision are not, each but with odds of about 1 in 8000). `use_gpu=False` changes nothing on this
-    machine (no GPU): the spec's device choice is tests/ml/test_spec.py's, the GPU case untested."""
+    mean): one SGD step (lr=1) from zero weights leaves minus the averaged gradient in each weight.
+    `hvd.Compression.fp16` (DDP's fp16 hook) averages it in half precision, so every weight is a float16 value
+    (the oracle: float16's own rounding; gradients of these random rows averaged in full precision are not, each
+    but with odds of about 1 in 8000). `use_gpu=False` changes nothing on this machine (no GPU): the spec's
+    device choice is tests/ml/test_spec.py's, the GPU case untested."""
     net = torch.nn.Linear(3, 1)
     torch.nn.init.zeros_(net.weight)
     torch.nn.init.zeros_(net.bias)
@@ -121,9 +122,9 @@ def test_a_torch_model_built_by_hand_without_its_input_width_is_refused() -> Non
 def test_horovod_style_keras_fit_learns_and_writes_the_label_output_column(
     spark_local: Any, tmp_path: Path
 ) -> None:
-    """np=-1, launcher "direct": the drop-in's Params and ``<label>__output`` column. ``num_proc`` becomes the
-    barrier stage's ranks by the translation the torch drop-in's fit above takes, and KerasEstimator's barrier
-    stage is tests/ml/test_keras_estimator.py's."""
+    """np=-1, launcher "direct", the batch two ranks of 32 made (the same steps): the drop-in's Params and
+    ``<label>__output`` column. ``num_proc`` becomes the barrier stage's ranks by the translation the torch
+    drop-in's fit above takes, and KerasEstimator's barrier stage is tests/ml/test_keras_estimator.py's."""
     keras = pytest.importorskip("tf_keras")
     from sparkrunner.compat.horovod_spark import KerasEstimator, KerasModel
 
@@ -132,7 +133,7 @@ def test_horovod_style_keras_fit_learns_and_writes_the_label_output_column(
     model = KerasEstimator(
         np=-1, store=store_module.Store.create(str(tmp_path / "store")), model=net,
         optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"], feature_cols=["x"], label_cols=["y"],
-        batch_size=32, epochs=10, verbose=0, launcher="direct", tracking=False,
+        batch_size=64, epochs=10, verbose=0, launcher="direct", tracking=False,
     ).fit(linear_rows(spark_local, 1000))  # fmt: skip
 
     assert isinstance(model, KerasModel) and set(model.getHistory()) == {"loss", "mae"}
