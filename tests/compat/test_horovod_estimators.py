@@ -21,27 +21,19 @@ store_module = pytest.importorskip("horovod.spark.common.store")
 Compression = pytest.importorskip("horovod.torch.compression").Compression
 
 
-@pytest.mark.parametrize(
-    ("np_", "loss"),
-    [
-        (-2, {"loss": torch.nn.functional.mse_loss, "gradient_compression": Compression.fp16}),
-        (2, {"loss_constructors": [LockedMSE]}),
-    ],
-    ids=["np<0-loss-function-fp16", "spark-loss-constructor"],
-)
 def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
-    spark_local: Any, tmp_path: Path, np_: int, loss: dict[str, Any]
+    spark_local: Any, tmp_path: Path
 ) -> None:
-    """With Horovod's loss forms: a function that returns the batch's mean (its gradients averaged in half
-    precision: `hvd.Compression.fp16`), and `loss_constructors` building in each rank a loss that cannot be
-    pickled (`LockedMSE`)."""
+    """``num_proc=2`` (a `local[2]` barrier stage), with Horovod's `loss_constructors` building in each rank a
+    loss that cannot be pickled (`LockedMSE`). Horovod's loss function form, and fp16 compression, are the fit
+    below on np < 0."""
     torch.manual_seed(0)
     net = torch.nn.Linear(3, 1)
     estimator = TorchEstimator(
-        num_proc=np_ if np_ > 0 else None, store=store_module.LocalStore(str(tmp_path / "store")), model=net,
-        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), **loss, feature_cols=["x"],
+        num_proc=2, store=store_module.LocalStore(str(tmp_path / "store")), model=net,
+        optimizer=torch.optim.Adam(net.parameters(), lr=0.05), loss_constructors=[LockedMSE], feature_cols=["x"],
         label_cols=["y"], batch_size=32, epochs=25, validation=0.25, random_seed=1, verbose=0,
-        np=np_ if np_ < 0 else None, launcher="direct", tracking=False,
+        launcher="direct", tracking=False,
     )  # fmt: skip
     model = estimator.fit(linear_rows(spark_local, 1200))
 
@@ -57,27 +49,28 @@ def test_horovod_style_fit_learns_and_transform_writes_the_label_output_column(
     np.testing.assert_allclose(scored, forward(trained, x)[:, 0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(scored, x @ WEIGHTS + BIAS, atol=0.1)
 
-    if np_ > 0:  # Horovod's models save and load as Spark ML stages too; the class survives the round trip
-        model.setOutputCols(["estimate"]).write().save(str(tmp_path / "model"))
-        loaded = TorchModel.load(str(tmp_path / "model"))
-        assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
-        again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
-        np.testing.assert_allclose(again, scored, rtol=1e-6)
+    # Horovod's models save and load as Spark ML stages too; the class survives the round trip
+    model.setOutputCols(["estimate"]).write().save(str(tmp_path / "model"))
+    loaded = TorchModel.load(str(tmp_path / "model"))
+    assert type(loaded) is TorchModel and loaded.getOutputCols() == ["estimate"]
+    again = np.array([r["estimate"] for r in loaded.transform(test).collect()])
+    np.testing.assert_allclose(again, scored, rtol=1e-6)
 
 
 def test_fp16_compression_averages_the_gradients_in_half_precision_on_the_cpu(
     spark_local: Any, tmp_path: Path
 ) -> None:
-    """np=-2, launcher direct, `use_gpu=False`: one SGD step (lr=1) from zero weights leaves minus the averaged
-    gradient in each weight. `hvd.Compression.fp16` (DDP's fp16 hook) averages it in half precision, so every
-    weight is a float16 value (the oracle: float16's own rounding; gradients of these random rows averaged in
-    full precision are not, each but with odds of about 1 in 8000). `use_gpu=False` changes nothing on this
-    machine (no GPU): the spec's device choice is tests/ml/test_spec.py's, the GPU case untested."""
+    """np=-2, launcher direct, `use_gpu=False`, Horovod's loss function form (a function that returns the batch's
+    mean): one SGD step (lr=1) from zero weights leaves minus the averaged gradient in each weight.
+    `hvd.Compression.fp16` (DDP's fp16 hook) averages it in half precision, so every weight is a float16 value
+    (the oracle: float16's own rounding; gradients of these random rows averaged in full precision are not, each
+    but with odds of about 1 in 8000). `use_gpu=False` changes nothing on this machine (no GPU): the spec's
+    device choice is tests/ml/test_spec.py's, the GPU case untested."""
     net = torch.nn.Linear(3, 1)
     torch.nn.init.zeros_(net.weight)
     torch.nn.init.zeros_(net.bias)
     model = TorchEstimator(
-        model=net, optimizer=torch.optim.SGD(net.parameters(), lr=1.0), loss=torch.nn.MSELoss(),
+        model=net, optimizer=torch.optim.SGD(net.parameters(), lr=1.0), loss=torch.nn.functional.mse_loss,
         feature_cols=["x"], label_cols=["y"], batch_size=8, epochs=1, shuffle=False, use_gpu=False,
         gradient_compression=Compression.fp16, np=-2, launcher="direct", tracking=False, verbose=0,
         store=str(tmp_path / "store"),
@@ -126,18 +119,21 @@ def test_a_torch_model_built_by_hand_without_its_input_width_is_refused() -> Non
         TorchModel(model=torch.nn.Linear(3, 1), feature_columns=["x"], label_columns=["y"])
 
 
-def test_horovod_style_keras_fit_in_a_barrier_stage_learns_and_writes_the_label_output_column(
+def test_horovod_style_keras_fit_learns_and_writes_the_label_output_column(
     spark_local: Any, tmp_path: Path
 ) -> None:
+    """np=-1, launcher "direct", the batch two ranks of 32 made (the same steps): the drop-in's Params and
+    ``<label>__output`` column. ``num_proc`` becomes the barrier stage's ranks by the translation the torch
+    drop-in's fit above takes, and KerasEstimator's barrier stage is tests/ml/test_keras_estimator.py's."""
     keras = pytest.importorskip("tf_keras")
     from sparkrunner.compat.horovod_spark import KerasEstimator, KerasModel
 
     keras.utils.set_random_seed(0)
     net = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
     model = KerasEstimator(
-        num_proc=2, store=store_module.Store.create(str(tmp_path / "store")), model=net,
+        np=-1, store=store_module.Store.create(str(tmp_path / "store")), model=net,
         optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"], feature_cols=["x"], label_cols=["y"],
-        batch_size=32, epochs=10, verbose=0, launcher="direct", tracking=False,
+        batch_size=64, epochs=10, verbose=0, launcher="direct", tracking=False,
     ).fit(linear_rows(spark_local, 1000))  # fmt: skip
 
     assert isinstance(model, KerasModel) and set(model.getHistory()) == {"loss", "mae"}

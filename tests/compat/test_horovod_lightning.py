@@ -1,6 +1,7 @@
 """`sparkrunner.compat.horovod_spark_lightning.TorchEstimator`, Horovod's Lightning estimator's drop-in: its
 arguments reach `LightningEstimator`'s Params, what sparkrunner cannot honour is refused by name before any rank
-starts, and a fit (np < 0, launcher "direct") learns the generating function and appends ``<label>__output``."""
+starts, and a fit (np=-1, launcher "direct", the batch two ranks of 16 made) learns the generating function and
+appends ``<label>__output``."""
 
 from __future__ import annotations
 
@@ -77,8 +78,8 @@ def test_what_sparkrunner_cannot_honour_is_refused_by_name(given: dict[str, Any]
 def test_fit_learns_the_generating_function(tmp_path: Path) -> None:
     spark = spark_session(LOCAL_MASTER)
     model = TorchEstimator(
-        num_proc=None, np=-2, launcher="direct", model=LinearRegression(), store=str(tmp_path),
-        feature_cols=["x"], label_cols=["y"], batch_size=16, epochs=12, verbose=0, tracking=False,
+        num_proc=None, np=-1, launcher="direct", model=LinearRegression(), store=str(tmp_path),
+        feature_cols=["x"], label_cols=["y"], batch_size=32, epochs=12, verbose=0, tracking=False,
     ).fit(linear_rows(spark, 1200))  # fmt: skip
 
     assert isinstance(model, TorchModel) and model.getOutputCols() == ["y__output"]

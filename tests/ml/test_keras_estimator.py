@@ -172,12 +172,14 @@ class RankEpochs:
         Path(self.folder, f"rank{rank_context().rank}-epoch{epoch}").touch()
 
 
-def test_keras_3_in_a_barrier_stage_with_horovods_input_contract_callbacks_and_memory_cache(
+def test_keras_3_with_horovods_input_contract_callbacks_and_memory_cache(
     spark_ml: Any, store: Path, tmp_path: Path
 ) -> None:
-    """np=2 on local[2], launcher "direct", Keras 3: two feature columns fed in the model's input shape (2, 1),
+    """np=-2, launcher "direct", Keras 3: two feature columns fed in the model's input shape (2, 1),
     labels in label_shapes [[1]], a callback of the user's on both ranks and a CSVLogger (a writer, appending)
-    on rank 0 only, inmemory_cache_all; the classes learnt (oracle: the rule that made the labels)."""
+    on rank 0 only, inmemory_cache_all; the classes learnt (oracle: the rule that made the labels). Two ranks on
+    the driver: KerasEstimator's barrier stage is the tf_keras classifier's above, the same driver code for
+    either Keras."""
     import keras as keras3
 
     keras3.utils.set_random_seed(0)
@@ -193,7 +195,7 @@ def test_keras_3_in_a_barrier_stage_with_horovods_input_contract_callbacks_and_m
     model = KerasEstimator(
         model=net, optimizer=keras3.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy",
         metrics=["accuracy"], feature_cols=["a", "b"], label_cols=["label"], label_shapes=[[1]], batch_size=40,
-        epochs=6, np=2, launcher="direct", store=str(store), tracking=False, verbose=0, inmemory_cache_all=True,
+        epochs=6, np=-2, launcher="direct", store=str(store), tracking=False, verbose=0, inmemory_cache_all=True,
         callbacks=[RankEpochs(str(tmp_path)), keras3.callbacks.CSVLogger(str(log), append=True)],
     ).fit(class_rows(spark_ml, 1600))  # fmt: skip
 

@@ -55,10 +55,11 @@ def test_fit_in_spark_learns_the_generating_function_and_logs_each_epoch(
 def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
     spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
 ) -> None:
-    """np < 0, the rows streamed, a validation column (every fourth row)."""
+    """np=-1 (the number of ranks is not the subject) with the batch two ranks of 16 make: the same steps, the
+    same gradients averaged; the rows streamed, a validation column (every fourth row)."""
     from pyspark.sql import functions as F
 
-    stage = estimator(-2, store, tracking_uri, validation="is_val", data="stream")
+    stage = estimator(-1, store, tracking_uri, validation="is_val", data="stream", batch_size=32)
     fitted = Pipeline(stages=[stage]).fit(
         linear_rows(spark_ml, 1200).withColumn("is_val", F.col("id") % 4 == 0)
     )
@@ -90,14 +91,15 @@ def test_a_classifier_named_by_its_probability_rule_scores_classes_and_probabili
     spark_ml: Any, store: Path, tracking_uri: str
 ) -> None:
     """Lightning's loss lives in the module, so `probability="softmax"` says the outputs are logits: `transform`
-    appends the class and the softmax, as the fitted module's own forward pass gives them on the driver."""
+    appends the class and the softmax, as the fitted module's own forward pass gives them on the driver. np=-1
+    (the number of ranks is not the subject) with the batch two ranks of 32 make."""
     params: dict[str, Any] = dict(
         model=TwoClasses(), feature_cols=["a", "b"], label_cols=["label"], validation=None, epochs=6,
-        batch_size=32, log_model=False,
+        batch_size=64, log_model=False,
     )  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="probability='logits' is unknown"):
         estimator(-2, store, tracking_uri, probability="logits", **params).fit(class_rows(spark_ml, 40))
-    model = estimator(-2, store, tracking_uri, probability="softmax", **params).fit(class_rows(spark_ml, 800))
+    model = estimator(-1, store, tracking_uri, probability="softmax", **params).fit(class_rows(spark_ml, 800))
 
     rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
     x = np.array([[r["a"], r["b"]] for r in rows], dtype=np.float32)
