@@ -1,8 +1,14 @@
-"""Elastic world size on real Spark (local-cluster[2,2,1024]: two executor JVMs of 2 slots each), both
-launchers: `Runner(np=(2, 4))` starts 4 ranks; the test kills one executor JVM and holds its replacement back
+"""Elastic world size on real Spark (local-cluster[2,2,1024]: two executor JVMs of 2 slots each), launcher
+direct: `Runner(np=(2, 4))` starts 4 ranks; the test kills one executor JVM and holds its replacement back
 (SIGSTOP before it registers), so the next attempt runs at 2; when the replacement is let go the run grows
 back to 4 at its next checkpoint (`stop_reason == "rescale"`). Oracles: each epoch trains on every row
-exactly once (counted by the ranks with an all-reduce), and the loss curve matches an uninterrupted run's."""
+exactly once (counted by the ranks with an all-reduce), and the loss curve matches an uninterrupted run's.
+
+One launcher: what is elastic here (the driver's choice of size per attempt and its "rescale" stop, sent to
+the ranks over the attempt channel: `sparkrunner.driver.elastic`) takes no launcher. What mpirun does
+differently in such a run is tested on mpirun elsewhere: a retried attempt resuming from a checkpoint
+(tests/recovery/test_resume_spark.py), a killed executor JVM and a stop sent over the channel at a timeout
+(tests/scenarios/faults/test_fault_matrix.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +22,6 @@ from sparkrunner.data import ParquetData
 from sparkrunner.placement.slots import task_slots
 from tests.conftest import spark_session
 from tests.helpers import driver_url
-from tests.matrix import LAUNCHERS
 from tests.recovery.elastic_scenario import (
     ExecutorHolder,
     assert_grew_back,
@@ -26,7 +31,7 @@ from tests.recovery.elastic_scenario import (
 )
 from tests.waiting import wait_until
 
-# three attempts (4, 2, 4 ranks): ~4 min (direct) to over 10 min (mpirun) at a load average of ~50 on 2 cores
+# three attempts (4, 2, 4 ranks): ~4 min at a load average of ~50 on 2 cores
 pytestmark = pytest.mark.timeout(900)
 
 MASTER = "local-cluster[2,2,1024]"
@@ -51,14 +56,13 @@ def four_slots(spark: Any) -> None:
     wait_until(lambda: task_slots(spark.sparkContext) >= 4, 180, "4 task slots")
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_shrinks_on_a_lost_executor_and_grows_back_at_a_checkpoint(
-    spark: Any, data: ParquetData, uninterrupted: dict[str, Any], tmp_path: Path, launcher: str
+    spark: Any, data: ParquetData, uninterrupted: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Placement: Spark barrier stages of 4, then 2, then 4 tasks."""
+    """Placement: Spark barrier stages of 4, then 2, then 4 tasks; launcher direct."""
     four_slots(spark)
     runner = Runner(
-        np=(2, 4), launcher=launcher, max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
+        np=(2, 4), launcher="direct", max_failures=1, checkpoint_dir=str(tmp_path / "checkpoints"),
         start_timeout=180, timeout=480, stop_grace_s=20, tracking=False, progress=False,
     )  # fmt: skip
     holder = ExecutorHolder(tmp_path, driver_url(spark))

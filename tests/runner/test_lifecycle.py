@@ -14,6 +14,7 @@ from sparkrunner import Runner
 from sparkrunner.errors import RankFailedError, RunTimeoutError
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from tests.helpers import leftover_rank_processes, start_driver, wait_for_line
+from tests.matrix import LAUNCHERS
 
 
 def dies_hard() -> None:
@@ -70,14 +71,20 @@ def touch_then_sleep(path: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("slow_s", "says"), [(3, "every rank was stopped"), (5, "it ran out before its ranks")]
+    ("launcher", "slow_s", "says"),
+    [
+        pytest.param("direct", 3, "every rank was stopped", id="direct-3"),
+        pytest.param("mpirun", 3, "every rank was stopped", id="mpirun-3", marks=LAUNCHERS[1].marks),
+        pytest.param("direct", 5, "it ran out before its ranks", id="direct-5"),
+    ],
 )
 def test_the_timeout_counts_from_the_run_s_start_not_from_its_ranks(
     launcher: str, tmp_path: Path, slow_s: float, says: str
 ) -> None:
     """Placement: np<0. `slow_s` go before any rank starts, against timeout=4 (it is for the whole run): with 3 s
     the ranks get the 1 s left; with 5 s none is started. Either way the run ends in less than 4 s after that
-    slow start (the timeout used to start over with the ranks)."""
+    slow start (the timeout used to start over with the ranks). Each launcher stops the ranks started with 3 s;
+    with 5 s no launcher is started, so one launcher shows it."""
     slow, started = SlowToStart(slow_s), tmp_path / "a rank started"
     runner = Runner(np=-2, launcher=launcher, timeout=4, observers=[slow], tracking=False, progress=False)
     with pytest.raises(RunTimeoutError, match="within timeout=4 s") as info:

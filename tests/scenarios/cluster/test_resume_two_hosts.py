@@ -60,7 +60,7 @@ def test_elastic_run_shrinks_when_a_host_is_lost_and_grows_when_it_returns(
     two_hosts: TwoHosts, tmp_path: Path
 ) -> None:
     """Placement: Spark barrier stages of 4 (both hosts), 2 (one host), 4 tasks; launcher direct (the same
-    scenario under mpirun runs on local-cluster: tests/recovery/test_elastic.py, both launchers)."""
+    scenario on local-cluster: tests/recovery/test_elastic.py)."""
     data = make_data(tmp_path / "data")
     reference = uninterrupted_run(data)
     runner = Runner(
