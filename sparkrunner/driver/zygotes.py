@@ -213,7 +213,10 @@ class DriverZygoteUse:
     """A run's use of the driver's zygote (direct, np < 0): acquired by its first attempt, released at its end."""
 
     def __init__(self, main: Any, options: RunOptions) -> None:
-        modules, warm = _preloads(main)
+        # no WARM_LATER here: DDP in a rank forked after the driver's zygote imported torch._dynamo hung in gloo
+        # (tests/observe/test_anatomy.py's untimed DDP, the third of three runs in one driver): ranks import it
+        modules, _ = _preloads(main)
+        warm: tuple[str, ...] = ()
         imports_env = local_imports_environment(dict(options.env), abs(options.np))
         self._key = ImportsKey(
             sys.executable,
