@@ -52,7 +52,7 @@ _PETASTORM_OUTCOMES: dict[str, dict[str, dict[str, str]]] = {}
 def note_petastorm_cases(items: list[pytest.Item]) -> None:
     """Keep the node ids of the collected (not deselected) Petastorm cases that run in .venv-petastorm."""
     _PETASTORM_CASES[:] = [
-        item.nodeid
+        _without_group(item.nodeid)
         for item in items
         if getattr(getattr(item, "function", None), "runs_petastorm_elsewhere", False)
         and getattr(getattr(item, "callspec", None), "params", {}).get("reader") == "petastorm"
@@ -63,7 +63,11 @@ def note_petastorm_cases(items: list[pytest.Item]) -> None:
 def _current_test_id() -> str:
     """The running test's id as a pytest command line names it: without the ` (call)` phase, nor the
     `@<group>` that pytest-xdist appends under `--dist loadgroup` (after the last `]`, as xdist reads it)."""
-    node_id = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+    return _without_group(os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0])
+
+
+def _without_group(node_id: str) -> str:
+    """`node_id` without the `@<group>` pytest-xdist appends to it under `--dist loadgroup` (after the last `]`)."""
     at = node_id.rfind("@")
     return node_id[:at] if at > node_id.rfind("]") else node_id
 

@@ -47,9 +47,6 @@ def spark(folders: dict[str, Path]) -> Any:
             "spark.local.dir": str(folders["spark_local"]),
             "spark.executorEnv.TMPDIR": str(folders["executor_tmp"]),
             "spark.sql.execution.arrow.maxRecordsPerBatch": "20",  # several batches per partition
-            # a feeder task is retried once: the killed feeders' retry, and a failure for good after two tries
-            # (Spark's default, four, tries the failing feeders and the failing count twice as often for nothing)
-            "spark.task.maxFailures": "2",
         },
     )
 
