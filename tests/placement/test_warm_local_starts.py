@@ -90,9 +90,11 @@ def test_a_running_forked_rank_counts_as_a_rank_of_its_run(tmp_path: Path) -> No
     thread.start()
     try:
         wait_until(lambda: len(rank_processes()) >= 2, 120, "both ranks running")
-        ranks = rank_processes()
+        processes = rank_processes()
+        # the ranks: the run's processes whose parent is not one of them (a rank's own children carry its run id)
+        ranks = {pid: cmd for pid, cmd in processes.items() if parent_of(pid) not in processes}
         zygotes = driver_zygotes(os.getpid())
-        assert {parent_of(pid) for pid in ranks} <= set(zygotes), (ranks, zygotes)
+        assert len(ranks) == 2 and {parent_of(pid) for pid in ranks} <= set(zygotes), (processes, zygotes)
         assert all("sparkrunner.ranks.bootstrap" in cmd for cmd in ranks.values()), ranks
     finally:
         flag.touch()
