@@ -117,7 +117,6 @@ class ImportsKey:
     env: tuple[tuple[str, str], ...]
     imports_env: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
-    warm: tuple[str, ...]
 
 
 class DriverZygote:
@@ -133,7 +132,7 @@ class DriverZygote:
         )
         me = zygote_client.process_identity(os.getpid())
         path = zygote_client.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
-        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, key.warm, socket=path)
+        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
         env = {
             **os.environ,
             **dict(key.env),
@@ -216,7 +215,6 @@ class DriverZygoteUse:
         # no WARM_LATER here: DDP in a rank forked after the driver's zygote imported torch._dynamo hung in gloo
         # (tests/observe/test_anatomy.py's untimed DDP, the third of three runs in one driver): ranks import it
         modules, _ = _preloads(main)
-        warm: tuple[str, ...] = ()
         imports_env = local_imports_environment(dict(options.env), abs(options.np))
         self._key = ImportsKey(
             sys.executable,
@@ -225,7 +223,6 @@ class DriverZygoteUse:
             tuple(sorted(options.env.items())),
             tuple(sorted(imports_env.items())),
             modules,
-            warm,
         )
         self._zygote: DriverZygote | None = None
         self._asked = False
