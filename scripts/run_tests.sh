@@ -12,12 +12,16 @@ export PYTHONUNBUFFERED=1
 # Spark's Python workers and every subprocess import this checkout's sparkrunner, not whichever checkout the shared
 # (cached) environment's editable install points at
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The environments by their own (cached) paths, not through this checkout's .venv links, so that what is built
+# from their paths is built once, not again for every fresh clone: the DeepSpeed op setup compiles
+# (scripts/setup.d/50-deepspeed-ops.sh: ~80 CPU s) and the JVMs' class-data archives (tests/jvm_flags.py: ~30 s each)
+PYTHON_MAIN="$(cd .venv && pwd -P)/bin/python"
 # Byte-compiled once here: every rank, Spark Python worker and driver program imports this checkout afresh, and
 # where PYTHONDONTWRITEBYTECODE is set (this machine sets it) each would compile it again (~0.1 s a rank process)
-env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m compileall -q sparkrunner tests examples bench > /dev/null
+env -u PYTHONDONTWRITEBYTECODE "$PYTHON_MAIN" -m compileall -q sparkrunner tests examples bench > /dev/null
 # The test JVMs' class-data-sharing archive of Spark's classes (tests/jvm_flags.py): built once per Java and pyspark,
 # then kept in $SPARKRUNNER_CACHE; a session start costs ~28% less CPU with it (bench/jvm_flags.py)
-.venv/bin/python -m tests.jvm_flags
+"$PYTHON_MAIN" -m tests.jvm_flags
 
 # What the Spark 3.5 environment (requirements/spark35.txt: pyspark 3.5 with numpy 1.26, pandas 2.2 and
 # cloudpickle 3.1) runs again: the tests whose code path goes through pyspark's API or those libraries. It has no
@@ -65,8 +69,10 @@ spark35() {
     echo "run_tests: .venv-spark35 is missing; run scripts/setup.sh first" >&2
     return 1
   fi
-  .venv-spark35/bin/python -m tests.jvm_flags
-  .venv-spark35/bin/python -m pytest -ra --durations=10 "$@"
+  local python
+  python="$(cd .venv-spark35 && pwd -P)/bin/python"
+  "$python" -m tests.jvm_flags
+  "$python" -m pytest -ra --durations=10 "$@"
 }
 
 # The cluster image of this tree (docker/build_image.sh: seconds when its inputs did not change) is built in the
@@ -86,17 +92,17 @@ image_tests() {
     return 1
   fi
   tail -n 3 "$IMAGE_LOG"
-  SPARKRUNNER_IMAGE_TESTS=1 .venv/bin/python -m pytest -ra --durations=5 tests/scenarios/image
+  SPARKRUNNER_IMAGE_TESTS=1 "$PYTHON_MAIN" -m pytest -ra --durations=5 tests/scenarios/image
 }
 
 if [ "${SPARKRUNNER_ENV:-main}" = spark35 ]; then
   spark35 "$@"
 elif [ $# -gt 0 ]; then
-  exec .venv/bin/python -m pytest -ra --durations=15 "$@"
+  exec "$PYTHON_MAIN" -m pytest -ra --durations=15 "$@"
 else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
-  bash scripts/phase.sh "main suite" .venv/bin/python -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
+  bash scripts/phase.sh "main suite" "$PYTHON_MAIN" -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
   echo "== run_tests: the Spark 3.5 environment"
   SECONDS=0
   # (the group times a whole-suite run records are the main suite's: this subset would write over them)
