@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suite (after scripts/setup.sh).
-#   bash scripts/run_tests.sh                 the whole suite in the main environment, the Spark 3.5 subset, then
-#                                             the cluster image: built (cached by its inputs' hash) and tested
+#   bash scripts/run_tests.sh                 the whole suite in the main environment, then the Spark 3.5 subset and,
+#                                             beside it, the cluster image: built (cached by its inputs' hash) and tested
 #   bash scripts/run_tests.sh ARGS...         pytest ARGS in the main environment
 #   SPARKRUNNER_ENV=spark35 bash scripts/run_tests.sh ARGS...   pytest ARGS in the Spark 3.5 environment
 #   SPARKRUNNER_SKIP_IMAGE=1 bash scripts/run_tests.sh          the whole suite without the image part
@@ -85,6 +85,12 @@ start_image_build() {
   # an interrupted run takes the build (its own session: buildah and pip included) down with it
   trap 'kill -- -"$IMAGE_BUILD" 2>/dev/null || true' EXIT
 }
+# spark35_subset [PREFIX...]: the Spark 3.5 subset, timed, its command after PREFIX (e.g. setsid); the group
+# times a whole-suite run records are the main suite's: this subset would write over them
+spark35_subset() {
+  SPARKRUNNER_ENV=spark35 SPARKRUNNER_TEST_GROUP_TIMES= "$@" bash scripts/phase.sh "Spark 3.5 subset" \
+    bash scripts/run_tests.sh -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}"
+}
 image_tests() {
   if ! wait "$IMAGE_BUILD"; then
     echo "run_tests: the image build failed; its log:" >&2
@@ -103,19 +109,26 @@ else
   status=0
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
   bash scripts/phase.sh "main suite" "$PYTHON_MAIN" -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
-  echo "== run_tests: the Spark 3.5 environment"
-  SECONDS=0
-  # (the group times a whole-suite run records are the main suite's: this subset would write over them)
-  SPARKRUNNER_TEST_GROUP_TIMES= spark35 -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}" || status=$?
-  echo "== phase Spark 3.5 subset: ${SECONDS} s"
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
+    spark35_subset || status=$?
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
   else
-    echo "== run_tests: the cluster image (docker/build_image.sh, tests/scenarios/image)"
+    # The Spark 3.5 subset runs beside the image's tests (its output kept in a file, shown when it ends): each
+    # leaves a core idle part of the time (a test waiting on a JVM or a container, a worker's last group)
+    SPARK35_LOG=${TMPDIR:-/tmp}/sparkrunner-spark35.$$.log
+    # (in its own session, so that an interrupted run takes it down with the image build)
+    spark35_subset setsid > "$SPARK35_LOG" 2>&1 &
+    SPARK35_SUBSET=$!
+    trap 'kill -- -"$IMAGE_BUILD" -"$SPARK35_SUBSET" 2>/dev/null || true' EXIT
+    echo "== run_tests: the cluster image (docker/build_image.sh, tests/scenarios/image), beside the Spark 3.5 subset"
     SECONDS=0
     image_tests || status=$?
     echo "== phase image (waiting for its build, then its tests): ${SECONDS} s"
-    rm -f "$IMAGE_LOG"
+    SECONDS=0
+    wait "$SPARK35_SUBSET" || status=$?
+    cat "$SPARK35_LOG"
+    echo "== the Spark 3.5 subset ended ${SECONDS} s after the image's tests"
+    rm -f "$IMAGE_LOG" "$SPARK35_LOG"
   fi
   exit $status
 fi
