@@ -85,18 +85,6 @@ def two_hosts(netns_cluster: NetnsCluster) -> TwoHosts:
     return registered(netns_cluster, session_on(netns_cluster), HOSTS * SLOTS_PER_HOST)
 
 
-@contextlib.contextmanager
-def cluster_session(cluster: NetnsCluster, slots: int) -> Iterator[TwoHosts]:
-    """Start `cluster` and a session on it with `slots` task slots registered; both go at the end, even on
-    failure (the session first, so no executor waits for its driver)."""
-    try:
-        cluster.start()
-        yield registered(cluster, session_on(cluster), slots)
-    finally:
-        stop_spark_session(cluster.url)
-        cluster.close()
-
-
 def registered(netns_cluster: NetnsCluster, spark: Any, slots: int) -> TwoHosts:
     """Wait until `spark` has an executor on every host and `slots` task slots."""
     wait_until(
@@ -105,3 +93,17 @@ def registered(netns_cluster: NetnsCluster, spark: Any, slots: int) -> TwoHosts:
         f"the executors registering on every host (see {netns_cluster.logs})",
     )
     return TwoHosts(netns_cluster, spark)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules on the hosts' shared session (`two_hosts`) before those that start a session of their own on
+    the same hosts (other settings), each module's tests kept together and in order: the group of the hosts'
+    modules (tests/group_order.py keeps this order within a group) starts each session once, where the modules'
+    alphabetical order would switch between them and start the shared one three times."""
+
+    def own_session(item: pytest.Item) -> bool:
+        names = set(getattr(item, "fixturenames", ()))
+        return "netns_cluster" in names and "two_hosts" not in names
+
+    later = {item.path for item in items if own_session(item)}
+    items.sort(key=lambda item: item.path in later)

@@ -162,6 +162,7 @@ class NetnsCluster:
         self._private_tmp = private_tmp
         self.logs = Path(f"/tmp/sparkrunner-netns-{name}")
         self._procs: list[subprocess.Popen[bytes]] = []
+        self.started_workers: set[int] = set()
         self._lease: IO[str] | None = None
 
     @property
@@ -206,6 +207,7 @@ class NetnsCluster:
 
     def start_worker(self, i: int) -> None:
         """Start host i's Spark worker, reported (with its executors) by the host's name."""
+        self.started_workers.add(i)
         hostname = self.hostnames[i]
         # a host of its own: network namespace + its own hostname (MPI tells nodes apart by name)
         own_tmp = ["--mount", "--propagation", "private"] if self._private_tmp else []

@@ -2,10 +2,15 @@
 in a network namespace and a mount namespace of their own, with a private tmpfs on /tmp. The driver (root
 namespaces) materializes under its /tmp: the hosts cannot see it, and that must fail loudly with the URI to
 use; an S3-API server on the cluster's network is shared by every host, and works. A checkpoint_dir under the
-driver's /tmp is refused when the ranks start, and never retried."""
+driver's /tmp is refused when the ranks start, and never retried.
+
+The module's first test starts these hosts' session with only the first host's worker running: a run started
+right after waits for the executor of the second host, whose worker starts 15 s later."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +22,10 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, RankFailedError
+from tests.conftest import stop_spark_session
 from tests.data.s3_server import S3Server, s3_server
 from tests.helpers import leftover_rank_processes
-from tests.scenarios.cluster.fixtures import TwoHosts, cluster_session, skip_without_namespaces
+from tests.scenarios.cluster.fixtures import TwoHosts, registered, session_on, skip_without_namespaces
 from tests.scenarios.cluster.netns_cluster import NetnsCluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,14 +33,56 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROWS = 240
 
 
+LATE_S = 15.0
+
+
 @pytest.fixture(scope="module")
-def private_tmp_hosts() -> Iterator[tuple[TwoHosts, S3Server]]:
-    """2 hosts x 1 slot with a private /tmp each, a session on them with both executors registered, and an S3
-    server on the cluster's bridge address."""
+def one_worker_of_two() -> Iterator[tuple[NetnsCluster, S3Server]]:
+    """2 hosts x 1 slot with a private /tmp each, of which only the first has its worker running, and an S3
+    server on the cluster's bridge address; removed even on failure (the session first, so no executor waits
+    for its driver)."""
     skip_without_namespaces()
     cluster = NetnsCluster(hosts=2, slots_per_host=1, variant=3, private_tmp=True)
-    with cluster_session(cluster, slots=2) as hosts, s3_server(cluster.master_host) as s3:
-        yield hosts, s3
+    try:
+        cluster.start(workers=1)
+        with s3_server(cluster.master_host) as s3:
+            yield cluster, s3
+    finally:
+        stop_spark_session(cluster.url)
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def private_tmp_hosts(one_worker_of_two: tuple[NetnsCluster, S3Server]) -> tuple[TwoHosts, S3Server]:
+    """Both hosts' workers running (the second's started here unless the late-executor test did), and a session
+    on them with both executors registered."""
+    cluster, s3 = one_worker_of_two
+    for host in sorted(set(range(len(cluster.namespaces))) - cluster.started_workers):
+        cluster.start_worker(host)
+    return registered(cluster, session_on(cluster), slots=2), s3
+
+
+def where() -> str:
+    return os.environ["RANK"]
+
+
+def test_a_run_waits_for_an_executor_that_starts_late(
+    one_worker_of_two: tuple[NetnsCluster, S3Server], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Runner(np=N) right after the SparkSession starts waits, up to start_timeout, for executors that register
+    late: the second host's worker starts 15 s after the run began."""
+    cluster, _ = one_worker_of_two
+    assert cluster.started_workers == {0}, "the first test on these hosts: only the first worker runs"
+    spark = session_on(cluster)
+    late = threading.Timer(LATE_S, cluster.start_worker, args=(1,))
+    late.start()
+    try:
+        assert Runner(np=2, spark=spark, launcher="direct", start_timeout=240, timeout=300).run(where) == "0"
+    finally:
+        late.cancel()
+    out = caplog.text  # the sparkrunner logger's INFO lines
+    assert "waiting for 2 task slots (" in out
+    assert out.count("waiting for 2 task slots") <= 2  # one line per change in the count, not a stream
 
 
 def frame(spark: Any) -> Any:
