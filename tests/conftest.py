@@ -241,7 +241,7 @@ _SHARED_SESSIONS = {
     "netns_cluster": "namespace hosts",
 }
 """Fixtures whose Spark session (or cluster) every module that asks for them shares."""
-_STARTERS = {"spark_session", "session_on", "cluster_session", "NetnsCluster"}
+_STARTERS = {"spark_session", "session_on", "NetnsCluster"}
 """What a fixture or test calls to start a session or cluster of its own."""
 
 
