@@ -56,14 +56,19 @@ def test_in_a_pipeline_saved_and_loaded_scores_on_the_executors(
     spark_ml: Any, store: Path, tracking_uri: str, tmp_path: Path
 ) -> None:
     """np=-1 (the number of ranks is not the subject) with the batch two ranks of 16 make: the same steps, the
-    same gradients averaged; the rows streamed, a validation column (every fourth row)."""
+    same gradients averaged; the rows streamed, a validation column (every fourth row). 6 epochs, not
+    `EPOCHS`: each epoch is a pass of the training stream and one of the validation stream (a Spark job each),
+    and 6 fit the function to within 0.016 of the scored rows' labels (bound 0.15; measured 2026-11-28)."""
     from pyspark.sql import functions as F
 
-    stage = estimator(-1, store, tracking_uri, validation="is_val", data="stream", batch_size=32)
+    epochs = 6
+    stage = estimator(
+        -1, store, tracking_uri, validation="is_val", data="stream", batch_size=32, epochs=epochs
+    )
     fitted = Pipeline(stages=[stage]).fit(
         linear_rows(spark_ml, 1200).withColumn("is_val", F.col("id") % 4 == 0)
     )
-    assert len(fitted.stages[0].history["val_loss"]) == EPOCHS
+    assert len(fitted.stages[0].history["val_loss"]) == epochs
     fitted.write().save(str(tmp_path / "pipeline"))
     loaded = PipelineModel.load(str(tmp_path / "pipeline"))
 
