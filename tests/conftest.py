@@ -19,6 +19,7 @@ from tests.group_order import STARTS_OUTPUT, assign_groups, starts_line
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes, stop_forgetting
 from tests.jvm_flags import jvm_options
 from tests.matrix import LAUNCHERS, PLACEMENTS, Placement
+from tests.scenarios.connect.server import ConnectServer
 
 # Executors must run this interpreter, or they cannot import sparkrunner (set before any SparkContext).
 os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -136,6 +137,23 @@ def spark_cluster() -> Any:
     return spark_session(CLUSTER_MASTER)
 
 
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> ConnectServer:
+    """The Spark Connect server (`local[2]`, in a driver program of its own) that every Connect test's client
+    program shares: started by the first test that asks for its URL, ended after the last of the tests in a row
+    that take it (pytest_runtest_teardown), so it runs one JVM for all of them, not one each."""
+    return ConnectServer(tmp_path_factory.mktemp("connect-server") / "server.log")
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """End the Connect server when the next test does not take it (an idle JVM would hold its memory)."""
+    server = getattr(item, "funcargs", {}).get("connect_server")
+    if server is not None and (
+        nextitem is None or "connect_server" not in getattr(nextitem, "fixturenames", ())
+    ):
+        server.stop()
+
+
 @pytest.fixture(autouse=True)
 def no_rank_left_behind() -> Iterator[None]:
     """Every test must leave no rank process of any run on this machine."""
@@ -239,6 +257,7 @@ _SHARED_SESSIONS = {
     "spark_cluster": CLUSTER_MASTER,
     "placement": CLUSTER_MASTER,
     "netns_cluster": "namespace hosts",
+    "connect_server": "a Spark Connect server",
 }
 """Fixtures whose Spark session (or cluster) every module that asks for them shares."""
 _STARTERS = {"spark_session", "session_on", "NetnsCluster"}

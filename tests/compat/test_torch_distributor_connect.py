@@ -1,6 +1,6 @@
 """The TorchDistributor drop-in over Spark Connect (local_mode=False; the direct launcher, TorchDistributor's
-only one): a function's rank-0 value and a script, against a real local Connect server in its own driver
-process (a Connect server must not share the pytest process with the classic session)."""
+only one): a function's rank-0 value and a script, from a client driver process against the shared real local Connect
+server (tests/scenarios/connect/server.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_driver
+from tests.scenarios.connect.server import ConnectServer
 
 pytest.importorskip("torch")
 
@@ -21,12 +22,12 @@ open(os.path.join(sys.argv[1], f"rank{dist.get_rank()}"), "w").write(os.environ[
 
 
 @pytest.mark.spark
-def test_function_and_script_over_spark_connect(tmp_path: Path) -> None:
+def test_function_and_script_over_spark_connect(connect_server: ConnectServer, tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    out = run_driver("connect_torch_distributor", str(script), str(out_dir), seconds=600)
+    out = run_driver("connect_torch_distributor", connect_server.url, str(script), str(out_dir), seconds=600)
     assert "SESSION pyspark.sql.connect.session" in out, out
     assert "FUNCTION (2, 6.0)" in out, out  # 2*1 + 2*2
     assert "SCRIPT None" in out, out

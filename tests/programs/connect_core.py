@@ -1,15 +1,17 @@
 """Runs, results, errors, slots, a worker thread and an unreachable client over a local Spark Connect server
-(tests/scenarios/connect/test_connect_runner.py); prints one line per check."""
+(tests/scenarios/connect/test_connect_runner.py): `connect_core.py URL`; prints one line per check."""
 
 import os
+import sys
 import threading
+
+from pyspark.sql import SparkSession
 
 from sparkrunner import Runner
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, SparkRunnerError
-from tests.scenarios.connect.server import start_connect_session
 
-server, spark = start_connect_session()
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 print("SESSION", type(spark).__module__, flush=True)
 
 
@@ -43,4 +45,3 @@ try:
     Runner(np=2, spark=spark, launcher="direct", start_timeout=120).run(main, 0)
 except SparkRunnerError as exc:
     print("UNREACHABLE", " ".join(str(exc).split()), flush=True)
-print("ACTIVE JOBS", list(server.sparkContext.statusTracker().getActiveJobsIds()), flush=True)

@@ -1,6 +1,6 @@
 """materialize() over Spark Connect and a Connect run reading the result (test_connect_materialize.py).
 
-Usage: ``connect_materialize.py TMP ROWS``; also `stream` of a Connect DataFrame."""
+Usage: ``connect_materialize.py URL TMP ROWS`` (URL: the Connect server's); also `stream` of a Connect DataFrame."""
 
 import json
 import os
@@ -9,24 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.ml.linalg import Vectors
+from pyspark.sql import SparkSession
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from sparkrunner import Runner
 from sparkrunner.data import materialize, stream
 from sparkrunner.data.dataset import MANIFEST
 from sparkrunner.data.driver.cache_key import cache_description
 from sparkrunner.errors import NotEnoughSlotsError
-from tests.scenarios.connect.server import start_connect_session
 
-TMP = Path(sys.argv[1])
-ROWS = int(sys.argv[2])
-server, spark = start_connect_session()
-port = server.conf.get("spark.connect.grpc.binding.port")
-other = ConnectSession.builder.remote(f"sc://localhost:{port}").create()  # a second client session
+URL, TMP, ROWS = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+spark = SparkSession.builder.remote(URL).getOrCreate()
+other = SparkSession.builder.remote(URL).create()  # a second client session
 print("SESSIONS", spark.session_id != other.session_id, flush=True)
 source = str(TMP / "source")
-server.range(0, ROWS, 1, 4).selectExpr("id", "CAST(id % 7 AS DOUBLE) AS x").write.parquet(source)
+spark.range(0, ROWS, 1, 4).selectExpr("id", "CAST(id % 7 AS DOUBLE) AS x").write.parquet(source)
 
 
 def query(session):
@@ -67,7 +64,7 @@ print(
 )
 local = spark.createDataFrame([(1, 2.0)], "id long, x double")
 print("LOCAL", keyed_to_session(local), flush=True)
-server.range(3).createOrReplaceGlobalTempView("three")
+spark.range(3).createOrReplaceGlobalTempView("three")  # in the server's catalog
 print(
     "TABLE",
     keyed_to_session(spark.table("global_temp.three")),

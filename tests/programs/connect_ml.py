@@ -1,10 +1,10 @@
 """The estimators over Spark Connect (test_connect_ml.py), in one Connect server.
 
-Usage: ``connect_ml.py TMP``: TorchEstimator fitted on np<0 ranks from materialized rows, one in the server's
-barrier stage from streamed rows, and transform on the server's executors; an unfitted Pipeline and a
-PipelineModel of the first saved and loaded through the Connect session; then FunctionEstimator (a barrier stage,
-materialized rows), scored on the executors, its worst error against the generating function computed in Spark.
-Prints what the test checks."""
+Usage: ``connect_ml.py URL TMP`` (URL: the Connect server's): TorchEstimator fitted on np<0 ranks from
+materialized rows, one in the server's barrier stage from streamed rows, and transform on the server's executors;
+an unfitted Pipeline and a PipelineModel of the first saved and loaded through the Connect session; then
+FunctionEstimator (a barrier stage, materialized rows), scored on the executors, its worst error against the
+generating function computed in Spark. Prints what the test checks."""
 
 import sys
 from pathlib import Path
@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 import torch
 from pyspark.ml import Pipeline, PipelineModel
+from pyspark.sql import SparkSession
 from pyspark.sql.connect import functions as F
 
 from sparkrunner.ml import FunctionEstimator, TorchEstimator
 from tests.ml.nets import least_squares, linear_predict
 from tests.ml.saved_stages import fingerprint
-from tests.scenarios.connect.server import start_connect_session
 
-TMP = Path(sys.argv[1])
-server, spark = start_connect_session()
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+TMP = Path(sys.argv[2])
 xs = [F.rand(i).cast("float") for i in range(3)]
 frame = spark.range(0, 800, 1, 4).select("id", F.array(*xs).alias("x"))
 frame = frame.withColumn(

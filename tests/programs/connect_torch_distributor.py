@@ -1,4 +1,5 @@
-"""The TorchDistributor drop-in over a local Spark Connect server: `connect_torch_distributor.py SCRIPT OUT_DIR`.
+"""The TorchDistributor drop-in over a local Spark Connect server:
+`connect_torch_distributor.py URL SCRIPT OUT_DIR` (URL: the server's).
 
 Prints SESSION (the session's module), FUNCTION (rank 0's value of a gloo allreduce), SCRIPT (the script's
 result: None) and GPU (the refusal of use_gpu=True without task GPUs)."""
@@ -7,8 +8,9 @@ from __future__ import annotations
 
 import sys
 
+from pyspark.sql import SparkSession
+
 from sparkrunner.compat import TorchDistributor
-from tests.scenarios.connect.server import start_connect_session
 
 
 def allreduce(scale: float) -> tuple[int, float]:
@@ -21,8 +23,8 @@ def allreduce(scale: float) -> tuple[int, float]:
     return dist.get_world_size(), value.item()
 
 
-def main(script: str, out_dir: str) -> None:
-    _server, spark = start_connect_session()  # the server lives as long as this process
+def main(url: str, script: str, out_dir: str) -> None:
+    spark = SparkSession.builder.remote(url).getOrCreate()
     print("SESSION", type(spark).__module__, flush=True)
     print("FUNCTION", TorchDistributor(2, local_mode=False, use_gpu=False).run(allreduce, 2.0), flush=True)
     print("SCRIPT", TorchDistributor(2, local_mode=False, use_gpu=False).run(script, out_dir), flush=True)
@@ -33,4 +35,4 @@ def main(script: str, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

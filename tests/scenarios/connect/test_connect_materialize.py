@@ -3,8 +3,7 @@ pyarrow (the client has no SparkContext), the cache is reused across sessions on
 a Spark Connect run (np=2, launchers `direct` and `mpirun`) reads disjoint shards that cover every row, and a
 Connect DataFrame streams to np<0 ranks (its feeders on the server's slots) or is refused with no free slot.
 
-The driver runs in its own process (the Connect server must not share the pytest process with the classic
-session of the other tests).
+The client runs in its own driver process, against the shared Connect server (tests/scenarios/connect/server.py).
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import leftover_rank_processes, run_driver
+from tests.scenarios.connect.server import ConnectServer
 
 pytestmark = pytest.mark.spark
 
@@ -28,8 +28,10 @@ def _line(out: str, prefix: str) -> str:
     return found[0][len(prefix) + 1 :]
 
 
-def test_materialize_a_connect_dataframe_and_read_it_in_a_connect_run(tmp_path: Path) -> None:
-    out = run_driver("connect_materialize", str(tmp_path), str(ROWS), seconds=900)
+def test_materialize_a_connect_dataframe_and_read_it_in_a_connect_run(
+    connect_server: ConnectServer, tmp_path: Path
+) -> None:
+    out = run_driver("connect_materialize", connect_server.url, str(tmp_path), str(ROWS), seconds=900)
     assert _line(out, "SESSIONS") == "True", out
     assert _line(out, "WRITTEN") == "1000 ('id', 'x')", out
     assert f"materialized {ROWS:,} rows into" in out, out

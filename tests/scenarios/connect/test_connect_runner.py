@@ -1,17 +1,23 @@
 """np > 0 on a Spark Connect session, against a real local Connect server: barrier mapInArrow, results,
 output, errors, slots, an unreachable client, a run from a worker thread, Ctrl-C through job tags.
 
-Each test runs its own driver process (the server must not share the pytest process with the classic
-session of the other tests). Launchers `direct` and `mpirun`, as named in each run.
+Each test runs its own client driver process against a Connect server (tests/scenarios/connect/server.py): the
+shared one, or for Ctrl-C a fresh one of its own (its client hung after SIGINT on a server that had served the other
+Connect tests, 2026-11-28); the test asks the server for its active jobs once the client has ended. Launchers `direct` and `mpirun`, as named
+in each run.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.helpers import leftover_rank_processes, run_driver, start_driver, wait_for_line
+from tests.scenarios.connect.server import ConnectServer
+from tests.waiting import poll_until
 
 
-def test_runs_results_errors_and_slots_over_spark_connect() -> None:
-    out = run_driver("connect_core", seconds=600)
+def test_runs_results_errors_and_slots_over_spark_connect(connect_server: ConnectServer) -> None:
+    out = run_driver("connect_core", connect_server.url, seconds=600)
     assert "SESSION pyspark.sql.connect.session" in out, out
     assert "ALL [10, 11]" in out, out
     for rank in range(2):
@@ -21,17 +27,21 @@ def test_runs_results_errors_and_slots_over_spark_connect() -> None:
     assert "SLOTS np=3 needs 3 task slots at once, but this Spark cluster has 2" in out, out
     assert "THREAD {'value': 7}" in out, "a worker thread must find the Connect session"
     assert "could not connect to this Spark Connect client at unreachable.invalid" in out, out
-    assert "ACTIVE JOBS []" in out, out
+    assert connect_server.active_jobs() == [], out
 
 
-def test_ctrl_c_interrupts_the_tagged_job_and_every_rank() -> None:
-    proc = start_driver("connect_ctrl_c")
+def test_ctrl_c_interrupts_the_tagged_job_and_every_rank(tmp_path: Path) -> None:
+    server = ConnectServer(tmp_path / "server.log")
     try:
-        wait_for_line(proc, "rank started", seconds=300)
-        proc.send_signal(2)
-        out, _ = proc.communicate(timeout=180)
+        proc = start_driver("connect_ctrl_c", server.url)
+        try:
+            wait_for_line(proc, "rank started", seconds=300)
+            proc.send_signal(2)
+            out, _ = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert "KeyboardInterrupt" in out
+        assert poll_until(lambda: not server.active_jobs(), 60), "the tagged job was not cancelled"
     finally:
-        proc.kill()
-    assert "KeyboardInterrupt" in out
-    assert "ACTIVE JOBS []" in out, out
+        server.stop()
     assert leftover_rank_processes(grace_s=15) == {}

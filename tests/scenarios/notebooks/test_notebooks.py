@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,21 @@ def _needs(module: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(missing, reason=f"{module} is not installed in this environment")
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Callable[[], Any]]:
+    """One headless Chromium for every notebook's browser check, started by the first that gets to it (a start
+    is a Chromium and a chromedriver process) and closed after the module's last notebook."""
+    with contextlib.ExitStack() as stack:
+        started: list[Any] = []
+
+        def get() -> Any:
+            if not started:
+                started.append(stack.enter_context(chromium()))
+            return started[0]
+
+        yield get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
@@ -40,7 +57,7 @@ def _needs(module: str) -> pytest.MarkDecorator:
         pytest.param("05_frameworks", marks=[_needs("pytorch_lightning"), _needs("transformers")]),
     ],
 )
-def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
+def test_notebook_runs_top_to_bottom(name: str, browser: Callable[[], Any], tmp_path: Path) -> None:
     executed = execute(NOTEBOOKS / f"{name}.ipynb", tmp_path)
     errors = [
         o for cell in executed.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"
@@ -57,10 +74,10 @@ def test_notebook_runs_top_to_bottom(name: str, tmp_path: Path) -> None:
         assert views, "no live view was drawn"
         # a throughput line per rank and the anatomy's bars, not the empty view's "no steps were counted"
         assert any("<polyline" in view and "<rect" in view for view in views), views[-1][:300]
-        live_view_in_browser(executed, name, tmp_path)
+        live_view_in_browser(executed, name, browser, tmp_path)
 
 
-def live_view_in_browser(executed: Any, name: str, tmp_path: Path) -> None:
+def live_view_in_browser(executed: Any, name: str, browser: Callable[[], Any], tmp_path: Path) -> None:
     """The executed notebook exported to HTML (nbconvert), as headless Chromium shows it at 1,200 px and at a
     phone's 390: every live view's two charts have marks painted where they are, the page fits (code scrolls in
     its own boxes); a screenshot of each is kept."""
@@ -71,18 +88,16 @@ def live_view_in_browser(executed: Any, name: str, tmp_path: Path) -> None:
 
     page = tmp_path / f"{name}.html"
     page.write_text(HTMLExporter().from_notebook_node(executed)[0], encoding="utf-8")
-    with chromium() as browser:
-        for width in (DESKTOP, PHONE):
-            open_page(browser, page, width)
-            charts = chart_marks(browser, "svg.sr-chart")
-            scroll, window = overflow(browser)
-            assert charts and len(charts) % 2 == 0, (
-                charts
-            )  # each live view: throughput, then the anatomy bars
-            for throughput, anatomy in zip(charts[::2], charts[1::2], strict=True):
-                assert throughput["circle"] >= 2, throughput
-                assert throughput["onTop"]["circle"] == throughput["circle"], throughput
-                assert anatomy["rect"] >= 2 and anatomy["onTop"]["rect"] == anatomy["rect"], anatomy
-                assert throughput["width"] <= window and anatomy["width"] <= window
-            assert scroll <= window, f"the exported notebook is {scroll} px wide in a {window} px window"
-            screenshot(browser, artifacts_folder(tmp_path) / f"notebook-{name}-{width}.png")
+    chrome = browser()
+    for width in (DESKTOP, PHONE):
+        open_page(chrome, page, width)
+        charts = chart_marks(chrome, "svg.sr-chart")
+        scroll, window = overflow(chrome)
+        assert charts and len(charts) % 2 == 0, charts  # each live view: throughput, then the anatomy bars
+        for throughput, anatomy in zip(charts[::2], charts[1::2], strict=True):
+            assert throughput["circle"] >= 2, throughput
+            assert throughput["onTop"]["circle"] == throughput["circle"], throughput
+            assert anatomy["rect"] >= 2 and anatomy["onTop"]["rect"] == anatomy["rect"], anatomy
+            assert throughput["width"] <= window and anatomy["width"] <= window
+        assert scroll <= window, f"the exported notebook is {scroll} px wide in a {window} px window"
+        screenshot(chrome, artifacts_folder(tmp_path) / f"notebook-{name}-{width}.png")
