@@ -6,11 +6,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
 from pyspark.sql.connect import functions as F
+from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 from sparkrunner import Runner
 from sparkrunner.data import materialize, stream
@@ -19,8 +20,9 @@ from sparkrunner.data.driver.cache_key import cache_description
 from sparkrunner.errors import NotEnoughSlotsError
 
 URL, TMP, ROWS = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-spark = SparkSession.builder.remote(URL).getOrCreate()
-other = SparkSession.builder.remote(URL).create()  # a second client session
+# (built through pyspark.sql's builder, as users write it: it switches pyspark into Connect mode)
+spark = cast(ConnectSession, SparkSession.builder.remote(URL).getOrCreate())
+other = cast(ConnectSession, SparkSession.builder.remote(URL).create())  # a second client session
 print("SESSIONS", spark.session_id != other.session_id, flush=True)
 source = str(TMP / "source")
 spark.range(0, ROWS, 1, 4).selectExpr("id", "CAST(id % 7 AS DOUBLE) AS x").write.parquet(source)
