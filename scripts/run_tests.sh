@@ -85,12 +85,10 @@ start_image_build() {
   # an interrupted run takes the build (its own session: buildah and pip included) down with it
   trap 'kill -- -"$IMAGE_BUILD" 2>/dev/null || true' EXIT
 }
-# spark35_subset [PREFIX...]: the Spark 3.5 subset, timed, its command after PREFIX (e.g. setsid); the group
-# times a whole-suite run records are the main suite's: this subset would write over them
-spark35_subset() {
-  SPARKRUNNER_ENV=spark35 SPARKRUNNER_TEST_GROUP_TIMES= "$@" bash scripts/phase.sh "Spark 3.5 subset" \
-    bash scripts/run_tests.sh -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}"
-}
+# The Spark 3.5 subset, timed (a command, not a function: run under setsid in the background, its pid is then its
+# session's); the group times a whole-suite run records are the main suite's: this subset would write over them
+SPARK35_SUBSET_COMMAND=(env SPARKRUNNER_ENV=spark35 SPARKRUNNER_TEST_GROUP_TIMES= bash scripts/phase.sh "Spark 3.5 subset"
+  bash scripts/run_tests.sh -k "$SPARK35_DESELECT" "${PARALLEL[@]}" "${SPARK35_TESTS[@]}")
 image_tests() {
   if ! wait "$IMAGE_BUILD"; then
     echo "run_tests: the image build failed; its log:" >&2
@@ -110,14 +108,14 @@ else
   [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ] || start_image_build
   bash scripts/phase.sh "main suite" "$PYTHON_MAIN" -m pytest -ra --durations=60 "${PARALLEL[@]}" || status=$?
   if [ "${SPARKRUNNER_SKIP_IMAGE:-0}" = 1 ]; then
-    spark35_subset || status=$?
+    "${SPARK35_SUBSET_COMMAND[@]}" || status=$?
     echo "== run_tests: the cluster image skipped (SPARKRUNNER_SKIP_IMAGE=1)"
   else
     # The Spark 3.5 subset runs beside the image's tests (its output kept in a file, shown when it ends): each
     # leaves a core idle part of the time (a test waiting on a JVM or a container, a worker's last group)
     SPARK35_LOG=${TMPDIR:-/tmp}/sparkrunner-spark35.$$.log
     # (in its own session, so that an interrupted run takes it down with the image build)
-    spark35_subset setsid > "$SPARK35_LOG" 2>&1 &
+    setsid "${SPARK35_SUBSET_COMMAND[@]}" > "$SPARK35_LOG" 2>&1 &
     SPARK35_SUBSET=$!
     trap 'kill -- -"$IMAGE_BUILD" -"$SPARK35_SUBSET" 2>/dev/null || true' EXIT
     echo "== run_tests: the cluster image (docker/build_image.sh, tests/scenarios/image), beside the Spark 3.5 subset"
