@@ -40,6 +40,10 @@ class RankJob:
     zygote: ZygoteSpec | None = None
     """Set for direct Spark runs that may start again (`max_failures`, an np range): ranks fork from their
     executor's zygote; and for direct np < 0 runs that start warm: ranks fork from the driver's."""
+    echo_output: bool = True
+    """Set by the Spark placement: whether a barrier task's ranks also write their output to the executor's own
+    stdout/stderr (its log) besides relaying it; False where that is the driver's console (a local master), which
+    would show every line twice."""
 
 
 @dataclass(frozen=True)

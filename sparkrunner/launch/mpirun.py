@@ -43,7 +43,9 @@ def shared_environment(job: RankJob, topology: Topology, in_spark_task: bool) ->
     """The rank environment minus what differs per rank (each rank derives that from the topology it gets)."""
     topology = topology.in_host_order()
     per_index = [
-        rank_process_environment(job, topology, i, echo_output=in_spark_task, in_spark_task=False, gloo=False)
+        rank_process_environment(
+            job, topology, i, echo_output=in_spark_task and job.echo_output, in_spark_task=False, gloo=False
+        )
         for i in range(topology.size)
     ]
     common = {k: v for k, v in per_index[0].items() if all(env.get(k) == v for env in per_index[1:])}

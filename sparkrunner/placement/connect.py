@@ -14,12 +14,13 @@ import os
 import socket
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
-from sparkrunner.placement.sessions import task_resource_amount
+from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import session_slots, too_few_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
 from sparkrunner.tasks.barrier_task import run_barrier_task
@@ -81,6 +82,7 @@ class ConnectPlacement(StageHolder):
             raise too_few_slots(self._num_tasks, slots, "")
 
     def start(self, job: RankJob, description: str = "") -> None:
+        job = replace(job, echo_output=not executors_print_to_this_console(self._spark))
         self._job = BackgroundJob(
             self.job_group,
             lambda: self._collect(job, description),

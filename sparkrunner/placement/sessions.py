@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -95,3 +96,11 @@ def task_resource_amount(spark: Any, resource: str = "gpu") -> float:
     """How much of `resource` Spark gives each task (``spark.task.resource.<resource>.amount``; 0 when unset),
     on classic Spark and Spark Connect alike: the one place sparkrunner reads a task's GPU share."""
     return float(conf_value(spark, f"spark.task.resource.{resource}.amount", "0") or 0)
+
+
+def executors_print_to_this_console(spark: Any) -> bool:
+    """Whether the executors' stdout/stderr is this process's console: a local master (``local``, ``local[k]``)
+    run by this process, classic or through the Spark Connect server pyspark starts in it (``remote("local")``)."""
+    master = conf_value(spark, "spark.master", "")
+    local = master == "local" or master.startswith("local[")
+    return local and (not is_connect_session(spark) or "SPARK_LOCAL_REMOTE" in os.environ)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from sparkrunner.errors import BarrierModeUnsupportedError
@@ -11,7 +12,7 @@ from sparkrunner.launch import Launcher, RankJob, gpus
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
-from sparkrunner.placement.sessions import task_resource_amount
+from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
 
@@ -57,6 +58,7 @@ class SparkPlacement(StageHolder):
     def start(self, job: RankJob, description: str = "") -> None:
         # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark
         self._admission = gate_for(self._sc).admit(self._num_tasks, job.run_id)
+        job = replace(job, echo_output=not executors_print_to_this_console(self._spark))
         self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 
     def _collect(self, job: RankJob, description: str) -> list[dict[str, object]]:

@@ -93,6 +93,9 @@ def test_run_in_a_spark_barrier_stage_from_the_command_line(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in range(2):
         assert f"[rank {rank}] rank {rank} of 2 argv=['--epochs', '1']" in done.stdout
+    # the executors' console is this driver's (a local master): each line shows once, relayed, not also raw
+    console = done.stdout + done.stderr
+    assert console.count("of 2 argv=['--epochs', '1']") == 2, console[-3000:]
 
 
 @pytest.mark.spark  # a Spark driver in the subprocess
@@ -122,6 +125,7 @@ def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     )
     assert done.returncode == 3, done.stderr[-3000:]
     assert "[rank 0] rank 0 of 2 argv=['--fail']" in done.stdout
+    assert (done.stdout + done.stderr).count("rank 0 of 2 argv=['--fail']") == 1, "each line once (mpirun too)"
     assert "train.py exited with code 3" in done.stdout, "spark-submit sends its Python's stderr to stdout"
 
 

@@ -28,7 +28,9 @@ def run_direct_task(
     with frameworks.task_services(topology, index, job.uses_horovod), WatchedSecretDrop() as drop:
         drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
         procs = [
-            _start_rank(job, {**rank_process_environment(job, topology, i, True, True), **drop.env()})
+            _start_rank(
+                job, {**rank_process_environment(job, topology, i, job.echo_output, True), **drop.env()}
+            )
             for i in ranks
         ]
         return _wait_for_all(procs, report_failure)
