@@ -239,6 +239,11 @@ class AttemptsFailedError(SparkRunnerError):
         super().__init__(message)
 
 
+class KerasStrategyError(SparkRunnerError, TypeError):
+    """Raised on a rank where Keras 3's fit failed under a tf.distribute strategy (keras-team/keras#20585):
+    names the two ways out; TensorFlow's own error is its cause."""
+
+
 class CheckpointDirError(InvalidArgumentError):
     """`checkpoint_dir` is missing, not writable, or not shared by the driver and every rank."""
 

@@ -120,6 +120,7 @@ RUN_VARIABLES: dict[str, str] = {
             Env.RESULTS,
             Env.CHECKPOINT_PROBE,
             Env.ATTEMPT,
+            Env.LEGACY_KERAS,
         ),
         "sparkrunner sets it for each run",
     ),

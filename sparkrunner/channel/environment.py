@@ -46,6 +46,7 @@ class Env:
     ZYGOTE_MODULES = "SPARKRUNNER_ZYGOTE_MODULES"  # comma-separated modules the zygote imports before forking
     ZYGOTE_WARM = "SPARKRUNNER_ZYGOTE_WARM"  # comma-separated modules it imports later, once idle
     ZYGOTE_ROOM = "SPARKRUNNER_ZYGOTE_ROOM"  # padding: room in the zygote's environ block for a rank's own
+    LEGACY_KERAS = "SPARKRUNNER_LEGACY_KERAS"  # "1": TF_USE_LEGACY_KERAS=1 is sparkrunner's choice (tf_env)
     DRIVER_ZYGOTE = (
         "SPARKRUNNER_DRIVER_ZYGOTE"  # "pid:start ticks" of the driver that keeps this import zygote
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env, torch_env
@@ -16,9 +17,9 @@ def rank_environment(topology: Topology, index: int, gloo: bool = True) -> dict[
     return env
 
 
-def rank_defaults(gloo: bool = True) -> dict[str, str]:
-    """Framework settings sparkrunner chooses unless the rank's environment already has them."""
-    return {**tf_env.defaults(), **(horovod_env.defaults() if gloo else {})}
+def rank_defaults(env: Mapping[str, str], gloo: bool = True) -> dict[str, str]:
+    """Framework settings sparkrunner chooses for a rank whose environment is `env`, unless `env` has them."""
+    return {**tf_env.defaults(env), **(horovod_env.defaults() if gloo else {})}
 
 
 def mpi_rank_environment(topology: Topology, index: int) -> dict[str, str]:

@@ -69,7 +69,7 @@ def rank_process_environment(
     inherited = os.environ.get("PYTHONPATH")  # (before a framework's defaults)
     env = {**os.environ, **job.user_env}
     env.update(frameworks.rank_environment(topology, index, gloo))
-    for name, value in _defaults(topology, index, gloo).items():
+    for name, value in _defaults(topology, index, gloo, env).items():
         env.setdefault(name, value)  # a value the user, the driver or the cluster chose wins
     env.update(
         {
@@ -92,10 +92,11 @@ def rank_process_environment(
     return env
 
 
-def _defaults(topology: Topology, index: int, gloo: bool) -> dict[str, str]:
-    """What sparkrunner sets for the rank at `index` unless already set: frameworks' defaults, the interface
-    that reaches the peers, unbuffered output, and one OpenMP thread when ranks share a host."""
-    env = {**frameworks.rank_defaults(gloo), "PYTHONUNBUFFERED": "1"}
+def _defaults(topology: Topology, index: int, gloo: bool, chosen: dict[str, str]) -> dict[str, str]:
+    """What sparkrunner sets for the rank at `index` unless `chosen` (its environment so far) has it: frameworks'
+    defaults, the interface that reaches the peers, unbuffered output, and one OpenMP thread when ranks share a
+    host."""
+    env = {**frameworks.rank_defaults(chosen, gloo), "PYTHONUNBUFFERED": "1"}
     env.update(network.socket_environment(topology.peers[index].host))
     env.update(_thread_defaults(_ranks_on_host(topology, topology.peers[index].host)))
     return env

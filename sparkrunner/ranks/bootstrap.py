@@ -21,10 +21,10 @@ from sparkrunner import channel, frameworks
 from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.channel.payload import RemoteError, loads
+from sparkrunner.channel.payload import RemoteError, loads, user_frames
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
-from sparkrunner.frameworks import horovod_env, jax_env
+from sparkrunner.frameworks import horovod_env, jax_env, tf_env
 from sparkrunner.launch import gpus, network, processes
 from sparkrunner.ranks import anatomy, barrier_context, fast_exit, graceful_stop, trainer_progress, warm
 from sparkrunner.ranks import api as rank
@@ -110,7 +110,8 @@ def _outcome(payload: bytes, returns_value: bool) -> m.Result | m.Error:
     try:
         value = main(*args, **kwargs)
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
-        return m.Error(RemoteError.capture_user_error(exc))
+        exc = exc.with_traceback(user_frames(exc.__traceback__))
+        return m.Error(RemoteError.capture_user_error(tf_env.explained(exc)))
     if not returns_value:
         return m.Result(None)
     try:
@@ -151,6 +152,7 @@ def main() -> int:
     barrier_context.install_on_import()
     trainer_progress.install()
     me = rank.rank_context()
+    tf_env.announce_legacy_keras(me.rank, rank.log_to_driver)
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
     task = os.environ.get(Env.STARTED_BY_TASK)

@@ -29,6 +29,14 @@ def keras_data_parallel(model: Any) -> Any:
     import torch
     import torch.distributed as dist
 
+    if not _is_keras3_model(keras, model):
+        raise InvalidArgumentError(
+            f"sparkrunner.keras_data_parallel takes a Keras 3 model on the torch backend, not a "
+            f"{type(model).__module__}.{type(model).__qualname__}: build it with Keras 3 (`import keras`, or "
+            "`tf.keras` where TF_USE_LEGACY_KERAS is unset or 0: sparkrunner leaves it unset when KERAS_BACKEND is "
+            "set). A tf_keras model trains under tf.distribute.MultiWorkerMirroredStrategy instead "
+            "(docs/tensorflow.md)"
+        )
     if keras.backend.backend() != BACKEND:
         raise InvalidArgumentError(
             f"sparkrunner.keras_data_parallel needs Keras 3's torch backend, not {keras.backend.backend()!r}: "
@@ -43,6 +51,11 @@ def keras_data_parallel(model: Any) -> Any:
     broadcast_weights(model)
     _average_gradients(model.optimizer)
     return model
+
+
+def _is_keras3_model(keras: Any, model: Any) -> bool:
+    """A model of this process's Keras 3 (`keras` is Keras 3: a tf_keras or Keras 2 model is not one of its)."""
+    return int(keras.__version__.split(".")[0]) >= 3 and isinstance(model, keras.Model)
 
 
 def broadcast_weights(model: Any, root: int = 0) -> None:

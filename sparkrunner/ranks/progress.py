@@ -72,6 +72,7 @@ def keras_callback(log_every: int = 1, keras: Any = None) -> Any:
         def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
             self._epoch = 0
             self._step = 0
+            self._summed_over = replicas_summed(self.model)
             steps, epochs = self.params.get("steps"), self.params.get("epochs")
             self._total = steps * epochs if steps and epochs else None
 
@@ -81,10 +82,22 @@ def keras_callback(log_every: int = 1, keras: Any = None) -> Any:
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self._step += 1
             if self._step % log_every == 0 or self._step == self._total:
-                numbers = {k: v for k, v in (logs or {}).items() if _is_number(v)}
+                numbers = {k: float(v) / self._summed_over for k, v in (logs or {}).items() if _is_number(v)}
                 report_progress(self._step, epoch=self._epoch, total=self._total, **numbers)
 
     return SparkRunnerProgress()
+
+
+def replicas_summed(model: Any) -> int:
+    """How many replicas' values each number of `model`'s per-batch logs sums: tf_keras under a tf.distribute
+    strategy reduces them with "auto" = "sum" off TPUs (`reduce_per_replica`), so Keras' within-epoch values
+    are N times the running mean over N replicas, while its epoch-end logs are the mean; Keras 3's are not summed."""
+    if not any(kind.__module__.startswith("tf_keras") for kind in type(model).__mro__):
+        return 1
+    method, strategy = getattr(model, "distribute_reduction_method", "first"), model.distribute_strategy
+    if method == "sum" or (method == "auto" and "TPU" not in type(strategy).__name__):
+        return int(strategy.num_replicas_in_sync)
+    return 1
 
 
 class TorchProgress:

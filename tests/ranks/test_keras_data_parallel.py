@@ -1,6 +1,6 @@
 """`sparkrunner.keras_data_parallel` under `Runner` (np < 0, launcher "direct", Keras 3 on its torch backend,
 gloo): two ranks with half a batch each learn what one rank learns with the whole batch (the weights agree to
-float rounding), and a rank whose Keras is on another backend is told what to set. Oracle: the one-rank run.
+float rounding), a rank whose Keras is on another backend is told what to set, and a tf_keras model is refused. Oracle: the one-rank run.
 Module: `sparkrunner.ranks.keras_data_parallel`."""
 
 from __future__ import annotations
@@ -59,4 +59,18 @@ def test_another_backend_is_refused_with_what_to_set() -> None:
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     with pytest.raises(InvalidArgumentError, match="set KERAS_BACKEND=torch"):
+        keras_data_parallel(model)
+
+
+def test_a_tf_keras_model_is_refused_before_training() -> None:
+    """What `tf.keras` builds under TF_USE_LEGACY_KERAS=1 is not a Keras 3 model, whatever the backend."""
+    tf_keras = pytest.importorskip("tf_keras")
+    from sparkrunner import keras_data_parallel
+    from sparkrunner.errors import InvalidArgumentError
+
+    model = tf_keras.Sequential([tf_keras.Input((2,)), tf_keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(
+        InvalidArgumentError, match="takes a Keras 3 model on the torch backend, not a tf_keras"
+    ):
         keras_data_parallel(model)
