@@ -12,8 +12,9 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.compat.runners import barrier_runner, local_runner
@@ -25,6 +26,7 @@ from sparkrunner.compat.spark_facts import (
 )
 from sparkrunner.errors import DriverGpuError, InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.launch.gpus import CUDA_VISIBLE
+from sparkrunner.script import script_call
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +100,26 @@ class TorchDistributor:
                     "a script takes command-line arguments, not keyword arguments "
                     f"({', '.join(kwargs)}): run('train.py', '--lr', '0.1')"
                 )
-            self._runner().run_script(train_object, *map(str, args))
+            if self.local_mode:
+                self._runner().run_script(train_object, *map(str, args))
+            else:
+                self._runner().run(TaskProcess(self._per_task(), script_call(train_object, args, None)))
             return None
-        return self._runner().run(train_object, *args, **kwargs)
+        if self.local_mode:
+            return self._runner().run(train_object, *args, **kwargs)
+        return self._runner().run(TaskProcess(self._per_task(), train_object), *args, **kwargs)
+
+    def _per_task(self) -> int:
+        return self.num_processes // self.num_tasks
 
     def _runner(self) -> Any:
         """A `Runner` that places the ranks as the original does."""
         if self.local_mode:
             return local_runner(self.num_processes, env=self._local_gpu_env())
-        per_task = self.num_processes // self.num_tasks
         name = type(self).__name__
-        return barrier_runner(self.spark, self.num_processes, self.use_gpu, per_task, self.ssl_conf, name)
+        return barrier_runner(
+            self.spark, self.num_processes, self.use_gpu, self._per_task(), self.ssl_conf, name
+        )
 
     def _local_gpu_env(self) -> dict[str, str]:
         """Local mode with GPUs: every rank sees the first `num_processes` of the driver's GPUs."""
@@ -116,6 +127,48 @@ class TorchDistributor:
             return {}
         owned = driver_gpus(self.spark, os.environ.get(CUDA_VISIBLE))
         return {CUDA_VISIBLE: ",".join(owned[: self.num_processes])}
+
+
+@dataclass(frozen=True)
+class TaskProcess:
+    """On a rank of a ``local_mode=False`` run: `call` in the environment pyspark's torchrun gives the process,
+    one torchrun per Spark task (`processes` per task): the rank numbered within its task, not its host."""
+
+    processes: int
+    call: Callable[..., Any]
+
+    @property
+    def __name__(self) -> str:  # the run's name: the user's function's or script's
+        return str(getattr(self.call, "name", None) or getattr(self.call, "__qualname__", "train"))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        os.environ.update(torchrun_task_environment(os.environ, self.processes))
+        return self.call(*args, **kwargs)
+
+
+def torchrun_task_environment(env: Mapping[str, str], processes: int) -> dict[str, str]:
+    """What torchrun (``--nnodes=<tasks> --node_rank=<task> --nproc_per_node=<processes>``) gives the rank in
+    `env` beyond sparkrunner's host-wide variables: its place in its task, its task as the node, and the task's
+    own GPUs in CUDA_VISIBLE_DEVICES (sparkrunner lists the host's with each rank's own at LOCAL_RANK, task by
+    task)."""
+    rank, host_local = int(env["RANK"]), int(env["LOCAL_RANK"])
+    local, node = rank % processes, rank // processes
+    tasks = int(env["WORLD_SIZE"]) // processes
+    task = {
+        "LOCAL_RANK": str(local),
+        "LOCAL_WORLD_SIZE": str(processes),
+        "GROUP_RANK": str(node),
+        "NODE_RANK": str(node),
+        "GROUP_WORLD_SIZE": str(tasks),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": env["WORLD_SIZE"],
+        "ROLE_NAME": "default",
+    }
+    visible = [device for device in env.get(CUDA_VISIBLE, "").split(",") if device]
+    if visible:
+        first = host_local - local
+        task[CUDA_VISIBLE] = ",".join(visible[first : first + processes])
+    return task
 
 
 class DeepspeedTorchDistributor(TorchDistributor):

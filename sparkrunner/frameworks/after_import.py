@@ -21,7 +21,8 @@ def after_import(name: str, then: Callable[[ModuleType], None]) -> None:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Lets the other finders find module `name`, runs it, then calls `then(module)`; once."""
+    """Lets the other finders find module `name`, runs it, then calls `then(module)`; once, when it is imported
+    (not when it is only looked for)."""
 
     def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
         self._name, self._then = name, then
@@ -32,8 +33,14 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != self._name:
             return None
+        # out of the way while the other finders look (they would ask it again), back for the next lookup: a
+        # probe (`importlib.util.find_spec`, as TensorFlow makes for tf_keras) imports nothing
+        place = sys.meta_path.index(self)
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(place, self)
         if spec is not None and spec.loader is not None:
             self._loader, spec.loader = spec.loader, self
         return spec
@@ -42,5 +49,7 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
         self._loader.exec_module(module)
         self._then(module)

@@ -30,11 +30,15 @@ def torch_allreduce(scale: float, offset: float = 0.0) -> dict[str, Any]:
     dist.init_process_group("gloo")
     value = torch.tensor([scale * (dist.get_rank() + 1) + offset])
     dist.all_reduce(value)
+    places: list[Any] = [None] * dist.get_world_size()  # every rank's torchrun variables
+    names = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK")
+    dist.all_gather_object(places, tuple(int(os.environ[name]) for name in names))
     result = {
         "rank": dist.get_rank(),
         "world_size": dist.get_world_size(),
         "sum": value.item(),
         "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "places": places,
     }
     dist.destroy_process_group()
     return result

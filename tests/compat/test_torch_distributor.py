@@ -36,6 +36,10 @@ def test_function_returns_rank_zeros_value_of_a_gloo_allreduce(local_mode: bool)
     expected = sum(3.0 * (rank + 1) + 0.5 for rank in range(2))  # 9.0 + 1.0
     assert result["rank"] == 0 and result["world_size"] == 2
     assert result["sum"] == pytest.approx(expected)
+    # (LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, GROUP_RANK) as pyspark's torchrun gives them: one torchrun per
+    # Spark task on Spark (one process each, even on one host), one on the driver in local mode
+    places = [(r, 2, 0, 0) for r in range(2)] if local_mode else [(0, 1, r, r) for r in range(2)]
+    assert result["places"] == places
 
 
 @pytest.mark.slow
@@ -100,3 +104,20 @@ def test_a_script_refuses_keyword_arguments(tmp_path: Path) -> None:
     script.write_text("pass\n")
     with pytest.raises(InvalidArgumentError, match="not keyword arguments"):
         TorchDistributor(1, True, False).run(str(script), lr=0.1)
+
+
+def test_local_mode_false_numbers_each_process_within_its_task_with_the_tasks_gpus() -> None:
+    """torchrun ``--nnodes=2 --node_rank=1 --nproc_per_node=2`` in task 1 of a host running both tasks, whose
+    ranks sparkrunner numbers host-wide (its GPU list: each rank's own at its host-wide LOCAL_RANK)."""
+    from sparkrunner.compat.torch_distributor import torchrun_task_environment
+
+    env = {"RANK": "3", "LOCAL_RANK": "3", "WORLD_SIZE": "4", "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    seen = torchrun_task_environment(env, 2)
+    assert (seen["LOCAL_RANK"], seen["LOCAL_WORLD_SIZE"], seen["NODE_RANK"], seen["GROUP_RANK"]) == (
+        "1",
+        "2",
+        "1",
+        "1",
+    )
+    assert seen["CUDA_VISIBLE_DEVICES"] == "6,7" and seen["GROUP_WORLD_SIZE"] == "2"
+    assert "CUDA_VISIBLE_DEVICES" not in torchrun_task_environment({**env, "CUDA_VISIBLE_DEVICES": ""}, 2)

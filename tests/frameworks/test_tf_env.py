@@ -1,19 +1,23 @@
 """Which Keras the ranks get (`sparkrunner.frameworks.tf_env`): tf_keras by default, Keras 3 where the code or the
 user chose (`KERAS_BACKEND`, `TF_USE_LEGACY_KERAS`, inherited or in `env=`); and Keras 3's failure under a strategy
-turned into a short typed error. Oracle: the rank environment `rank_process_environment` builds, and Python's
+turned into a short typed error; the import hook that says so waits past a probe. Oracle: the rank environment `rank_process_environment` builds, and Python's
 own traceback of an error raised in a Keras 3 source file (a stand-in for the two-worker failure, which needs
 two TensorFlow workers: tests/compat/test_upstream_examples.py runs the real one, opt-in)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import sys
 import traceback
+from pathlib import Path
 
 import pytest
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import KerasStrategyError
 from sparkrunner.frameworks import tf_env
+from sparkrunner.frameworks.after_import import after_import
 from sparkrunner.launch.base import RankJob, rank_process_environment
 from sparkrunner.topology import PORTS_PER_RANK, Peer, Topology
 
@@ -84,3 +88,17 @@ def test_keras3_under_a_strategy_ends_with_a_short_typed_error_naming_the_ways_o
 def test_other_errors_pass_unchanged(filename: str, message: str) -> None:
     exc = _raise_in(filename, message)
     assert tf_env.explained(exc) is exc
+
+
+def test_a_hook_waits_past_a_probe_for_the_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`after_import` fires when the module is imported, once, not when it is only looked for (TensorFlow
+    probes for tf_keras with `importlib.util.find_spec` before importing it)."""
+    (tmp_path / "probed_module.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen: list[str] = []
+    after_import("probed_module", lambda module: seen.append(module.__name__))
+    assert importlib.util.find_spec("probed_module") is not None and seen == []
+    importlib.import_module("probed_module")
+    importlib.reload(sys.modules["probed_module"])
+    assert seen == ["probed_module"]
+    monkeypatch.delitem(sys.modules, "probed_module")

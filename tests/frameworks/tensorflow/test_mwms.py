@@ -63,13 +63,15 @@ def test_tf_config_names_every_worker_and_this_rank(launcher: str) -> None:
 
 
 @pytest.mark.slow
-def test_keras_trains_with_two_local_workers(tmp_path: Path) -> None:
+def test_keras_trains_with_two_local_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Launcher direct: MultiWorkerMirroredStrategy reads only TF_CONFIG, which the test above checks under
-    both launchers; the placements differ in the hosts and ports it names (the next test)."""
+    both launchers; the placements differ in the hosts and ports it names (the next test). The run says once
+    that tf.keras is sparkrunner's tf_keras default."""
     runner = Runner(np=-2, launcher="direct")
     result = runner.run(keras_mwms_train, str(tmp_path))
     assert_trained_in_lockstep(result, tmp_path)
     assert_progress_reported(runner, result["loss"])
+    assert capsys.readouterr().out.count("tf.keras is tf_keras (Keras 2) on the ranks") == 1
 
 
 @pytest.mark.slow
