@@ -1,17 +1,30 @@
 """The originals' own examples run through the drop-ins with only their import line changed, on a local stand-in
-for their data, and print a test accuracy above 0.9 (tests/compat/upstream_examples.py lists them)."""
+for their data, and print a test accuracy above 0.9 (tests/compat/upstream_examples.py lists them); TensorFlow's
+multi-worker tutorial and pyspark's TorchDistributor docstring examples run to their end."""
 
 from __future__ import annotations
 
 import bz2
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.compat.upstream import skip_reason
-from tests.compat.upstream_examples import EXAMPLES, MNIST_PIXELS, Example, mnist_stand_in, run_example
+from tests.compat.upstream import UPSTREAM, skip_reason
+from tests.compat.upstream_examples import (
+    EXAMPLES,
+    MNIST_PIXELS,
+    PYSPARK_DOCSTRINGS,
+    TF_TUTORIAL,
+    TF_TUTORIAL_RUNS,
+    Example,
+    mnist_stand_in,
+    run_example,
+    run_pyspark_docstring_examples,
+    run_tf_tutorial,
+)
 
 log = logging.getLogger("sparkrunner")
 
@@ -39,3 +52,58 @@ def test_original_example_trains_through_the_drop_in(example: Example, tmp_path:
     log.info("%s: exit %d, test accuracy %s", example.name, outcome.returncode, outcome.accuracy)
     assert outcome.returncode == 0, outcome.output[-6000:]
     assert outcome.accuracy is not None and outcome.accuracy > 0.9, outcome.output[-6000:]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("how", TF_TUTORIAL_RUNS)
+def test_tensorflow_multi_worker_tutorial(how: str, tmp_path: Path) -> None:
+    """TensorFlow's tutorial as written trains for its 3 epochs on both ranks, and the run says once that
+    tf.keras is tf_keras there; forced to Keras 3 it fails upstream with a short error naming the ways out;
+    ported to Keras 3's torch backend (its tf.keras kept, KERAS_BACKEND set) it trains."""
+    needs = ("tensorflow", "torch") if "torch" in how else ("tensorflow", "tf_keras")
+    reason = skip_reason("TensorFlow's multi-worker tutorial", UPSTREAM / TF_TUTORIAL, needs)
+    if reason is not None:
+        pytest.skip(reason)
+    outcome = run_tf_tutorial(how, tmp_path)
+    log.info("TensorFlow tutorial (%s): exit %d", how, outcome.returncode)
+    if how == "Keras 3 forced":
+        assert outcome.returncode != 0
+        assert "sparkrunner.errors.KerasStrategyError: Keras 3's fit cannot run under" in outcome.output
+        for named in (
+            "keras-team/keras#20585",
+            "TF_USE_LEGACY_KERAS=1",
+            "KERAS_BACKEND",
+            "keras_data_parallel",
+        ):
+            assert named in outcome.output
+        return
+    assert outcome.returncode == 0, outcome.output[-6000:]
+    for rank in (0, 1):
+        assert f"[rank {rank}] Epoch 3/3" in outcome.output, outcome.output[-6000:]
+    said = outcome.output.count("tf.keras is tf_keras (Keras 2) on the ranks")
+    assert said == (0 if "torch" in how else 1)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_pyspark_torch_distributor_docstring_examples(tmp_path: Path) -> None:
+    """pyspark's TorchDistributor docstring examples that run on a CPU (function, script, Lightning on one node
+    and on two), through the drop-in."""
+    reason = skip_reason("pyspark's docstring examples", PYSPARK_DOCSTRINGS, ("torch", "lightning"))
+    if reason is not None:
+        pytest.skip(reason)
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    lightning_line = 'Trainer(accelerator="gpu", devices=1, num_nodes=num_proc, strategy="ddp")'
+    assert lightning_line in (TorchDistributor.__doc__ or ""), (
+        "pyspark's docstring changed: update the examples"
+    )
+    outcome = run_pyspark_docstring_examples(tmp_path)
+    log.info("pyspark docstring examples: exit %d", outcome.returncode)
+    assert outcome.returncode == 0, outcome.output[-6000:]
+    ran = re.findall(r"^EXAMPLE (.+): ok(.*)$", outcome.output, flags=re.MULTILINE)
+    assert len(ran) == 4, outcome.output[-6000:]
+    for name, detail in ran:
+        if name.startswith("Lightning"):
+            assert "global_step=4 world_size=2" in detail, (name, detail)  # 64 rows, batch 8, halved by DDP
