@@ -47,7 +47,7 @@ def defaults(env: Mapping[str, str]) -> dict[str, str]:
     return {LEGACY_KERAS: "1", Env.LEGACY_KERAS: "1"}
 
 
-def announce_legacy_keras(rank: int, say: Callable[[str], object]) -> None:
+def announce_legacy_keras(rank: int, say: Callable[[str], None]) -> None:
     """On rank 0 of a run where sparkrunner chose tf_keras: say so once, when the rank loads tf_keras."""
     from sparkrunner.frameworks.after_import import after_import
 

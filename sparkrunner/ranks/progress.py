@@ -82,7 +82,9 @@ def keras_callback(log_every: int = 1, keras: Any = None) -> Any:
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
             self._step += 1
             if self._step % log_every == 0 or self._step == self._total:
-                numbers = {k: float(v) / self._summed_over for k, v in (logs or {}).items() if _is_number(v)}
+                numbers: dict[str, Any] = {
+                    k: float(v) / self._summed_over for k, v in (logs or {}).items() if _is_number(v)
+                }
                 report_progress(self._step, epoch=self._epoch, total=self._total, **numbers)
 
     return SparkRunnerProgress()
