@@ -2,8 +2,9 @@
 
 ``MirroredStrategyRunner(num_slots).run(train_fn, **kwargs)`` runs `train_fn` on every worker inside a
 ``tf.distribute.MultiWorkerMirroredStrategy`` scope (unless ``use_custom_strategy``) and returns the chief's
-(worker 0's) value. Each worker gets ``TF_CONFIG`` and, when tf_keras is installed, ``TF_USE_LEGACY_KERAS=1``
-(the Keras that trains under the strategy with TensorFlow 2.21; see docs/tensorflow.md).
+(worker 0's) value. Each worker gets ``TF_CONFIG`` and, when tf_keras is installed and neither
+``TF_USE_LEGACY_KERAS`` nor ``KERAS_BACKEND`` is set, ``TF_USE_LEGACY_KERAS=1`` (the Keras that trains under the
+strategy with TensorFlow 2.21; see docs/tensorflow.md).
 """
 
 from __future__ import annotations
