@@ -5,6 +5,7 @@ multi-worker tutorial and pyspark's TorchDistributor docstring examples run to t
 from __future__ import annotations
 
 import bz2
+import importlib.util
 import logging
 import re
 from pathlib import Path
@@ -90,7 +91,8 @@ def test_tensorflow_multi_worker_tutorial(how: str, tmp_path: Path) -> None:
 def test_pyspark_torch_distributor_docstring_examples(tmp_path: Path) -> None:
     """pyspark's TorchDistributor docstring examples that run on a CPU (function, script, Lightning on one node
     and on two), through the drop-in."""
-    reason = skip_reason("pyspark's docstring examples", PYSPARK_DOCSTRINGS, ("torch", "lightning"))
+    lightning = "lightning" if importlib.util.find_spec("pytorch_lightning") is None else "pytorch_lightning"
+    reason = skip_reason("pyspark's docstring examples", PYSPARK_DOCSTRINGS, ("torch", lightning))
     if reason is not None:
         pytest.skip(reason)
     from pyspark.ml.torch.distributor import TorchDistributor
