@@ -26,7 +26,8 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.driver import causes
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.attempts import (
     FailureDecision,
     RecoveryOptions,
@@ -38,18 +39,18 @@ from sparkrunner.driver.attempts import (
 )
 from sparkrunner.driver.elastic import GrowWatch, Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import RunDeadline, Supervisor, error_of
 from sparkrunner.driver.zygotes import Zygotes, zygotes_for
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
-from sparkrunner.launch import Launcher, RankJob, processes
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.driver import resolve_launcher
-from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)

@@ -30,12 +30,13 @@ from typing import Any, Protocol
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import processes, zygote_client
+from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import local_imports_environment
 from sparkrunner.launch.driver.code_imports import imported_modules
-from sparkrunner.launch.network import server_port
-from sparkrunner.launch.zygote_client import PRELOADABLE, WARM_LATER, ZygoteSpec
+from sparkrunner.launch.zygote_link import PRELOADABLE, WARM_LATER, ZygoteSpec
 from sparkrunner.options import RunOptions
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import DRIVER_ZYGOTE_IDLE_S, SWEEP_GRACE_S, TIMINGS
 
 log = logging.getLogger(__name__)
@@ -130,18 +131,18 @@ class DriverZygote:
         self._server = ChannelServer(
             secret, _ignore, _ignore, LOOPBACK, server_port(LOOPBACK, options.port_range)
         )
-        me = zygote_client.process_identity(os.getpid())
-        path = zygote_client.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
+        me = zygote_link.process_identity(os.getpid())
+        path = zygote_link.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
         self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
         env = {
             **os.environ,
             **dict(key.env),
             **dict(key.imports_env),
-            **zygote_client.zygote_variables(self.spec, path, me),
+            **zygote_link.zygote_variables(self.spec, path, me),
             Env.DRIVER_ZYGOTE: me,
             TIMINGS["ZYGOTE_IDLE_S"].env: str(DRIVER_ZYGOTE_IDLE_S),
         }
-        self._process = zygote_client.start_zygote(env, secret)
+        self._process = zygote_link.start_zygote(env, secret)
 
     def serving(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -200,7 +201,7 @@ class DriverZygotes:
         with self._lock:
             while self._kept:
                 self._kept.popitem()[1].close()
-        me = zygote_client.process_identity(os.getpid())
+        me = zygote_link.process_identity(os.getpid())
         processes.kill_and_wait(processes.processes_with(Env.DRIVER_ZYGOTE, me))
 
 

@@ -13,9 +13,10 @@ from typing import ClassVar
 from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.common.checks import PortRange
-from sparkrunner.launch import gpus, network, processes, user_env
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.zygote_client import ZygoteSpec, imports_environment
+from sparkrunner.launch import user_env
+from sparkrunner.launch.zygote_link import ZygoteSpec, imports_environment
+from sparkrunner.system import gpus, network, processes
+from sparkrunner.system.spark_executor import task_environment
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
@@ -110,7 +111,7 @@ def _python_path(job_env: dict[str, str], inherited: str | None) -> str:
 def local_imports_environment(job_env: dict[str, str], num_ranks: int) -> dict[str, str]:
     """What decides the imports of each of `num_ranks` ranks on this machine (np < 0), known before their
     topology: the PYTHONPATH and thread counts `rank_process_environment` gives them with `job_env` as the run's
-    environment (`zygote_client.imports_environment`)."""
+    environment (`zygote_link.imports_environment`)."""
     env = {**_thread_defaults(num_ranks), **os.environ, **job_env}
     env["PYTHONPATH"] = _python_path(job_env, os.environ.get("PYTHONPATH"))
     return imports_environment(env)
@@ -145,7 +146,7 @@ def worker_command() -> list[str]:
 
 class Launcher(ABC):
     """Starts ranks. `start_local` runs on the driver (np < 0); inside a barrier task (np > 0) the launcher's
-    task side runs, found by its `name` in `sparkrunner.launch.tasks.TASK_SIDES`."""
+    task side runs, found by its `name` in `sparkrunner.tasks.launchers.TASK_SIDES`."""
 
     name: ClassVar[str]
     ports_per_rank: ClassVar[int] = PORTS_PER_RANK

@@ -7,12 +7,13 @@ import uuid
 from typing import Any
 
 from sparkrunner.errors import BarrierModeUnsupportedError
-from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.sessions import task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
+from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
 
 log = logging.getLogger(__name__)

@@ -12,10 +12,11 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.channel.barrier_stage import BarrierStage
 from sparkrunner.channel.messages import RankAddress, SparkTask, TaskReport
-from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
-from sparkrunner.launch.network import hold_ports, own_ports, peer_address
-from sparkrunner.launch.tasks import TASK_SIDES
+from sparkrunner.launch import Launcher, RankJob, TaskOutcome
+from sparkrunner.system import gpus, processes
+from sparkrunner.system.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report
+from sparkrunner.tasks.launchers import TASK_SIDES
 from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology

@@ -14,7 +14,7 @@ import threading
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.launch import processes
+from sparkrunner.system import processes
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The executor's fork server (`sparkrunner.ranks.zygote`) driven through its task-side client
-(`sparkrunner.launch.zygote_client`), with real processes and no Spark: each request forks a new child of the same
+(`sparkrunner.tasks.zygote_client`), with real processes and no Spark: each request forks a new child of the same
 zygote, whose output reaches the task's pipe and whose exit status comes back; the child shows its own argv and
 environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes, leaving nothing in
 the temp dir. Oracles: the process table (/proc), the child's own report of its pid and parent, the temp dir's
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.channel import ChannelServer, new_secret
-from sparkrunner.launch import zygote_client
+from sparkrunner.launch import zygote_link
+from sparkrunner.tasks import zygote_client
 from tests.helpers import ROOT
 from tests.waiting import poll_until, wait_until
 
@@ -61,7 +62,7 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
     run_id = f"zygote-test-{os.getpid()}-zygote"
-    spec = zygote_client.ZygoteSpec(run_id, key, ("127.0.0.1", lease.port), ())
+    spec = zygote_link.ZygoteSpec(run_id, key, ("127.0.0.1", lease.port), ())
     argv = [sys.executable, "-m", "tests.ranks.zygote_child"]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     try:
@@ -86,7 +87,7 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
         (first_pid, zygote), (second_pid, second_parent) = seen
         assert first_pid != second_pid and second_parent == zygote
         assert _zygotes(run_id) == [zygote]
-        stranger = zygote_client.ZygoteSpec(run_id, new_secret(), spec.lease, ())  # another key: refused
+        stranger = zygote_link.ZygoteSpec(run_id, new_secret(), spec.lease, ())  # another key: refused
         assert zygote_client.fork_rank(stranger, [*argv, "0"], env, None) is None
     finally:
         lease.close()
@@ -108,7 +109,7 @@ def test_the_sockets_folder_removed_by_an_ending_zygote_before_a_file_is_made_in
         calls.append(target)
         return os.open(target, os.O_CREAT | os.O_RDWR, 0o600)
 
-    os.close(zygote_client.made_in_sockets_folder(path, removed_then_opened))
+    os.close(zygote_link.made_in_sockets_folder(path, removed_then_opened))
     assert os.path.isfile(path) and len(calls) == 2
 
 
@@ -116,7 +117,7 @@ def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> N
     """A task that hangs up (its Python worker killed) takes its rank down; `kill()` reports SIGKILL's end."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_client.ZygoteSpec(
+    spec = zygote_link.ZygoteSpec(
         f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ()
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -141,11 +142,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _warm_spec(name: str) -> tuple[zygote_client.ZygoteSpec, ChannelServer, dict[str, str]]:
+def _warm_spec(name: str) -> tuple[zygote_link.ZygoteSpec, ChannelServer, dict[str, str]]:
     """A zygote spec that imports tests/ranks/zygote_warm_probe.py once idle, its lease, and a rank's env."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_client.ZygoteSpec(
+    spec = zygote_link.ZygoteSpec(
         f"zygote-test-{os.getpid()}-{name}-zygote", key, ("127.0.0.1", lease.port), (),
         ("tests.ranks.zygote_warm_probe",),
     )  # fmt: skip

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
-from sparkrunner.launch import Launcher, RankJob, processes
-from sparkrunner.launch.network import server_port
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ import threading
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import gpus, processes
-from sparkrunner.launch.gpus import CUDA_VISIBLE
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.temp_folder import WatchedSecretDrop
+from sparkrunner.system import gpus, processes
+from sparkrunner.system.gpus import CUDA_VISIBLE
+from sparkrunner.system.spark_executor import task_environment
+from sparkrunner.system.temp_folder import WatchedSecretDrop
 from sparkrunner.topology import PortSlot, Topology
 
 
