@@ -344,6 +344,7 @@ class RunController:
             port_range=self.options.port_range,
             ranks_per_task=run.ranks_per_task,
             zygote=zygote,
+            run_id=run.record.run_id,
         )
 
     def _run_ranks(self, run: _Run, placed: _Placed) -> BaseException | None:
@@ -425,7 +426,7 @@ def _shut_down(
     placement.stop()
     log.debug("run %s: its placement ended", attempt_id)
     channel.close()
-    leftover = processes.sweep_run(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
+    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
     if leftover:
         log.warning(
             "killed %d leftover process(es) of run %s: %s",
@@ -471,10 +472,12 @@ def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def job_description(record: RunRecord, attempt_id: str) -> str:
-    """The run's barrier job in Spark's UI: what runs, how, its MLflow run and sparkrunner's attempt id."""
+    """The run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
+    first, the attempt's id."""
     mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
     return (
-        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={attempt_id}"
+        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={record.run_id}"
+        + ("" if attempt_id == record.run_id else f" attempt={attempt_id}")
     )
 
 

@@ -80,7 +80,7 @@ class ZygoteLease:
     attempt)."""
 
     def __init__(self, run_id: str, main: Any) -> None:
-        self.run_id = f"{run_id}-zygote"
+        self.run_id, self.lease_id = run_id, f"{run_id}-zygote"
         self._key = new_secret()
         self._modules, self._warm = _preloads(main)
         self._server: ChannelServer | None = None
@@ -94,13 +94,17 @@ class ZygoteLease:
             port = server_port(bind_host, options.port_range)
             self._server = ChannelServer(self._key, _ignore, _ignore, bind_host, port)
         modules, warm = (self._modules, self._warm) if first else (self._modules + self._warm, ())
-        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), modules, warm)
+        return ZygoteSpec(
+            self.lease_id, self._key, (driver_host, self._server.port), modules, warm, run_id=self.run_id
+        )
 
     def close(self) -> None:
         """End every zygote of the run: they hang up with the lease (and on this machine, wait for them)."""
         if self._server is not None:
             self._server.close()
-            leftover = processes.sweep_run(self.run_id, grace_s=SWEEP_GRACE_S)
+            leftover = processes.sweep(
+                lambda: processes.processes_with(Env.ZYGOTE_LEASE_ID, self.lease_id), SWEEP_GRACE_S
+            )
             if leftover:
                 log.warning("killed %d zygote(s) of run %s still up", len(leftover), self.run_id)
 

@@ -24,7 +24,8 @@ from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 class RankJob:
     """What a rank needs to find the driver; travels to the barrier tasks inside the Spark closure."""
 
-    run_id: str
+    attempt_id: str
+    """The attempt's id (`Attempt.id`), which every process of the attempt carries: how its leftovers are found."""
     driver: tuple[str, int]
     secret: bytes
     user_env: dict[str, str] = field(default_factory=dict)
@@ -36,6 +37,8 @@ class RankJob:
     """Ranks each barrier task starts; the topology holds one peer per rank, task by task."""
     port_range: PortRange | None = None
     """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
+    run_id: str = field(default="", kw_only=True)
+    """The run's id (`RunRecord.run_id`), which every process of the run carries."""
     barrier_stage: str | None = None
     """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
     zygote: ZygoteSpec | None = None
@@ -71,6 +74,7 @@ def rank_process_environment(
     env.update(
         {
             Env.RUN_ID: job.run_id,
+            Env.ATTEMPT_ID: job.attempt_id,
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
             Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),

@@ -1,4 +1,4 @@
-"""The direct launcher: every barrier task (or local slot) spawns exactly one rank, no MPI involved."""
+"""The direct launcher: every barrier task (or local group, np < 0) spawns exactly one rank, no MPI involved."""
 
 from __future__ import annotations
 

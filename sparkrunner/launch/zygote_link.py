@@ -58,8 +58,9 @@ _ROOM = 64 * 1024
 class ZygoteSpec:
     """What a barrier task needs to start or reach its executor's zygote for a run."""
 
-    run_id: str
-    """The id in the zygote's environment: the run's, with ``-zygote`` (attempt 0's sweep leaves it be)."""
+    lease_id: str
+    """The id of the run's zygote lease, in the zygote's environment (`Env.ZYGOTE_LEASE_ID`): the lease's sweep
+    finds its zygotes by it, and no attempt's sweep does."""
     key: bytes
     lease: tuple[str, int]
     """The driver's lease server: the zygote stays connected and ends when it closes."""
@@ -68,6 +69,8 @@ class ZygoteSpec:
     """Modules it imports later, once idle (`WARM_LATER`): the first attempt's ranks do not wait for them."""
     socket: str | None = None
     """The socket of a zygote the driver keeps (np < 0): ranks connect there, and nothing starts one."""
+    run_id: str = ""
+    """The run's id, which an executor's zygote carries as every process of the run does."""
 
 
 class ZygoteRank:

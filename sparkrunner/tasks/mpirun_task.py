@@ -49,9 +49,7 @@ def run_mpirun_task(
             notice.ended(outcome)
         return outcome
     serves = index in agent_tasks(topology).values()
-    agent = (
-        TaskAgent(job.run_id, job.secret, topology, index, barrier_task_of(job, index)) if serves else None
-    )
+    agent = TaskAgent(job, job.secret, topology, index, barrier_task_of(job, index)) if serves else None
     try:
         return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
     finally:

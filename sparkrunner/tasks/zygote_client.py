@@ -40,7 +40,7 @@ def fork_rank(
 
 def _connect_or_start(spec: ZygoteSpec, rank_env: Mapping[str, str]) -> Connected | None:
     """A connection to this executor's zygote for the run, started now (by this task alone) if none listens."""
-    path = socket_path(spec.run_id)
+    path = socket_path(spec.lease_id)
     with _locked(path + m.ZYGOTE_LOCK_SUFFIX):
         connected = connect(path, spec.key)
         if connected is None and _start(spec, path, rank_env):
@@ -48,10 +48,10 @@ def _connect_or_start(spec: ZygoteSpec, rank_env: Mapping[str, str]) -> Connecte
         return connected
 
 
-def socket_path(run_id: str) -> str:
-    """This executor's zygote socket for the run: named by the run and the executor's Python daemon (this
-    task's parent)."""
-    return named_socket(f"{run_id}:{_executor_daemon()}")
+def socket_path(lease_id: str) -> str:
+    """This executor's zygote socket for the run: named by the run's zygote lease and the executor's Python
+    daemon (this task's parent)."""
+    return named_socket(f"{lease_id}:{_executor_daemon()}")
 
 
 def _executor_daemon() -> str:
@@ -85,5 +85,6 @@ def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]
     env = {name: value for name, value in os.environ.items() if name != Env.STARTED_BY_TASK}
     env.update(imports_environment(rank_env))
     env[Env.RUN_ID] = spec.run_id
+    env[Env.ZYGOTE_LEASE_ID] = spec.lease_id
     env.update(zygote_variables(spec, path, _executor_daemon()))
     return env

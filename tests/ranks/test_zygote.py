@@ -30,9 +30,10 @@ def _proc(pid: int, name: str) -> list[bytes]:
         return f.read().split(b"\0")
 
 
-def _zygotes(run_id: str) -> list[int]:
-    """Live processes whose environment names `run_id` as their run (read from /proc, not by sparkrunner)."""
-    wanted = f"SPARKRUNNER_RUN_ID={run_id}".encode()
+def _zygotes(lease_id: str) -> list[int]:
+    """Live processes whose environment names `lease_id` as their zygote lease (read from /proc, not by
+    sparkrunner)."""
+    wanted = f"SPARKRUNNER_ZYGOTE_LEASE_ID={lease_id}".encode()
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -61,8 +62,8 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
 ) -> None:
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    run_id = f"zygote-test-{os.getpid()}-zygote"
-    spec = zygote_link.ZygoteSpec(run_id, key, ("127.0.0.1", lease.port), ())
+    lease_id = f"zygote-test-{os.getpid()}-zygote"
+    spec = zygote_link.ZygoteSpec(lease_id, key, ("127.0.0.1", lease.port), ())
     argv = [sys.executable, "-m", "tests.ranks.zygote_child"]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     try:
@@ -70,10 +71,10 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
         for attempt, code in enumerate((3, 0)):
             marker = tmp_path / f"go-{attempt}"
             env = {**os.environ, "PYTHONPATH": pythonpath, "ZYGOTE_TEST_MARKER": str(marker),
-                   "SPARKRUNNER_RUN_ID": f"rank-of-attempt-{attempt}"}  # fmt: skip
+                   "SPARKRUNNER_ATTEMPT_ID": f"rank-of-attempt-{attempt}"}  # fmt: skip
             rank = zygote_client.fork_rank(spec, [*argv, str(code)], env, None)
             assert rank is not None, "the zygote did not serve"
-            own = f"SPARKRUNNER_RUN_ID=rank-of-attempt-{attempt}".encode()
+            own = f"SPARKRUNNER_ATTEMPT_ID=rank-of-attempt-{attempt}".encode()
             wait_until(
                 lambda pid=rank.pid, own=own: own in _proc(pid, "environ"), 10, "the rank's env in /proc"
             )
@@ -86,12 +87,14 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
             seen.append((int(said[1]), int(said[2])))
         (first_pid, zygote), (second_pid, second_parent) = seen
         assert first_pid != second_pid and second_parent == zygote
-        assert _zygotes(run_id) == [zygote]
-        stranger = zygote_link.ZygoteSpec(run_id, new_secret(), spec.lease, ())  # another key: refused
+        assert _zygotes(lease_id) == [zygote]
+        stranger = zygote_link.ZygoteSpec(lease_id, new_secret(), spec.lease, ())  # another key: refused
         assert zygote_client.fork_rank(stranger, [*argv, "0"], env, None) is None
     finally:
         lease.close()
-    assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
+    assert poll_until(lambda: not _zygotes(lease_id), 10), (
+        f"the zygote outlived its lease: {_zygotes(lease_id)}"
+    )
     assert os.listdir(own_temp_dir) == [], "the zygote left its sockets' folder or its own temp folder"
 
 
