@@ -29,9 +29,9 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
-from sparkrunner.driver import addresses
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.stacks import StallWatch
+from sparkrunner.driver.attempt import addresses
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.supervisor import Supervisor, error_of
 from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent

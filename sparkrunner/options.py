@@ -151,6 +151,8 @@ RUN_VARIABLES: dict[str, str] = {
     **dict.fromkeys(
         (
             Env.RUN_ID,
+            Env.ATTEMPT_ID,
+            Env.ZYGOTE_LEASE_ID,
             Env.DRIVER,
             Env.SECRET_DIR,
             Env.ECHO_OUTPUT,

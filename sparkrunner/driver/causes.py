@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 
 from sparkrunner.channel import messages as m
-from sparkrunner.driver import task_reports
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.registry import RankState
+from sparkrunner.driver.attempt import task_reports
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.registry import RankState
 from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner

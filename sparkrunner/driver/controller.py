@@ -26,7 +26,8 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.driver import causes
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.attempts import (
     FailureDecision,
     RecoveryOptions,
@@ -38,18 +39,18 @@ from sparkrunner.driver.attempts import (
 )
 from sparkrunner.driver.elastic import GrowWatch, Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.stacks import StallWatch
 from sparkrunner.driver.supervisor import RunDeadline, Supervisor, error_of
 from sparkrunner.driver.zygotes import Zygotes, zygotes_for
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
-from sparkrunner.launch import Launcher, RankJob, processes
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.driver import resolve_launcher
-from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
@@ -343,6 +344,7 @@ class RunController:
             port_range=self.options.port_range,
             ranks_per_task=run.ranks_per_task,
             zygote=zygote,
+            run_id=run.record.run_id,
         )
 
     def _run_ranks(self, run: _Run, placed: _Placed) -> BaseException | None:
@@ -424,7 +426,7 @@ def _shut_down(
     placement.stop()
     log.debug("run %s: its placement ended", attempt_id)
     channel.close()
-    leftover = processes.sweep_run(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
+    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
     if leftover:
         log.warning(
             "killed %d leftover process(es) of run %s: %s",
@@ -470,10 +472,12 @@ def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def job_description(record: RunRecord, attempt_id: str) -> str:
-    """The run's barrier job in Spark's UI: what runs, how, its MLflow run and sparkrunner's attempt id."""
+    """The run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
+    first, the attempt's id."""
     mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
     return (
-        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={attempt_id}"
+        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={record.run_id}"
+        + ("" if attempt_id == record.run_id else f" attempt={attempt_id}")
     )
 
 

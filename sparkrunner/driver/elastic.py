@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.options import SizeRange
 from sparkrunner.placement.slots import session_slots, wait_for_slots
 from sparkrunner.timeouts import ELASTIC_POLL_S, ELASTIC_WAIT_S, SLOTS_POLL_S

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 
 from sparkrunner.driver import causes
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.stacks import StallWatch, hang_error
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
     RankFailedError,

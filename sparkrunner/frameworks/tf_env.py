@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 KERAS3_BACKEND = "torch"
 """The Keras 3 backend sparkrunner trains data-parallel with (`KERAS_BACKEND`): Keras 3's fit under
@@ -15,7 +15,7 @@ is a torch.nn.Module whose gradients torch.distributed averages (sparkrunner.ran
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:
-    workers = [f"{peer.host}:{peer.ports[PortSlot.TF_WORKER]}" for peer in topology.peers]
+    workers = [f"{peer.host}:{peer.ports[PortUse.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
     return {"TF_CONFIG": json.dumps(config)}
 

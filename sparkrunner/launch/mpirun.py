@@ -4,7 +4,7 @@
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
 Every other task serves (or idles) until task 0 tells it that mpirun has ended (`mpirun_end_notice.py`). What
-runs in a barrier task only is in `launch/tasks/` (`mpirun_task.py` and the modules it uses).
+runs in a barrier task only is in `tasks/` (`mpirun_task.py` and the modules it uses).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.network import mpi_port_split
-from sparkrunner.launch.processes import RankHandle, RankProcess
-from sparkrunner.launch.temp_folder import WatchedFolder
+from sparkrunner.system.network import mpi_port_split
+from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def mpirun_command(
     """The mpirun command: explicit env, root allowed, our rsh agent, no wait before a dead rank's peers are
     ended, the network that joins the peers' addresses (never a decoy such as docker0), and MPI's TCP ports
     inside `ports` when given."""
-    agent = f"{sys.executable} -m sparkrunner.launch.tasks.rsh_agent"
+    agent = f"{sys.executable} -m sparkrunner.tasks.rsh_agent"
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
     cmd += [*placement, "--mca", "plm_rsh_agent", agent, *DEAD_RANK_ENDS_AT_ONCE]
     if network is not None:

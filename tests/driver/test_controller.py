@@ -124,10 +124,10 @@ def test_a_rank_failure_carries_its_original_as_the_cause() -> None:
     assert error is not None and error.__cause__ is original
 
 
-def fails_on_the_first_attempt() -> str:
+def fails_on_the_first_attempt() -> tuple[str, str]:
     if sparkrunner.rank_context().attempt == 0:
         raise RuntimeError("lost on the first attempt")
-    return os.environ["SPARKRUNNER_RUN_ID"]
+    return os.environ["SPARKRUNNER_ATTEMPT_ID"], os.environ["SPARKRUNNER_RUN_ID"]
 
 
 def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id(
@@ -140,7 +140,7 @@ def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id(
     assert record is not None
     first, second = record.attempts
     assert (first.attempt_id, second.attempt_id) == (record.run_id, f"{record.run_id}-attempt1")
-    assert seen_by_rank == second.attempt_id  # what the rank process carried
+    assert seen_by_rank == (second.attempt_id, record.run_id)  # what the rank process carried
     assert isinstance(first.error, RankFailedError) and second.error is None
     assert first.world_size == second.world_size == 1
     states = [

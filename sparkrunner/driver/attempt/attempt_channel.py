@@ -15,15 +15,15 @@ from typing import Any
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import loads
-from sparkrunner.driver.addresses import AddressBook
-from sparkrunner.driver.barrier_gate import BarrierGate
-from sparkrunner.driver.output import RankOutput
-from sparkrunner.driver.registry import RankRegistry
-from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
+from sparkrunner.driver.attempt.addresses import AddressBook
+from sparkrunner.driver.attempt.barrier_gate import BarrierGate
+from sparkrunner.driver.attempt.output import RankOutput
+from sparkrunner.driver.attempt.registry import RankRegistry
+from sparkrunner.driver.attempt.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
-from sparkrunner.launch import processes
 from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
+from sparkrunner.system import processes
 
 log = logging.getLogger(__name__)
 
