@@ -7,12 +7,15 @@ run (tests/recovery, tests/runner)."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sparkrunner
+from sparkrunner import Runner
 from sparkrunner.driver.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempts import Done, Fail, Retry, RetryPolicy, Why
 from sparkrunner.driver.controller import (
@@ -363,3 +366,21 @@ def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id() -> No
     assert isinstance(first.error, RankFailedError) and second.error is None
     assert first.world_size == second.world_size == 1
     assert [type(s).__name__ for s in states] == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Succeeded"]
+
+
+def returns_what_only_the_rank_can_import(folder: str) -> object:
+    Path(folder, "rank_only_module.py").write_text("class Model:\n    pass\n")
+    sys.path.insert(0, folder)
+    import rank_only_module
+
+    return rank_only_module.Model()
+
+
+def test_a_real_result_the_driver_cannot_unpickle_fails_after_one_attempt(tmp_path: Path) -> None:
+    """Placement: np<0, launcher direct: the rank returns an object of a module the driver cannot import."""
+    runner = Runner(np=-1, launcher="direct", max_failures=2, tracking=False, progress=False)
+    with pytest.raises(
+        ResultNotUnpicklableError, match=r"It is a rank_only_module\.Model; return plain Python"
+    ):
+        runner.run(returns_what_only_the_rank_can_import, str(tmp_path))
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1
