@@ -59,14 +59,17 @@ class Why(enum.Enum):
 
 @dataclass(frozen=True)
 class Retry:
-    """The loop's next step: another attempt, from the latest checkpoint."""
+    """The loop's next step after an attempt failed with `error`: another attempt, from the latest checkpoint."""
+
+    error: BaseException
 
 
 @dataclass(frozen=True)
 class Fail:
-    """The loop's next step: the run ends with its error, for `why`."""
+    """The loop's next step after an attempt failed with `error`: the run ends, for `why`."""
 
     why: Why
+    error: BaseException
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,14 @@ class RetryPolicy:
         """After an attempt failed with `error`, `failures` attempts having failed before it (`stop_asked`: the
         caller asked the run to stop while it ran, so another attempt is not wanted)."""
         if not isinstance(error, Exception):
-            return Fail(Why.INTERRUPTED)
+            return Fail(Why.INTERRUPTED, error)
         if self.max_failures == 0:
-            return Fail(Why.NO_RETRIES)
+            return Fail(Why.NO_RETRIES, error)
         if failures < self.max_failures and self.retryable(error) and not stop_asked:
-            return Retry()
+            return Retry(error)
         if failures == self.max_failures:
-            return Fail(Why.NO_ATTEMPTS_LEFT)
-        return Fail(Why.NOT_RETRIED)
+            return Fail(Why.NO_ATTEMPTS_LEFT, error)
+        return Fail(Why.NOT_RETRIED, error)
 
 
 def _never_retried(error: BaseException) -> bool:
@@ -107,10 +110,12 @@ def _never_retried(error: BaseException) -> bool:
     return isinstance(error, RankFailedError) and isinstance(error.original, _NEVER_RETRIED)
 
 
-def failure_line(record: AttemptRecord, error: BaseException, decision: Retry | Fail) -> str:
+def failure_line(record: AttemptRecord, decision: Retry | Fail) -> str:
     """The line the person watching the driver sees when an attempt failed (runs with retries only)."""
-    why = _why(decision, error)
-    return f"attempt {record.number} failed after {record.duration_s:.1f} s: {_first_line(error)}{why}"
+    why = _why(decision)
+    return (
+        f"attempt {record.number} failed after {record.duration_s:.1f} s: {_first_line(decision.error)}{why}"
+    )
 
 
 def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
@@ -128,10 +133,10 @@ def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseEx
     return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
 
 
-def _why(decision: Retry | Fail, error: BaseException) -> str:
+def _why(decision: Retry | Fail) -> str:
     if isinstance(decision, Retry):
         return "; starting the next attempt from the latest checkpoint"
-    if not isinstance(error, Exception):
+    if decision.why is Why.INTERRUPTED:
         return ""
     return "; no attempts left" if decision.why is Why.NO_ATTEMPTS_LEFT else "; this error is not retried"
 

@@ -289,11 +289,11 @@ class Resizing:
 
 @dataclass(frozen=True)
 class Restarting:
-    """The attempt failed with `error` and the failure policy retries."""
+    """The attempt failed and the failure policy retries (`retry`, with the attempt's error)."""
 
     run: _Run = field(repr=False)
     record: AttemptRecord
-    error: BaseException
+    retry: Retry
     failures: int
 
 
@@ -308,15 +308,16 @@ class Succeeded:
 
 @dataclass(frozen=True)
 class Failed:
-    """The run ends with the attempt's `error`, for `why`."""
+    """The run ends with the attempt's error, as the failure policy decided (`fail`: the error and why)."""
 
     run: _Run = field(repr=False)
     record: AttemptRecord
-    error: BaseException
-    why: Why
+    fail: Fail
 
 
-State = Checking | Placing | Running | Stopping | Resizing | Restarting | Succeeded | Failed
+Opened = Placing | Running | Stopping | Resizing | Restarting | Succeeded | Failed
+"""Where a run is once its record opened."""
+State = Checking | Opened
 """Where a run is."""
 
 
@@ -385,13 +386,13 @@ class RunController:
         if self._on_state is not None:
             self._on_state(state)
 
-    def _end(self, state: State, error: BaseException | None) -> None:
+    def _end(self, state: Opened, error: BaseException | None) -> None:
         """The run's end, however it came: what an attempt left behind goes (an interrupt landing between two
         steps), the observers see the record, the checkpoints and zygotes close."""
-        assert not isinstance(state, Checking)
         try:
-            if isinstance(state, Running):
-                _kill_now(state.placed)
+            placed = state.placed if isinstance(state, Running | Stopping) else None
+            if placed is not None:  # an attempt in flight
+                _kill_now(placed)
         finally:
             try:
                 state.run.observers.end(state.run.record, error)
@@ -567,11 +568,9 @@ class RunController:
             case Resize():
                 return Resizing(run, record, decision, state.failures)
             case Retry():
-                assert end.error is not None  # only a failure is retried
-                return Restarting(run, record, end.error, state.failures)
-            case Fail(why=why):
-                assert end.error is not None  # only a failure fails
-                return Failed(run, record, end.error, why)
+                return Restarting(run, record, decision, state.failures)
+            case Fail():
+                return Failed(run, record, decision)
 
     def _end_attempt(
         self, run: _Run, placed: _Placed, error: BaseException | None
@@ -607,8 +606,8 @@ class RunController:
 
     def _restart(self, state: Restarting) -> Placing:
         """Restarting: the failure is logged; the next attempt waits for the slots a fixed-size run lost."""
-        state.record.error = state.error
-        log.warning(failure_line(state.record, state.error, Retry()))
+        state.record.error = state.retry.error
+        log.warning(failure_line(state.record, state.retry))
         fixed = not state.run.sizing.elastic
         return Placing(state.run, state.record.number + 1, state.failures + 1, wait_for_slots=fixed)
 
@@ -621,17 +620,16 @@ class RunController:
     def _failed(self, state: Failed) -> BaseException:
         """Failed: the error the run raises: an interrupt as it is (noting what the attempts before it did), the
         attempt's own without retries, else every attempt's."""
-        record, error = state.record, state.error
+        record, error = state.record, state.fail.error
         record.error = error
         attempts = state.run.record.attempts
-        if state.why is Why.INTERRUPTED:
+        if state.fail.why is Why.INTERRUPTED:
             if len(attempts) > 1:
                 error.add_note(interrupted_note(attempts))
             return error
-        if state.why is Why.NO_RETRIES:
+        if state.fail.why is Why.NO_RETRIES:
             return error
-        decision = Fail(state.why)
-        log.warning(failure_line(record, error, decision))
+        log.warning(failure_line(record, state.fail))
         final = final_error(attempts, self.policies.failures, error)
         if final is not error:
             final.__cause__ = error

@@ -29,6 +29,7 @@ from sparkrunner.driver.controller import (
     Stopping,
     decide,
 )
+from sparkrunner.driver.controller import Failed as RunFailed
 from sparkrunner.driver.elastic import Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
 from sparkrunner.driver.supervisor import Cancelled, Failed, Outcome, Running, Succeeded, TimedOut, error_of
@@ -197,7 +198,7 @@ def test_failures_count_restarts_only_and_the_run_fails_when_they_are_spent() ->
         run.run()
     assert run.names.count("Restarting") == 2 and run.names[-1] == "Failed"
     failed = run.states[-1]
-    assert failed.why is Why.NO_ATTEMPTS_LEFT  # type: ignore[union-attr]
+    assert isinstance(failed, RunFailed) and failed.fail.why is Why.NO_ATTEMPTS_LEFT
 
 
 def test_ctrl_c_during_the_second_attempt_stays_an_interrupt_and_the_record_says_so() -> None:
@@ -290,19 +291,19 @@ FIXED = RetryPolicy(2)
     ("end", "failures", "decision"),
     [
         (AttemptEnd(4, error_of(Succeeded())), 0, Done()),
-        (AttemptEnd(4, error_of(Failed(lost_rank()))), 1, Retry()),
-        (AttemptEnd(4, error_of(Failed(lost_rank()))), 2, Fail(Why.NO_ATTEMPTS_LEFT)),
-        (AttemptEnd(4, error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Fail(Why.NOT_RETRIED)),
-        (AttemptEnd(4, error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Fail(Why.NOT_RETRIED)),
+        (AttemptEnd(4, error_of(Failed(lost_rank()))), 1, Retry),
+        (AttemptEnd(4, error_of(Failed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
+        (AttemptEnd(4, error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Why.NOT_RETRIED),
+        (AttemptEnd(4, error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Why.NOT_RETRIED),
         (
             AttemptEnd(4, RankFailedError(0, "DoNotRetry", "no", "", DoNotRetry("no"))),
             0,
-            Fail(Why.NOT_RETRIED),
+            Why.NOT_RETRIED,
         ),
-        (AttemptEnd(4, lost_rank(), stop_asked=True), 0, Fail(Why.NOT_RETRIED)),
+        (AttemptEnd(4, lost_rank(), stop_asked=True), 0, Why.NOT_RETRIED),
         (AttemptEnd(2, None, resize=Resize(2, 4)), 0, Resize(2, 4)),
         (AttemptEnd(2, lost_rank(), resize=Resize(2, 4)), 2, Resize(2, 4)),  # whatever its ranks did then
-        (AttemptEnd(2, KeyboardInterrupt(), resize=Resize(2, 4)), 0, Fail(Why.INTERRUPTED)),
+        (AttemptEnd(2, KeyboardInterrupt(), resize=Resize(2, 4)), 0, Why.INTERRUPTED),
     ],
     ids=[
         "success",
@@ -318,18 +319,25 @@ FIXED = RetryPolicy(2)
     ],
 )
 def test_decide_after_an_attempt(end: AttemptEnd, failures: int, decision: object) -> None:
+    """`decision`: the one expected, or `Retry` / a `Why` for the decision that carries the attempt's error."""
+    if decision is Retry:
+        decision = Retry(end.error)  # type: ignore[arg-type]
+    elif isinstance(decision, Why):
+        decision = Fail(decision, end.error)  # type: ignore[arg-type]
     assert decide(end, FIXED, failures) == decision
 
 
 def test_without_retries_the_attempts_own_error_is_raised() -> None:
-    assert decide(AttemptEnd(4, lost_rank()), RetryPolicy(0), 0) == Fail(Why.NO_RETRIES)
+    error = lost_rank()
+    assert decide(AttemptEnd(4, error), RetryPolicy(0), 0) == Fail(Why.NO_RETRIES, error)
 
 
 def test_the_users_retry_if_still_decides() -> None:
     policy = RetryPolicy(3, retry_if=lambda e: isinstance(e, StartTimeoutError))
     late = AttemptEnd(4, error_of(TimedOut(StartTimeoutError("only 1 of 4 ranks started"))))
-    assert decide(late, policy, 0) == Retry()
-    assert decide(AttemptEnd(4, lost_rank()), policy, 0) == Fail(Why.NOT_RETRIED)
+    assert decide(late, policy, 0) == Retry(late.error)  # type: ignore[arg-type]
+    lost = lost_rank()
+    assert decide(AttemptEnd(4, lost), policy, 0) == Fail(Why.NOT_RETRIED, lost)
     assert str(Resize(2, 4)) == "rescaled from 2 to 4 ranks"
 
 

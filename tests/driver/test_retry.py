@@ -51,20 +51,21 @@ def test_the_users_predicate_decides_among_retryable_errors() -> None:
 @pytest.mark.parametrize(
     ("max_failures", "error", "failures", "decision"),
     [
-        (0, RuntimeError("x"), 0, Fail(Why.NO_RETRIES)),  # no retries: the error itself
-        (2, RuntimeError("x"), 0, Retry()),
-        (2, RuntimeError("y"), 1, Retry()),
-        (1, RuntimeError("y"), 1, Fail(Why.NO_ATTEMPTS_LEFT)),
-        (3, DoNotRetry("y"), 1, Fail(Why.NOT_RETRIED)),
-        (3, KeyboardInterrupt(), 0, Fail(Why.INTERRUPTED)),  # raised as it is, with or without retries
-        (0, KeyboardInterrupt(), 0, Fail(Why.INTERRUPTED)),
+        (0, RuntimeError("x"), 0, Why.NO_RETRIES),  # no retries: the error itself
+        (2, RuntimeError("x"), 0, Retry),
+        (2, RuntimeError("y"), 1, Retry),
+        (1, RuntimeError("y"), 1, Why.NO_ATTEMPTS_LEFT),
+        (3, DoNotRetry("y"), 1, Why.NOT_RETRIED),
+        (3, KeyboardInterrupt(), 0, Why.INTERRUPTED),  # raised as it is, with or without retries
+        (0, KeyboardInterrupt(), 0, Why.INTERRUPTED),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
 )
 def test_the_policy_decides_from_the_error_and_the_failures_so_far(
-    max_failures: int, error: BaseException, failures: int, decision: Retry | Fail
+    max_failures: int, error: BaseException, failures: int, decision: type[Retry] | Why
 ) -> None:
-    assert RetryPolicy(max_failures=max_failures).decide(error, failures) == decision
+    expected = Retry(error) if decision is Retry else Fail(decision, error)  # type: ignore[arg-type]
+    assert RetryPolicy(max_failures=max_failures).decide(error, failures) == expected
 
 
 def failed(number: int, error: BaseException) -> AttemptRecord:
@@ -93,20 +94,14 @@ def test_a_lone_attempts_error_is_the_final_error_and_a_rescaled_attempt_is_no_f
 
 
 @pytest.mark.parametrize(
-    ("error", "decision", "end"),
+    ("decision", "end"),
     [
-        (
-            RuntimeError("lost\nmore"),
-            Retry(),
-            "lost; starting the next attempt from the latest checkpoint",
-        ),
-        (RuntimeError("lost"), Fail(Why.NO_ATTEMPTS_LEFT), "lost; no attempts left"),
-        (DoNotRetry("stop"), Fail(Why.NOT_RETRIED), "stop; this error is not retried"),
-        (KeyboardInterrupt(), Fail(Why.INTERRUPTED), "KeyboardInterrupt"),
+        (Retry(RuntimeError("lost\nmore")), "lost; starting the next attempt from the latest checkpoint"),
+        (Fail(Why.NO_ATTEMPTS_LEFT, RuntimeError("lost")), "lost; no attempts left"),
+        (Fail(Why.NOT_RETRIED, DoNotRetry("stop")), "stop; this error is not retried"),
+        (Fail(Why.INTERRUPTED, KeyboardInterrupt()), "KeyboardInterrupt"),
     ],
     ids=["retry", "spent", "not-retried", "interrupted"],
 )
-def test_the_line_for_a_failed_attempt_says_what_comes_next(
-    error: BaseException, decision: Retry | Fail, end: str
-) -> None:
-    assert failure_line(failed(1, error), error, decision) == f"attempt 1 failed after 1.5 s: {end}"
+def test_the_line_for_a_failed_attempt_says_what_comes_next(decision: Retry | Fail, end: str) -> None:
+    assert failure_line(failed(1, decision.error), decision) == f"attempt 1 failed after 1.5 s: {end}"
