@@ -459,7 +459,11 @@ class RunController:
         try:
             if state.wait_for_slots:  # the executors lost with the last attempt come back
                 self._placements(run.launcher, run.spark, run.sizing.least // run.ranks_per_task).check()
-            np = record.world_size = state.np if state.np is not None else run.sizing.np_for(number)
+            if state.np is None:
+                np = record.world_size = run.sizing.np_for(number)
+            else:  # the resize's
+                np = record.world_size = state.np
+                run.sizing.announce(number, np)
             if run.deadline is not None:
                 run.deadline.refuse_start_when_passed(number)
             attempt = Attempt.of(run.record.run_id, number, np)

@@ -73,8 +73,12 @@ class Sizing:
         if self.available() < self.least:
             wait_for_slots(self._spark.sparkContext, self.least // self._per_task, self._start_timeout)
         np = max(self.available(), self.least)
-        log.info("attempt %d runs %d ranks (np=(%d, %d))", attempt, np, self.least, self.np)
+        self.announce(attempt, np)
         return np
+
+    def announce(self, attempt: int, np: int) -> None:
+        """Say the size of an elastic run's attempt (chosen here, or by a resize)."""
+        log.info("attempt %d runs %d ranks (np=(%d, %d))", attempt, np, self.least, self.np)
 
     def watch(self, np: int, channel: AttemptChannel, propose: Callable[[int], None]) -> GrowWatch | None:
         """A watch that proposes a larger np to `propose` while an attempt of `np` ranks runs; None when the
