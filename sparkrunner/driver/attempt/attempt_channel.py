@@ -234,9 +234,8 @@ class AttemptChannel:
         try:
             with self.changed:
                 self.changed.wait_for(self.report.all_gone, grace_s)
-        except KeyboardInterrupt:
-            pass
-        self.abort_ranks()
+        finally:  # also on a second Ctrl-C, which then cuts the rest of the shutdown short
+            self.abort_ranks()
 
     def ranks_ended_here(self) -> bool:
         """True once every rank reported and ran on this machine (np < 0), and each one's process has ended:
