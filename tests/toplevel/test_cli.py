@@ -21,7 +21,7 @@ import tomllib
 from sparkrunner import Runner
 from sparkrunner.cli import INTERRUPTED, command_parser, exit_status, main, runner_options
 from sparkrunner.errors import AttemptsFailedError, RankFailedError, ScriptExitError, SparkRunnerError
-from tests.helpers import ROOT, driver, line_of
+from tests.helpers import ROOT, driver, leftover_rank_processes, line_of, wait_for_line
 
 
 def cli(
@@ -86,6 +86,48 @@ def test_bad_arguments_fail_with_a_message_and_help_lists_the_flags(tmp_path: Pa
         "--ranks-per-task",
     ):
         assert flag in shown.stdout, shown.stdout
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_second_attempt_of_a_retried_run_exits_130(tmp_path: Path) -> None:
+    """Placement np<0, launcher direct: `--max-failures 2`, the first attempt's ranks exit 3, Ctrl-C while the
+    second attempt's ranks sleep: the command exits 130 (not the first attempt's 3), nothing left (/proc)."""
+    train = tmp_path / "train.py"
+    shutil.copy(driver("cli_retried_sleeper"), train)
+    flags = (
+        "--np",
+        "-2",
+        "--launcher",
+        "direct",
+        "--max-failures",
+        "2",
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")} | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkrunner",
+            "run",
+            *flags,
+            "--no-progress",
+            "--tracking",
+            "false",
+            str(train),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_for_line(proc, "rank started")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == INTERRUPTED, out
+    assert leftover_rank_processes(grace_s=10) == {}
 
 
 def parsed(*argv: str) -> dict[str, object]:
