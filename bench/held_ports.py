@@ -1,6 +1,6 @@
 """Launches beside a port thief: how many of N `np=-2` runs meet EADDRINUSE when a rank listens on its ports.
 
-The thief (`tests.launch.test_held_ports`) keeps binding hundreds of ports the kernel picks, as a busy executor
+The thief (`tests.system.test_held_ports`) keeps binding hundreds of ports the kernel picks, as a busy executor
 host's outgoing connections do; each rank listens on its own ports (TF worker; rank 0 also MASTER_PORT and the
 JAX coordinator) 0.3 s after it starts, as a framework does after its imports.
 
@@ -16,7 +16,7 @@ from typing import Literal
 
 from sparkrunner import Runner
 from sparkrunner.errors import SparkRunnerError
-from tests.launch.test_held_ports import THIEF, listen_on_own_ports
+from tests.system.test_held_ports import THIEF, listen_on_own_ports
 
 
 def address_in_use(launcher: Literal["direct", "mpirun"], runs: int) -> int:

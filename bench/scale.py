@@ -29,14 +29,15 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
-from sparkrunner.driver import addresses
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.stacks import StallWatch
-from sparkrunner.driver.supervisor import Supervisor, error_of
+from sparkrunner.driver.attempt import addresses
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
+from sparkrunner.driver.supervisor import Running, Supervisor, error_of
 from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.placement import Placement
+from sparkrunner.timeouts import SUPERVISE_POLL_S
 
 TOTAL_LINES = 200_000
 """Lines printed per size, shared out among the ranks (every rank prints)."""
@@ -171,7 +172,11 @@ def run_driver(pipe: Pipe, num_ranks: int) -> None:
 def _end(session: AttemptChannel) -> None:
     """What `Runner` does at the end of a run: supervise until every rank reported, wait for them to leave."""
     stall = StallWatch(None, "warn")
-    error = error_of(Supervisor(session, _SimulatedPlacement(), 600.0, None, stall).outcome())
+    supervisor = Supervisor(session, _SimulatedPlacement(), 600.0, None, stall)
+    with session.changed:
+        while isinstance(outcome := supervisor.step(), Running):
+            session.changed.wait(SUPERVISE_POLL_S)
+    error = error_of(outcome)
     if error is not None:
         raise error
     report = session.report

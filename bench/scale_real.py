@@ -36,7 +36,7 @@ from bench.spark_session import quiet_session
 LOCAL_RANKS = 32
 EXECUTORS = 16
 EXECUTOR_MB = 512
-_LEFTOVER_MARKS = ("sparkrunner.ranks.bootstrap", "sparkrunner.launch.tasks.rsh_agent", "mpirun", "orted")
+_LEFTOVER_MARKS = ("sparkrunner.ranks.bootstrap", "sparkrunner.tasks.rsh_agent", "mpirun", "orted")
 BARE_RANK = """
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING
 
 from sparkrunner.common.lazy_exports import lazy_exports
+from sparkrunner.common.version import __version__ as __version__
 
 # Every error is also importable from here; sparkrunner.errors is where the docs import them from.
 from sparkrunner.errors import (
@@ -30,6 +31,7 @@ from sparkrunner.errors import (
     RanksVanishedError,
     ReaderUnavailableError,
     ResultNotPicklableError,
+    ResultNotUnpicklableError,
     RunCancelledError,
     RunTimeoutError,
     ScriptExitError,
@@ -54,7 +56,6 @@ if TYPE_CHECKING:
     from sparkrunner.ranks.progress import TorchProgress, keras_callback, report_progress
     from sparkrunner.runner import HorovodRunner, Runner
 
-__version__ = "0.1.0"
 
 # Imported on first use: every rank imports this package, and the driver side (Runner, MLflow tracking)
 # costs a rank's start ~0.5 s it does not need.
@@ -110,6 +111,7 @@ __all__ = [
     "RanksVanishedError",
     "ReaderUnavailableError",
     "ResultNotPicklableError",
+    "ResultNotUnpicklableError",
     "RunCancelledError",
     "RunObserver",
     "RunRecord",

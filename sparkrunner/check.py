@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkrunner.errors import SparkRunnerError
-from sparkrunner.launch.gpus import CUDA_VISIBLE, host_gpu_count
 from sparkrunner.launch.mpirun import MpirunLauncher
+from sparkrunner.system.gpus import CUDA_VISIBLE, host_gpu_count
 from sparkrunner.timeouts import TOOL_TIMEOUT_S
 
 

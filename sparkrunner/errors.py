@@ -195,6 +195,21 @@ class ResultNotPicklableError(NotPicklableError):
     the driver's `RankFailedError` carries it as `.original`."""
 
 
+class ResultNotUnpicklableError(NotPicklableError):
+    """Every rank succeeded, but a return value the driver was sent cannot be unpickled there (its class cannot
+    be imported on the driver, or rebuilding it failed). Another attempt would end the same way: not retried."""
+
+    def __init__(self, rank: int, type_name: str, reason: BaseException) -> None:
+        super().__init__(
+            f"rank {rank}'s return value could not be unpickled on the driver: {type(reason).__name__}: {reason}. "
+            f"It is a {type_name}; return plain Python, numpy or torch objects whose classes the driver can "
+            f"import (a dict of numbers, arrays or tensors; the state_dict of a model rather than the model; "
+            f"or write the object to a file and return its path, or send it with send_file_to_driver)."
+        )
+        self.rank = rank
+        self.type_name = type_name
+
+
 class RanksVanishedError(SparkRunnerError):
     """Ranks ended (or their Spark stage did) without any of them reporting a result or a failure.
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal, get_args
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from sparkrunner import timeouts
 from sparkrunner.channel.environment import CUDA_VISIBLE, GLOO_VARIABLES, Env
@@ -76,14 +77,56 @@ def check_checkpoint_dir(np: int, max_failures: int, checkpoint_dir: str | None)
         raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
 
 
-def option(default: Any = None, doc: str = "", *, factory: Any = None, timing: str | None = None) -> Any:
+@dataclass(frozen=True)
+class FromText:
+    """How a shell gives an option whose type says nothing of it: `parse` turns the flag's text into the value."""
+
+    parse: Callable[[str], Any]
+    metavar: str
+
+
+def option(
+    default: Any = None,
+    doc: str = "",
+    *,
+    factory: Any = None,
+    timing: str | None = None,
+    shell: FromText | bool = True,
+) -> Any:
     """A `RunOptions` field and its documentation (what users read in `help(Runner)` and docs/options.md);
-    `timing` names the `sparkrunner.timeouts` entry whose value (its environment override included) is the default."""
+    `timing` names the `sparkrunner.timeouts` entry whose value (its environment override included) is the default.
+    `shell`: True, a ``sparkrunner run`` flag read as the field's type says (`shell_flags`); a `FromText` for a
+    type a shell cannot spell; False for a Python object, which no flag can give."""
+    metadata = {"doc": doc, "shell": shell}
     if factory is not None:
-        return field(default_factory=factory, metadata={"doc": doc})
+        return field(default_factory=factory, metadata=metadata)
     if timing is not None:
-        return field(default=timeouts.TIMINGS[timing].value, metadata={"doc": doc, "timing": timing})
-    return field(default=default, metadata={"doc": doc})
+        return field(default=timeouts.TIMINGS[timing].value, metadata={**metadata, "timing": timing})
+    return field(default=default, metadata=metadata)
+
+
+def np_from_text(text: str) -> int | tuple[int, int]:
+    """``np`` as a shell gives it: ``N``, or ``MIN:MAX`` for an elastic run (checked by `parse_np`)."""
+    least, sep, most = text.partition(":")
+    try:
+        return (int(least), int(most)) if sep else int(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"np takes N or MIN:MAX (whole numbers, e.g. 4, -2 or 2:4), not {text!r}"
+        ) from None
+
+
+def tracking_from_text(text: str) -> bool | str:
+    """``tracking`` as a shell gives it: ``true``, ``false``, or an MLflow tracking URI."""
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def pair_from_text(text: str) -> tuple[str, str]:
+    """One ``NAME=VALUE`` entry (an ``env`` variable, a Spark setting)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise InvalidArgumentError(f"takes NAME=VALUE, not {text!r}")
+    return name, value
 
 
 _TOPOLOGY = "sparkrunner sets it for each rank from where the run's ranks are placed"
@@ -108,6 +151,8 @@ RUN_VARIABLES: dict[str, str] = {
     **dict.fromkeys(
         (
             Env.RUN_ID,
+            Env.ATTEMPT_ID,
+            Env.ZYGOTE_LEASE_ID,
             Env.DRIVER,
             Env.SECRET_DIR,
             Env.ECHO_OUTPUT,
@@ -191,11 +236,13 @@ class RunOptions:
         "``> 0``: one Spark barrier stage of ``np`` tasks on the given SparkSession (classic or Spark Connect). "
         "``< 0``: ``abs(np)`` processes on the driver machine, no Spark at all. ``(min, max)``: an elastic run, sized "
         "by the slots there are (docs/elastic.md).",
+        shell=FromText(np_from_text, "N|MIN:MAX"),
     )
     spark: Any = option(
         None,
         "the SparkSession for ``np > 0``; defaults to this thread's active one, else the process's default one, so "
         "runs started from worker threads (Optuna, Hyperopt, thread pools) find it too.",
+        shell=False,
     )
     launcher: LauncherName = option(
         "auto",
@@ -225,11 +272,14 @@ class RunOptions:
         None,
         "record every run in MLflow: None (on when mlflow is installed), False, True, a tracking URI, or a "
         "`sparkrunner.MlflowTracking`.",
+        shell=FromText(tracking_from_text, "true|false|URI"),
     )
     progress: bool = option(
         True, "show a live progress bar (tqdm, terminal or notebook) while ranks call `report_progress`."
     )
-    observers: Sequence[Any] = option((), "your own `RunObserver` instances, which follow every run.")
+    observers: Sequence[Any] = option(
+        (), "your own `RunObserver` instances, which follow every run.", shell=False
+    )
     max_failures: int = option(
         0,
         "failed attempts to retry: each retry starts every rank again (a new barrier stage) and ``main`` resumes "
@@ -249,6 +299,7 @@ class RunOptions:
         "``retry_if(error) -> bool`` decides whether a failed attempt is retried (default: yes). Never retried, and "
         "never asked about: the errors another attempt cannot fix, which docs/recovery.md lists (bad arguments, "
         "`NotEnoughSlotsError`, `RunTimeoutError`, `RunCancelledError`, `DoNotRetry`, ...).",
+        shell=False,
     )
     stall_timeout: float | None = option(
         None,
@@ -288,7 +339,9 @@ class RunOptions:
         "run or a retry does not import them again; True starts every rank as a new interpreter (docs/elastic.md, "
         '"Local runs start warm"). Other launchers, Spark runs and warm sessions ignore it.',
     )
-    np_range: SizeRange | None = option(None, "(set from ``np=(min, max)``, not given by the user)")
+    np_range: SizeRange | None = option(
+        None, "(set from ``np=(min, max)``, not given by the user)", shell=False
+    )
 
     def __post_init__(self) -> None:
         self._check_np()
@@ -341,7 +394,93 @@ class RunOptions:
 
 def option_docs() -> dict[str, str]:
     """Each user-facing option and its documentation, in `Runner`'s order."""
-    return {f.name: f.metadata["doc"] for f in fields(RunOptions) if f.name != "np_range"}
+    return {f.name: f.metadata["doc"] for f in _user_fields()}
+
+
+def _user_fields() -> list[Field[Any]]:
+    return [f for f in fields(RunOptions) if f.name != "np_range"]
+
+
+@dataclass(frozen=True)
+class ShellFlag:
+    """A `RunOptions` field as a ``sparkrunner run`` flag, made from its declaration (`shell_flags`)."""
+
+    option: str
+    flag: str
+    help: str
+    default: Any
+    parse: Callable[[str], Any] | None
+    """The flag's text -> the option's value; None for an on/off option (``--name`` / ``--no-name``)."""
+    metavar: str | None = None
+    choices: tuple[str, ...] = ()
+    repeated: bool = False
+    """Given once per entry (``--env A=1 --env B=2``), each parsed on its own."""
+    required: bool = False
+
+    @property
+    def usage(self) -> str:
+        """How docs/options.md shows the flag."""
+        if self.parse is None:
+            return f"{self.flag}, --no-{self.flag.removeprefix('--')}"
+        value = self.metavar or "{" + ",".join(self.choices) + "}"
+        return f"{self.flag} {value}" + (" (repeated)" if self.repeated else "")
+
+
+def shell_flags() -> list[ShellFlag]:
+    """The flags of ``sparkrunner run`` that give `Runner`'s options, in its order: every option a shell can
+    spell, read from the field's type (a `Literal`: its choices; bool: on/off; a mapping: repeated
+    ``NAME=VALUE``) unless its declaration says otherwise (`option`'s `shell`)."""
+    hints = get_type_hints(RunOptions)
+    flags = (_shell_flag(f, hints[f.name]) for f in _user_fields())
+    return [flag for flag in flags if flag is not None]
+
+
+def _shell_flag(declared: Field[Any], hint: Any) -> ShellFlag | None:
+    shell = declared.metadata["shell"]
+    if shell is False:
+        return None
+    name = declared.name
+    doc = declared.metadata["doc"].replace("``", "`")
+    default = declared.default_factory() if declared.default_factory is not MISSING else declared.default
+    required = default is MISSING
+    shown = "" if required else f" Default: {_default_markdown(declared).replace('`', '')}."
+    flag = ShellFlag(
+        name,
+        "--" + name.replace("_", "-"),
+        doc + shown,
+        None if required else default,
+        parse=str,
+        required=required,
+    )
+    if isinstance(shell, FromText):
+        return replace(flag, parse=shell.parse, metavar=shell.metavar)
+    kind = _without_none(hint)
+    if kind is bool:
+        return replace(flag, parse=None)
+    if get_origin(kind) is Literal:
+        return replace(flag, choices=get_args(kind))
+    if get_origin(kind) is Mapping:
+        return replace(flag, parse=pair_from_text, metavar="NAME=VALUE", repeated=True)
+    if get_origin(kind) is tuple:  # a (low, high) range: "LOW-HIGH", which the option takes as it is
+        return replace(flag, metavar="LOW-HIGH")
+    readers: dict[Any, tuple[Callable[[str], Any], str]] = {
+        int: (int, "N"),
+        float: (float, "SECONDS"),
+        str: (str, "PATH"),
+    }
+    if kind not in readers:
+        raise TypeError(
+            f"option {name}: no shell flag reads {hint}; declare it with shell=FromText(...) or False"
+        )
+    return replace(flag, parse=readers[kind][0], metavar=readers[kind][1])
+
+
+def _without_none(hint: Any) -> Any:
+    """``X | None`` -> X (an optional option's flag reads X; leaving the flag out keeps None)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        kinds = [kind for kind in get_args(hint) if kind is not type(None)]
+        return kinds[0] if len(kinds) == 1 else hint
+    return hint
 
 
 def options_docstring() -> str:
@@ -367,10 +506,11 @@ def _default_markdown(declared: Any) -> str:
 
 
 def options_markdown() -> str:
-    """The options as the table of docs/options.md (the docs test keeps that file equal to this)."""
+    """The options as the table of docs/options.md (the docs test keeps that file equal to this), with each
+    option's ``sparkrunner run`` flag (`shell_flags`)."""
+    flags = {flag.option: f"`{flag.usage}`" for flag in shell_flags()}
     rows = [
-        f"| `{f.name}` | {_default_markdown(f)} | {f.metadata['doc'].replace('``', '`')} |"
-        for f in fields(RunOptions)
-        if f.name != "np_range"
+        f"| `{f.name}` | {_default_markdown(f)} | {f.metadata['doc'].replace('``', '`')} | {flags.get(f.name, '-')} |"
+        for f in _user_fields()
     ]
-    return "\n".join(["| option | default | meaning |", "|---|---|---|", *rows])
+    return "\n".join(["| option | default | meaning | `sparkrunner run` flag |", "|---|---|---|---|", *rows])

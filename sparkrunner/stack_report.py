@@ -1,5 +1,5 @@
 """What a `HangError` carries: every live rank's threads' stacks and last output lines at one moment (made by
-`sparkrunner.driver.stacks`, read by the user as `error.stack_report`)."""
+`sparkrunner.driver.attempt.stacks`, read by the user as `error.stack_report`)."""
 
 from __future__ import annotations
 

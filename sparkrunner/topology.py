@@ -12,11 +12,13 @@ from enum import IntEnum
 from typing import NewType
 
 RankIndex = NewType("RankIndex", int)  # a rank's place in the world (0 .. world size - 1)
-TaskIndex = NewType("TaskIndex", int)  # a barrier task's partition id (or, np < 0, the rank's local slot)
+TaskIndex = NewType(
+    "TaskIndex", int
+)  # a barrier task's partition id (np < 0: the index of the local group that holds the rank)
 
 
-class PortSlot(IntEnum):
-    """What each of a rank's reserved ports is for (an index into `Peer.ports`); one owner per slot."""
+class PortUse(IntEnum):
+    """What each of a rank's reserved ports is for (an index into `Peer.ports`); one owner per use."""
 
     TORCH_MASTER = 0  # torch.distributed MASTER_PORT (task 0's)
     TF_WORKER = 1  # this task's TensorFlow worker in TF_CONFIG
@@ -26,7 +28,7 @@ class PortSlot(IntEnum):
     JAX_COORDINATOR = 5  # jax.distributed's coordinator service (task 0's, started by rank 0)
 
 
-PORTS_PER_RANK = len(PortSlot)  # each rank reserves one port per slot
+PORTS_PER_RANK = len(PortUse)  # each rank reserves one port per use
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,11 @@ class Topology:
 
     @property
     def num_tasks(self) -> int:
-        """The number of barrier tasks (local slots, np < 0) that hold the ranks."""
+        """The number of barrier tasks (local groups, np < 0) that hold the ranks."""
         return len({p.task for p in self.peers})
 
     def task_of(self, rank: RankIndex) -> TaskIndex:
-        """The barrier task (local slot) that holds `rank`."""
+        """The barrier task (local group, np < 0) that holds `rank`."""
         return self.peers[rank].task
 
     def hosts(self) -> list[str]:

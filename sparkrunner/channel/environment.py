@@ -10,7 +10,11 @@ from __future__ import annotations
 class Env:
     """Environment variables sparkrunner sets for the processes it starts."""
 
-    RUN_ID = "SPARKRUNNER_RUN_ID"  # on every process of a run: how leftovers are found
+    RUN_ID = "SPARKRUNNER_RUN_ID"  # on every process of a run: the run's id (`RunRecord.run_id`)
+    ATTEMPT_ID = "SPARKRUNNER_ATTEMPT_ID"  # on every process of an attempt: its id, how leftovers are found
+    ZYGOTE_LEASE_ID = (
+        "SPARKRUNNER_ZYGOTE_LEASE_ID"  # on an executor's zygote: its lease's id, how it is swept
+    )
     DRIVER = "SPARKRUNNER_DRIVER"  # "host:port" of the driver channel
     SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # folder of one-shot secret files (`handover.py`); holds no secret
     ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr

@@ -8,7 +8,7 @@ mpirun a rank learns nothing else before it starts); mpirun's rsh agent takes ``
 deleted as it is read, and the spawner removes the folder with whatever was not taken when its ranks ended.
 A spawner that was killed (Spark kills a cancelled task's Python worker) cannot: its folder is named after its
 pid, and the next `SecretDrop` on that host removes the folders of spawners that are gone. Barrier tasks make
-theirs in a folder that a watcher removes once the task is gone (`launch.temp_folder.WatchedSecretDrop`), so a
+theirs in a folder that a watcher removes once the task is gone (`system.temp_folder.WatchedSecretDrop`), so a
 lost executor leaves none behind either.
 """
 

@@ -21,8 +21,8 @@ from sparkrunner.compat.spark_facts import (
     task_gpu_amount,
 )
 from sparkrunner.errors import DriverGpuError, InvalidArgumentError
-from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.system.gpus import CUDA_VISIBLE
 
 TF_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"
 

@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from sparkrunner.errors import DistributorRuntimeError, DriverGpuError, InvalidArgumentError
-from sparkrunner.launch.gpus import device_ids, host_gpu_count
 from sparkrunner.placement.sessions import conf_value, is_connect_session, task_resource_amount
+from sparkrunner.system.gpus import device_ids, host_gpu_count
 
 log = logging.getLogger(__name__)
 

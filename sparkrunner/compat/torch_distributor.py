@@ -25,8 +25,8 @@ from sparkrunner.compat.spark_facts import (
     task_gpu_amount,
 )
 from sparkrunner.errors import DriverGpuError, InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.script import script_call
+from sparkrunner.system.gpus import CUDA_VISIBLE
 
 log = logging.getLogger(__name__)
 

@@ -1,3 +1,3 @@
-"""Code that runs on the driver only: the run's controller, each attempt's channel (channel server, rank
-bookkeeping), failure attribution, and the driver halves of output, stacks and the address exchange.
-Never imported by rank-side code."""
+"""Code that runs on the driver only: the run's controller and its policies, supervision, failure attribution
+and zygotes; each attempt's server (its channel, rank bookkeeping, the driver halves of output, stacks and the
+address exchange) in `driver/attempt/`. Never imported by rank-side code."""

@@ -1,10 +1,10 @@
-"""What the attempts of a run may do, as policies the run's controller asks for typed decisions.
+"""What the attempts of a run may do: the failure policy the run's controller asks for a typed decision.
 
-`RetryPolicy` decides, from an attempt's error, whether another attempt runs (`FailureDecision`): errors that
-retrying cannot fix (bad arguments, `DoNotRetry`, a predicate's no) end the run at once, and when attempts run
-out the final error carries every attempt's. `StopPolicy` decides how an ended attempt's ranks go
-(`StopDecision`). Each new attempt is a fresh placement (for Spark: a new barrier stage) whose ranks resume from
-the latest checkpoint.
+`RetryPolicy` decides, from an attempt's error, what the run does next: `Retry` (another attempt) or `Fail`
+(why it ends). Errors that retrying cannot fix (bad arguments, `DoNotRetry`, a predicate's no) end the run at
+once, an interrupt (Ctrl-C) ends it as an interrupt, and when attempts run out the final error carries every
+attempt's. Each new attempt is a fresh placement (for Spark: a new barrier stage) whose ranks resume from the
+latest checkpoint.
 """
 
 from __future__ import annotations
@@ -44,17 +44,37 @@ _NEVER_RETRIED: tuple[type[BaseException], ...] = (
 )
 
 
-class FailureDecision(enum.Enum):
-    """What a failed attempt leads to."""
+class Why(enum.Enum):
+    """Why a run ends with its error."""
 
-    RETRY = "retry"
-    """Another attempt, from the latest checkpoint."""
-    RAISE = "raise"
-    """No retries were asked for (``max_failures=0``): the run ends with the attempt's own error."""
+    NO_RETRIES = "no retries"
+    """No retries were asked for (``max_failures=0``): the run raises the attempt's own error."""
     NO_ATTEMPTS_LEFT = "no attempts left"
-    """The run ends: every failure it allowed is spent."""
+    """Every failure the run allowed is spent."""
     NOT_RETRIED = "not retried"
-    """The run ends: another attempt cannot fix this error (or the user's `retry_if` said no)."""
+    """Another attempt cannot fix this error (or the user's `retry_if` said no, or a stop was asked)."""
+    INTERRUPTED = "interrupted"
+    """Ctrl-C (a `KeyboardInterrupt`, or another `BaseException` that is no `Exception`): raised as it is."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The loop's next step after an attempt failed with `error`: another attempt, from the latest checkpoint."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Fail:
+    """The loop's next step after an attempt failed with `error`: the run ends, for `why`."""
+
+    why: Why
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class Done:
+    """The loop's next step: the run succeeded."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +90,18 @@ class RetryPolicy:
             return False
         return True if self.retry_if is None else bool(self.retry_if(error))
 
-    def decide(self, error: BaseException, failures: int) -> FailureDecision:
-        """After an attempt failed with `error`, `failures` attempts having failed before it."""
+    def decide(self, error: BaseException, failures: int, stop_asked: bool = False) -> Retry | Fail:
+        """After an attempt failed with `error`, `failures` attempts having failed before it (`stop_asked`: the
+        caller asked the run to stop while it ran, so another attempt is not wanted)."""
+        if not isinstance(error, Exception):
+            return Fail(Why.INTERRUPTED, error)
         if self.max_failures == 0:
-            return FailureDecision.RAISE
-        if failures < self.max_failures and self.retryable(error):
-            return FailureDecision.RETRY
+            return Fail(Why.NO_RETRIES, error)
+        if failures < self.max_failures and self.retryable(error) and not stop_asked:
+            return Retry(error)
         if failures == self.max_failures:
-            return FailureDecision.NO_ATTEMPTS_LEFT
-        return FailureDecision.NOT_RETRIED
+            return Fail(Why.NO_ATTEMPTS_LEFT, error)
+        return Fail(Why.NOT_RETRIED, error)
 
 
 def _never_retried(error: BaseException) -> bool:
@@ -87,10 +110,12 @@ def _never_retried(error: BaseException) -> bool:
     return isinstance(error, RankFailedError) and isinstance(error.original, _NEVER_RETRIED)
 
 
-def failure_line(record: AttemptRecord, error: BaseException, decision: FailureDecision) -> str:
+def failure_line(record: AttemptRecord, decision: Retry | Fail) -> str:
     """The line the person watching the driver sees when an attempt failed (runs with retries only)."""
-    why = _why(decision, error)
-    return f"attempt {record.number} failed after {record.duration_s:.1f} s: {_first_line(error)}{why}"
+    why = _why(decision)
+    return (
+        f"attempt {record.number} failed after {record.duration_s:.1f} s: {_first_line(decision.error)}{why}"
+    )
 
 
 def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseException) -> BaseException:
@@ -108,16 +133,27 @@ def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseEx
     return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
 
 
-def _why(decision: FailureDecision, error: BaseException) -> str:
-    if decision is FailureDecision.RETRY:
+def _why(decision: Retry | Fail) -> str:
+    if isinstance(decision, Retry):
         return "; starting the next attempt from the latest checkpoint"
-    if not isinstance(error, Exception):
+    if decision.why is Why.INTERRUPTED:
         return ""
-    return (
-        "; no attempts left"
-        if decision is FailureDecision.NO_ATTEMPTS_LEFT
-        else "; this error is not retried"
-    )
+    return "; no attempts left" if decision.why is Why.NO_ATTEMPTS_LEFT else "; this error is not retried"
+
+
+def interrupted_note(attempts: list[AttemptRecord]) -> str:
+    """What an interrupt of a run with retries says it ended: the attempt it stopped, and how the ones before
+    it ended."""
+    *before, last = attempts
+    lines = [f"the run was interrupted during attempt {last.number}"]
+    lines += [f"  attempt {a.number}: {_ended(a)}" for a in before]
+    return "\n".join(lines)
+
+
+def _ended(record: AttemptRecord) -> str:
+    if record.error is not None:
+        return f"{type(record.error).__name__}: {_first_line(record.error)}"
+    return "rescaled" if record.rescaled else "ended"
 
 
 def resume_text(step: int | None) -> str:
@@ -130,25 +166,6 @@ def _first_line(error: Any) -> str:
     return text[0].rstrip(":; ") if text else type(error).__name__
 
 
-class StopDecision(enum.Enum):
-    """How an ended attempt's ranks go."""
-
-    LET_EXIT = "let exit"
-    """They succeeded: let them exit on their own (up to `EXIT_WAIT_S`), their last output delivered."""
-    STOP = "stop"
-    """Anything else: ask them to stop (SIGTERM, up to `stop_grace_s` to save a checkpoint), then kill them."""
-
-
-@dataclass(frozen=True)
-class StopPolicy:
-    """How long ranks that are told to stop get to save their work (`stop_grace_s`)."""
-
-    grace_s: float
-
-    def decide(self, succeeded: bool) -> StopDecision:
-        return StopDecision.LET_EXIT if succeeded else StopDecision.STOP
-
-
 @dataclass(frozen=True)
 class RecoveryOptions:
     """Runner's recovery options (max_failures, retry_if, checkpoint_dir, stop_grace_s), as the attempts use them."""
@@ -156,10 +173,6 @@ class RecoveryOptions:
     policy: RetryPolicy
     checkpoint_dir: str | None
     stop_grace_s: float
-
-    @property
-    def stop_policy(self) -> StopPolicy:
-        return StopPolicy(self.stop_grace_s)
 
     @classmethod
     def of(cls, options: RunOptions) -> RecoveryOptions:

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 
 from sparkrunner.channel import messages as m
-from sparkrunner.driver import task_reports
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.registry import RankState
+from sparkrunner.driver.attempt import task_reports
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.registry import RankState
 from sparkrunner.errors import RankFailedError, RankProcessDiedError, RanksVanishedError
 from sparkrunner.frameworks import horovod_env
 from sparkrunner.launch.mpirun import rank_exit_from_banner
@@ -186,13 +186,26 @@ def ended_without_result(channel: AttemptChannel, placement: Placement, missing:
     return RanksVanishedError(missing, detail)
 
 
-def shut_down_after_failure(shut_down: Callable[[], None], run_error: BaseException) -> None:
-    """Shut down after a failed run; an error while doing so is logged and noted, never replaces the run's."""
+def shut_down_after_failure(
+    shut_down: Callable[[], None], kill_now: Callable[[], None], run_error: BaseException
+) -> BaseException:
+    """Shut down after a failed attempt; returns the error the attempt ended with. An error while doing so is
+    logged and noted, never replaces the attempt's; an interrupt (a second Ctrl-C) ends the shutdown at once:
+    `kill_now` takes what is left, and the interrupt is what the attempt ended with."""
     try:
         shut_down()
+    except KeyboardInterrupt as again:
+        log.warning("interrupted while shutting down: killing every process of the attempt now")
+        kill_now()
+        if isinstance(
+            run_error, Exception
+        ):  # the first Ctrl-C came during this shutdown: it stays an interrupt
+            again.__context__ = run_error
+            return again
     except BaseException as exc:
         log.warning("while shutting down after the run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
         note = f"(while shutting down after this error, sparkrunner also hit {type(exc).__name__}: {exc})"
         if hasattr(run_error, "add_note"):
             run_error.add_note(note)
         run_error.__dict__.setdefault("shutdown_error", exc)
+    return run_error

@@ -1,77 +1,67 @@
 """The run's controller: one loop owns a run from its checks to its end, as an explicit state machine.
 
-    CHECKING -> PLACING -> RUNNING -> STOPPING -> SUCCEEDED | RESIZING | RESTARTING | FAILED
-    RESIZING -> PLACING (the resize policy grows the run), RESTARTING -> PLACING (the retry policy retries);
-    PLACING -> STOPPING when the attempt cannot start (docs/architecture.md draws it)
+    Checking -> Placing -> Running -> Stopping -> Succeeded | Resizing | Restarting | Failed
+    Resizing -> Placing (the scaling policy grew the run), Restarting -> Placing (the failure policy retries);
+    Placing -> Stopping when the attempt cannot start (docs/architecture.md draws it)
 
-Each state does its work and names the next. How an attempt ended (the supervisor's `Ended`, or an error of
-its start, read as an `AttemptEnd`) goes to the policies for typed decisions: `StopPolicy` -> `StopDecision`
-(how its ranks go), `Sizing` -> `Resize`, `RetryPolicy` -> `FailureDecision`. The checks raise their typed
-errors before any process starts; after that, an attempt's error is a value the policies read, and only the
-run's final error is raised.
+Each state is a value that carries its data (the run, the attempt's placement, how it ended, its error, the
+resize); the loop hands it to its step, which does the work and returns the next. While an attempt runs, the loop
+steps its supervisor and acts on its events: a larger np its grow watch proposes (the scaling policy decides:
+`Resize`), a stop the caller asks for. How an attempt ended (`AttemptEnd`) goes to `decide`, which returns what
+the loop does next: `Done`, `Resize`, `Retry` or `Fail(why)`. The policies are passed in (`Policies`) and every
+state goes to the `on_state` hook, so a test can step the loop. The checks raise their typed errors before any
+process starts; after that an attempt's error is a value the policies read, and only the run's final error is
+raised (an interrupt as the interrupt it is).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
+import pickletools
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.driver import causes
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.attempts import (
-    FailureDecision,
+    Done,
+    Fail,
     RecoveryOptions,
+    Retry,
     RetryPolicy,
-    StopDecision,
+    Why,
     failure_line,
     final_error,
+    interrupted_note,
     resume_text,
 )
-from sparkrunner.driver.elastic import GrowWatch, Resize, Sizing
+from sparkrunner.driver.elastic import Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.stacks import StallWatch
-from sparkrunner.driver.supervisor import RunDeadline, Supervisor, error_of
+from sparkrunner.driver.supervisor import Ended, Outcome, RunDeadline, Supervisor, error_of
+from sparkrunner.driver.supervisor import Running as Undecided
 from sparkrunner.driver.zygotes import Zygotes, zygotes_for
-from sparkrunner.errors import InvalidArgumentError, SparkRunnerError
-from sparkrunner.launch import Launcher, RankJob, processes
+from sparkrunner.errors import InvalidArgumentError, ResultNotUnpicklableError
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.driver import resolve_launcher
-from sparkrunner.launch.network import server_port
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
-
-
-class RunState(enum.Enum):
-    """Where a run is; `RunController.run` moves it from CHECKING to SUCCEEDED or FAILED."""
-
-    CHECKING = "checking"
-    """Arguments, launcher, Spark and slots are checked; the run's record opens."""
-    PLACING = "placing"
-    """An attempt gets its np, its placement, its channel and its job."""
-    RUNNING = "running"
-    """The attempt's ranks start and the supervisor watches them until the attempt ends."""
-    STOPPING = "stopping"
-    """The attempt's ranks go (exit, or are stopped), its placement ends, and its results are read."""
-    RESIZING = "resizing"
-    """The attempt ended for a larger np (not a failure): the next attempt starts at once."""
-    RESTARTING = "restarting"
-    """The attempt failed and the retry policy retries: the cluster gets its slots back first."""
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -107,30 +97,102 @@ class Attempt:
 @dataclass(frozen=True)
 class AttemptEnd:
     """How an attempt of `np` ranks ended (np 0: it never got its np), as the policies read it: its error (None:
-    it succeeded) and the np its resize watch asked the ranks to stop for (None: it asked nothing)."""
+    it succeeded), the resize the controller asked its ranks to stop for, and whether the caller asked it to
+    stop."""
 
     np: int
     error: BaseException | None
-    grown_to: int | None = None
+    resize: Resize | None = None
+    stop_asked: bool = False
+
+
+Decision = Done | Resize | Retry | Fail
+"""What the loop does next after an attempt ended."""
+
+
+def decide(end: AttemptEnd, failures: RetryPolicy, failed_before: int) -> Decision:
+    """After an attempt ended, `failed_before` attempts having failed before it: an attempt stopped for a resize
+    resizes whatever its ranks did then (short of an interrupt), a success is done, a failure is the failure
+    policy's to decide."""
+    interrupted = end.error is not None and not isinstance(end.error, Exception)
+    if end.resize is not None and not interrupted:
+        return end.resize
+    if end.error is None:
+        return Done()
+    return failures.decide(end.error, failed_before, end.stop_asked)
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The state an ended attempt leads to, and the policy's decision that chose it."""
+class GrowProposed:
+    """An event of a running attempt: its grow watch found slots for `np` ranks."""
 
-    state: RunState
-    why: Resize | FailureDecision | None = None
+    np: int
 
 
-def decide(end: AttemptEnd, sizing: Sizing, retry: RetryPolicy, failures: int) -> Decision:
-    """After an attempt ended, `failures` attempts having failed before it: resize, succeed, restart or fail."""
-    resize = sizing.decide(end.np, end.grown_to, end.error)
-    if resize is not None:
-        return Decision(RunState.RESIZING, resize)
-    if end.error is None:
-        return Decision(RunState.SUCCEEDED)
-    failure = retry.decide(end.error, failures)
-    return Decision(RunState.RESTARTING if failure is FailureDecision.RETRY else RunState.FAILED, failure)
+@dataclass(frozen=True)
+class StopAsked:
+    """An event of a running attempt: the caller asked its ranks to stop (`Runner.ask_to_stop`), for `reason`."""
+
+    reason: str
+
+
+Event = GrowProposed | StopAsked
+
+
+class _Inbox:
+    """The events of the attempt in flight, put from other threads; putting one wakes the controller's loop."""
+
+    def __init__(self, channel: AttemptChannel) -> None:
+        self._channel = channel
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+
+    def put(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+        with self._channel.changed:
+            self._channel.changed.notify_all()
+
+    def take(self) -> list[Event]:
+        with self._lock:
+            events, self._events = self._events, []
+        return events
+
+
+class Supervises(Protocol):
+    """What the loop steps while an attempt runs (`Supervisor`, or a test's stand-in)."""
+
+    def step(self) -> Outcome: ...
+
+
+SupervisorFactory = Callable[[AttemptChannel, Placement, "RunDeadline | None"], Supervises]
+"""The supervisor of one attempt, for its channel, its placement and the run's deadline."""
+
+
+@dataclass(frozen=True)
+class Policies:
+    """What the controller asks for its decisions and its supervision, passed in so that a test can step the
+    loop with its own: the failure policy, the scaling policy (made once Spark and the ranks per task are known)
+    and each attempt's supervisor."""
+
+    failures: RetryPolicy
+    scaling: Callable[[Any, int], Sizing]
+    supervisor: SupervisorFactory
+
+    @classmethod
+    def of(cls, options: RunOptions) -> Policies:
+        """Runner's: `max_failures` and `retry_if`, `np` or its range, the timeouts and the stall watch."""
+
+        def scaling(spark: Any, per_task: int) -> Sizing:
+            return Sizing(options.np, options.np_range, spark, per_task, options.start_timeout)
+
+        def supervisor(
+            channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None
+        ) -> Supervisor:
+            stall = StallWatch(options.stall_timeout, options.on_stall)
+            return Supervisor(channel, placement, options.start_timeout, deadline, stall)
+
+        return cls(RecoveryOptions.of(options).policy, scaling, supervisor)
 
 
 @dataclass
@@ -143,7 +205,7 @@ class RunOutputs:
 
 @dataclass
 class _Run:
-    """What every attempt of one run shares, from CHECKING on."""
+    """What every attempt of one run shares, from Checking on."""
 
     call: RunCall
     payload: bytes
@@ -175,9 +237,95 @@ class _Placed:
     description: str
 
 
+@dataclass(frozen=True)
+class Checking:
+    """Arguments, launcher, Spark and slots are checked; the run's record opens."""
+
+    call: RunCall
+
+
+@dataclass(frozen=True)
+class Placing:
+    """Attempt `number` gets its np (`np`, else the scaling policy's), its placement, channel and job; after a
+    failure (`wait_for_slots`) the cluster first gets back the slots it lost with the last attempt."""
+
+    run: _Run = field(repr=False)
+    number: int
+    failures: int
+    np: int | None = None
+    wait_for_slots: bool = False
+
+
+@dataclass(frozen=True)
+class Running:
+    """The attempt's ranks start; the loop steps its supervisor and acts on its events until it ends."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    placed: _Placed
+    failures: int
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """The attempt ended (`end`): its ranks go, its placement ends, its results are read; `placed` None: it
+    never started, and `end` says why."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    placed: _Placed | None
+    end: AttemptEnd
+    failures: int
+
+
+@dataclass(frozen=True)
+class Resizing:
+    """The attempt ended for a larger np (`resize`, not a failure): the next attempt runs `resize.new` ranks."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    resize: Resize
+    failures: int
+
+
+@dataclass(frozen=True)
+class Restarting:
+    """The attempt failed and the failure policy retries (`retry`, with the attempt's error)."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    retry: Retry
+    failures: int
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The run's values: rank 0's, or every rank's."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    values: list[Any]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The run ends with the attempt's error, as the failure policy decided (`fail`: the error and why)."""
+
+    run: _Run = field(repr=False)
+    record: AttemptRecord
+    fail: Fail
+
+
+Opened = Placing | Running | Stopping | Resizing | Restarting | Succeeded | Failed
+"""Where a run is once its record opened."""
+State = Checking | Opened
+"""Where a run is."""
+
+
 class RunController:
     """Owns each run of a pipeline (`RunPipeline`, a warm session's): its states, its attempts and their
-    placements, made by the placement factory it holds. Runs from several threads keep their own state."""
+    placements, made by the placement factory it holds. Runs from several threads keep their own state;
+    `on_state` sees every state each run enters, in order."""
 
     def __init__(
         self,
@@ -186,84 +334,81 @@ class RunController:
         placements: PlacementFactory,
         in_flight: InFlightWatch,
         outputs: RunOutputs,
+        policies: Policies | None = None,
+        on_state: Callable[[State], None] | None = None,
     ) -> None:
         self.options = options
         self.recovery = RecoveryOptions.of(options)
+        self.policies = policies or Policies.of(options)
         self._observers = list(observers)
         self._placements = placements
         self._in_flight = in_flight
         self._outputs = outputs
+        self._on_state = on_state
+        self._inbox: _Inbox | None = None
 
     def run(self, call: RunCall) -> list[Any]:
         """`call` on every rank: rank 0's value (or every rank's) in a list, or the run's error raised."""
-        run = self._check(call)  # CHECKING: typed errors, before any process starts
+        state: State = Checking(call)
         try:
-            values = self._attempts(run)
+            while True:
+                self._enter(state)
+                match state:
+                    case Checking():
+                        state = self._check(state)  # typed errors, before any process starts
+                    case Placing():
+                        state = self._place(state)
+                    case Running():
+                        state = self._supervise(state)
+                    case Stopping():
+                        state = self._stop(state)
+                    case Resizing():
+                        state = self._resize(state)
+                    case Restarting():
+                        state = self._restart(state)
+                    case Succeeded():
+                        return self._succeeded(state)
+                    case Failed():
+                        raise self._failed(state)
         except BaseException as exc:
-            run.observers.end(run.record, exc)
+            if not isinstance(state, Checking):  # the run's record is open
+                self._end(state, exc)
             raise
+
+    def ask_to_stop(self, reason: str) -> bool:
+        """Ask the ranks of the attempt in flight to stop gracefully (an event of the loop); False when none is."""
+        inbox = self._inbox
+        if inbox is not None:
+            inbox.put(StopAsked(reason))
+        return inbox is not None
+
+    def _enter(self, state: State) -> None:
+        log.debug("run: %s", state)
+        if self._on_state is not None:
+            self._on_state(state)
+
+    def _end(self, state: Opened, error: BaseException | None) -> None:
+        """The run's end, however it came: what an attempt left behind goes (an interrupt landing between two
+        steps), the observers see the record, the checkpoints and zygotes close."""
+        try:
+            placed = state.placed if isinstance(state, Running | Stopping) else None
+            if placed is not None:  # an attempt in flight
+                _kill_now(placed)
         finally:
-            run.close()
-        run.observers.end(run.record, None)
-        return values
+            try:
+                state.run.observers.end(state.run.record, error)
+            finally:
+                state.run.close()
 
-    def _attempts(self, run: _Run) -> list[Any]:
-        """From PLACING on: attempt after attempt until SUCCEEDED (returns) or FAILED (raises)."""
-        state, number, failures = RunState.PLACING, 0, 0
-        record = AttemptRecord(number, time.time())  # each PLACING opens the attempt's own
-        placed: _Placed | None = None
-        watch: GrowWatch | None = None
-        error: BaseException | None = None
-        end, decision = AttemptEnd(0, None), Decision(RunState.PLACING)
-        values: list[Any] = []
-        while True:
-            log.debug("run %s: %s (attempt %d)", run.record.run_id, state.value, number)
-            match state:
-                case RunState.PLACING:
-                    record = self._new_attempt_record(run, number)
-                    placed, end = self._place(run, number, record)
-                    state = RunState.STOPPING if placed is None else RunState.RUNNING
-                case RunState.RUNNING:
-                    assert placed is not None
-                    watch = run.sizing.watch(placed.attempt.np, placed.channel)
-                    error = self._run_ranks(run, placed)
-                    state = RunState.STOPPING
-                case RunState.STOPPING:
-                    if placed is not None:  # else nothing started: `end` says why
-                        values, error = self._stop(run, placed, error)
-                        end = AttemptEnd(placed.attempt.np, error, None if watch is None else watch.stop())
-                    record.ended_at = time.time()
-                    decision = decide(end, run.sizing, self.recovery.policy, failures)
-                    state, placed, watch = decision.state, None, None
-                case RunState.RESIZING:
-                    record.rescaled = True
-                    log.info(f"attempt {number} ended after {record.duration_s:.1f} s: {decision.why}")
-                    state, number = RunState.PLACING, number + 1
-                case RunState.RESTARTING:
-                    assert end.error is not None
-                    record.error = end.error
-                    log.warning(failure_line(record, end.error, FailureDecision.RETRY))
-                    if not run.sizing.elastic:  # wait for the executors lost with the attempt to come back
-                        self._placements(
-                            run.launcher, run.spark, run.sizing.least // run.ranks_per_task
-                        ).check()
-                    state, number, failures = RunState.PLACING, number + 1, failures + 1
-                case RunState.SUCCEEDED:
-                    if number:
-                        log.info(f"attempt {number} succeeded")
-                    return values
-                case RunState.FAILED:
-                    raise self._failed(run, record, end.error, decision.why)
-
-    def _check(self, call: RunCall) -> _Run:
-        """CHECKING: everything that can be refused before a process starts; then the run's record opens."""
-        options = self.options
+    def _check(self, state: Checking) -> Placing:
+        """Checking: everything that can be refused before a process starts; then the run's record opens."""
+        options, call = self.options, state.call
         deadline = RunDeadline.starting_now(options.timeout)
         payload = _function_payload(call.main, call.args, call.kwargs)
         launcher = resolve_launcher(options.launcher, call.main, options.horovod, options.env)
         spark = None if options.np < 0 else _spark_session(options.spark)
         per_task = _ranks_per_task(options.np, options.ranks_per_task, spark)
-        sizing = Sizing(options.np, options.np_range, spark, per_task, options.start_timeout)
+        sizing = self.policies.scaling(spark, per_task)
         self._placements(launcher, spark, sizing.least // per_task).check()
         _check_stream_feeders(
             (*call.args, *call.kwargs.values()), 0 if options.np < 0 else sizing.least // per_task
@@ -276,7 +421,7 @@ class RunController:
         if call.every_rank:
             env[Env.RESULTS] = "all"
         zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
-        return _Run(
+        run = _Run(
             call,
             payload,
             launcher,
@@ -290,6 +435,7 @@ class RunController:
             env,
             zygotes,
         )
+        return Placing(run, 0, 0)
 
     def _new_attempt_record(self, run: _Run, number: int) -> AttemptRecord:
         """The record of attempt `number` (what `last_run.attempts`, MLflow and the report read), as it starts."""
@@ -305,11 +451,20 @@ class RunController:
             log.info(f"attempt {number} started{resume_text(resumed)}")
         return record
 
-    def _place(self, run: _Run, number: int, record: AttemptRecord) -> tuple[_Placed | None, AttemptEnd]:
-        """PLACING: the attempt's np, its placement (from the factory), channel and job; or why it cannot start."""
+    def _place(self, state: Placing) -> Running | Stopping:
+        """Placing: the attempt's np, its placement (from the factory), channel and job; or why it cannot start
+        (a slot wait that failed or was interrupted included)."""
+        run, number = state.run, state.number
+        record = self._new_attempt_record(run, number)
         np = 0
         try:
-            np = record.world_size = run.sizing.np_for(number)
+            if state.wait_for_slots:  # the executors lost with the last attempt come back
+                self._placements(run.launcher, run.spark, run.sizing.least // run.ranks_per_task).check()
+            if state.np is None:
+                np = record.world_size = run.sizing.np_for(number)
+            else:  # the resize's
+                np = record.world_size = state.np
+                run.sizing.announce(number, np)
             if run.deadline is not None:
                 run.deadline.refuse_start_when_passed(number)
             attempt = Attempt.of(run.record.run_id, number, np)
@@ -324,9 +479,9 @@ class RunController:
             )
             job = self._job(run, attempt, placement, channel)
         except BaseException as exc:  # nothing started: the policies read why
-            return None, AttemptEnd(np, exc)
+            return Stopping(run, record, None, AttemptEnd(np, exc), state.failures)
         placed = _Placed(attempt, placement, channel, job, job_description(run.record, attempt.id))
-        return placed, AttemptEnd(np, None)
+        return Running(run, record, placed, state.failures)
 
     def _job(self, run: _Run, attempt: Attempt, placement: Placement, channel: AttemptChannel) -> RankJob:
         """What every rank of `attempt` is given: where the driver is, its secret, its environment."""
@@ -343,88 +498,182 @@ class RunController:
             port_range=self.options.port_range,
             ranks_per_task=run.ranks_per_task,
             zygote=zygote,
+            run_id=run.record.run_id,
         )
 
-    def _run_ranks(self, run: _Run, placed: _Placed) -> BaseException | None:
-        """RUNNING: start the ranks and supervise them until the attempt ends; its error, or None."""
-        stall = StallWatch(self.options.stall_timeout, self.options.on_stall)
+    def _supervise(self, state: Running) -> Stopping:
+        """Running: start the ranks, then step the supervisor, acting on the attempt's events between steps,
+        until the attempt ends (its error, an interrupt included, is a value)."""
+        run, placed = state.run, state.placed
+        inbox = self._inbox = _Inbox(placed.channel)
         self._in_flight.publish(placed.channel)
         run.record.spark_job_group = placed.placement.job_group  # known while the attempt runs
+        acted = _Acted()
+        watch = None
         try:
             placed.placement.start(placed.job, placed.description)
-            supervisor = Supervisor(
-                placed.channel, placed.placement, self.options.start_timeout, run.deadline, stall
+            supervisor = self.policies.supervisor(placed.channel, placed.placement, run.deadline)
+            watch = run.sizing.watch(
+                placed.attempt.np, placed.channel, lambda np: inbox.put(GrowProposed(np))
             )
-            error: BaseException | None = error_of(supervisor.outcome())
+            error: BaseException | None = error_of(self._steps(run, placed, supervisor, inbox, acted))
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
             error = exc
+        finally:
+            self._inbox = None
+            if watch is not None:
+                watch.stop()
         if error is not None:
             log.debug("run %s: %s; shutting its ranks down", placed.attempt.id, type(error).__name__)
-        return error
+        end = AttemptEnd(placed.attempt.np, error, acted.resize, acted.stop_asked)
+        return Stopping(run, state.record, placed, end, state.failures)
 
-    def _stop(
+    def _steps(
+        self, run: _Run, placed: _Placed, supervisor: Supervises, inbox: _Inbox, acted: _Acted
+    ) -> Ended:
+        """Step `supervisor` until the attempt ends; between steps, decide and execute what its events ask."""
+        channel = placed.channel
+        with channel.changed:
+            while True:
+                outcome = supervisor.step()
+                if not isinstance(outcome, Undecided):
+                    return outcome
+                for event in inbox.take():
+                    self._act(run, placed, event, acted)
+                channel.changed.wait(SUPERVISE_POLL_S)
+
+    @staticmethod
+    def _act(run: _Run, placed: _Placed, event: Event, acted: _Acted) -> None:
+        """A grow the scaling policy takes, or a stop asked: the ranks are asked to stop (once) and the loop
+        remembers why."""
+        if acted.resize is not None or acted.stop_asked:
+            return
+        match event:
+            case GrowProposed(np=proposed):
+                acted.resize = run.sizing.grow(placed.attempt.np, proposed)
+                if acted.resize is not None:
+                    log.info("slots for %d ranks are back: the run grows at its next checkpoint", proposed)
+                    placed.channel.ask_ranks_to_rescale()
+            case StopAsked(reason=reason):
+                acted.stop_asked = True
+                placed.channel.ask_ranks_to_stop(reason)
+
+    def _stop(self, state: Stopping) -> Succeeded | Resizing | Restarting | Failed:
+        """Stopping: the ranks go and nothing of the attempt is left; on success the values asked for are read.
+        Then the policies decide what the loop does next."""
+        run, record, end = state.run, state.record, state.end
+        values: list[Any] = []
+        if state.placed is not None:
+            values, error = self._end_attempt(run, state.placed, end.error)
+            end = replace(end, error=error)
+        record.ended_at = time.time()
+        decision = decide(end, self.policies.failures, state.failures)
+        match decision:
+            case Done():
+                return Succeeded(run, record, values)
+            case Resize():
+                return Resizing(run, record, decision, state.failures)
+            case Retry():
+                return Restarting(run, record, decision, state.failures)
+            case Fail():
+                return Failed(run, record, decision)
+
+    def _end_attempt(
         self, run: _Run, placed: _Placed, error: BaseException | None
     ) -> tuple[list[Any], BaseException | None]:
-        """STOPPING: the ranks go as the stop policy decides, nothing of the attempt is left, and on success the
-        values asked for are read; returns them and the attempt's error (None: it succeeded)."""
-        stop = self.recovery.stop_policy
-        channel, placement, attempt = placed.channel, placed.placement, placed.attempt
+        """After a success let the ranks exit and read their values; otherwise stop them. Returns the values and
+        the attempt's error (None: it succeeded); a second Ctrl-C cuts the shutdown short."""
+        channel, attempt, grace_s = placed.channel, placed.attempt, self.recovery.stop_grace_s
         try:
-            if stop.decide(succeeded=error is None) is StopDecision.LET_EXIT:
+            if error is None:
                 try:
-                    _shut_down(channel, placement, attempt.id, StopDecision.LET_EXIT, stop.grace_s)
-                    ranks = range(attempt.np) if run.call.every_rank else range(1)
-                    return _results(channel, ranks), None
+                    _let_exit(channel, placed.placement)
+                    _sweep(channel, placed.placement, attempt.id)
+                    return _results(channel, range(attempt.np) if run.call.every_rank else range(1)), None
                 except BaseException as exc:  # the ranks succeeded, but their end or their values failed
+                    if not isinstance(exc, Exception):
+                        _kill_now(placed)
                     return [], exc
-            assert error is not None
-            causes.shut_down_after_failure(
-                lambda: _shut_down(channel, placement, attempt.id, StopDecision.STOP, stop.grace_s), error
-            )
-            return [], error
+
+            def stop() -> None:
+                _stop_ranks(channel, attempt.id, grace_s)
+                _sweep(channel, placed.placement, attempt.id)
+
+            return [], causes.shut_down_after_failure(stop, lambda: _kill_now(placed), error)
         finally:
             self._in_flight.publish(None)
             self._outputs.received_files.update(channel.report.files)
 
-    def _failed(
-        self,
-        run: _Run,
-        record: AttemptRecord,
-        error: BaseException | None,
-        why: Resize | FailureDecision | None,
-    ) -> BaseException:
-        """FAILED: the error the run raises (the attempt's own without retries, else every attempt's)."""
-        assert error is not None and isinstance(why, FailureDecision)
+    def _resize(self, state: Resizing) -> Placing:
+        """Resizing: not a failure; the next attempt runs the np the resize decided."""
+        state.record.rescaled = True
+        log.info(f"attempt {state.record.number} ended after {state.record.duration_s:.1f} s: {state.resize}")
+        return Placing(state.run, state.record.number + 1, state.failures, np=state.resize.new)
+
+    def _restart(self, state: Restarting) -> Placing:
+        """Restarting: the failure is logged; the next attempt waits for the slots a fixed-size run lost."""
+        state.record.error = state.retry.error
+        log.warning(failure_line(state.record, state.retry))
+        fixed = not state.run.sizing.elastic
+        return Placing(state.run, state.record.number + 1, state.failures + 1, wait_for_slots=fixed)
+
+    def _succeeded(self, state: Succeeded) -> list[Any]:
+        if state.record.number:
+            log.info(f"attempt {state.record.number} succeeded")
+        self._end(state, None)
+        return state.values
+
+    def _failed(self, state: Failed) -> BaseException:
+        """Failed: the error the run raises: an interrupt as it is (noting what the attempts before it did), the
+        attempt's own without retries, else every attempt's."""
+        record, error = state.record, state.fail.error
         record.error = error
-        if why is FailureDecision.RAISE:
+        attempts = state.run.record.attempts
+        if state.fail.why is Why.INTERRUPTED:
+            if len(attempts) > 1:
+                error.add_note(interrupted_note(attempts))
             return error
-        log.warning(failure_line(record, error, why))
-        final = final_error(run.record.attempts, self.recovery.policy, error)
+        if state.fail.why is Why.NO_RETRIES:
+            return error
+        log.warning(failure_line(record, state.fail))
+        final = final_error(attempts, self.policies.failures, error)
         if final is not error:
             final.__cause__ = error
         return final
 
 
-def _shut_down(
-    channel: AttemptChannel, placement: Placement, attempt_id: str, how: StopDecision, stop_grace_s: float
-) -> None:
-    """Leave nothing behind: after a success let the ranks exit on their own first (not what they left: a daemon
-    may hold mpirun up), otherwise stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
-    if how is StopDecision.LET_EXIT:
-        deadline = time.monotonic() + EXIT_WAIT_S
-        with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
-            while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
-                channel.changed.wait(SUPERVISE_POLL_S / 2)
-            # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
-            # now would drop a rank's last lines
-            causes.wait_until(channel, channel.output_delivered, OUTPUT_END_WAIT_S)
-    else:
-        channel.stop_ranks(stop_grace_s)
-        log.debug("run %s: every rank stopped", attempt_id)
+@dataclass
+class _Acted:
+    """What the loop did on a running attempt's events: the resize it asked the ranks to stop for, or a stop."""
+
+    resize: Resize | None = None
+    stop_asked: bool = False
+
+
+def _let_exit(channel: AttemptChannel, placement: Placement) -> None:
+    """After a success: let the ranks exit on their own first (not what they left: a daemon may hold mpirun up),
+    their last output delivered."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
+        while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
+            channel.changed.wait(SUPERVISE_POLL_S / 2)
+        # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
+        # now would drop a rank's last lines
+        causes.wait_until(channel, channel.output_delivered, OUTPUT_END_WAIT_S)
+
+
+def _stop_ranks(channel: AttemptChannel, attempt_id: str, stop_grace_s: float) -> None:
+    """Otherwise: stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
+    channel.stop_ranks(stop_grace_s)
+    log.debug("run %s: every rank stopped", attempt_id)
+
+
+def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
+    """Leave nothing behind: the placement ends, the channel closes, and what is left of the attempt is killed."""
     placement.stop()
     log.debug("run %s: its placement ended", attempt_id)
     channel.close()
-    leftover = processes.sweep_run(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
+    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
     if leftover:
         log.warning(
             "killed %d leftover process(es) of run %s: %s",
@@ -434,17 +683,38 @@ def _shut_down(
         )
 
 
+def _kill_now(placed: _Placed) -> None:
+    """Leave nothing behind, without waiting: on a second Ctrl-C, or an interrupt between two steps."""
+    placed.channel.abort_ranks()
+    placed.placement.stop()
+    placed.channel.close()
+    processes.sweep_attempt(placed.attempt.id, grace_s=0)
+
+
 def _results(channel: AttemptChannel, ranks: Iterable[int]) -> list[Any]:
     values = []
     for rank in ranks:
         try:
             values.append(channel.result_value(rank))
         except Exception as exc:
-            raise SparkRunnerError(
-                f"rank {rank}'s return value could not be unpickled on the driver: {exc}. Return plain Python, "
-                f"numpy or torch objects whose classes the driver can import."
-            ) from exc
+            raise ResultNotUnpicklableError(rank, _type_in(channel.report.results[rank]), exc) from exc
     return values
+
+
+def _type_in(pickled: bytes) -> str:
+    """The class a pickled value names first (its own, or its first element's): ``module.Name``."""
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(pickled):
+            if opcode.name in ("GLOBAL", "INST"):
+                return str(arg).replace(" ", ".")
+            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                return f"{strings[-2]}.{strings[-1]}"
+            if isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # not a pickle this can read: say so rather than guess
+        pass
+    return "value whose type its pickle does not name"
 
 
 def _spark_session(given: Any) -> Any:
@@ -470,10 +740,12 @@ def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 
 def job_description(record: RunRecord, attempt_id: str) -> str:
-    """The run's barrier job in Spark's UI: what runs, how, its MLflow run and sparkrunner's attempt id."""
+    """The run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
+    first, the attempt's id."""
     mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
     return (
-        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={attempt_id}"
+        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={record.run_id}"
+        + ("" if attempt_id == record.run_id else f" attempt={attempt_id}")
     )
 
 

@@ -2,11 +2,11 @@
 
 The first attempt waits up to ``ELASTIC_WAIT_S`` for `max` slots, then starts with what there is (at least
 `min`, waiting up to `start_timeout` for those). After a failure the next attempt takes the slots there are
-now instead of waiting for the old size. While an attempt runs below `max`, a watcher looks for slots to
-grow into; when they come it asks the ranks to stop with reason ``"rescale"`` (`stopping()` turns true),
-they save and return, and `Sizing.decide` answers `Resize`: the run's controller starts the next attempt at the
-larger size, and a resize does not count as a failure. A local run (np < 0) has no slots to lose: it always
-uses `max`.
+now instead of waiting for the old size. While an attempt runs below `max`, a `GrowWatch` looks for slots to
+grow into and proposes the larger size to the run's controller; the controller asks `Sizing.grow` for a
+`Resize` and, given one, asks the ranks to stop with reason ``"rescale"`` (`stopping()` turns true); they save
+and return, and the next attempt runs the resize's np. A resize does not count as a failure. A local run
+(np < 0) has no slots to lose: it always uses `max`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.options import SizeRange
 from sparkrunner.placement.slots import session_slots, wait_for_slots
 from sparkrunner.timeouts import ELASTIC_POLL_S, ELASTIC_WAIT_S, SLOTS_POLL_S
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Resize:
-    """The resize policy's decision: the attempt of `old` ranks ended for one of `new` (not a failure)."""
+    """The scaling policy's decision: the attempt of `old` ranks ends for one of `new` (not a failure), and the
+    next attempt runs `new` ranks."""
 
     old: int
     new: int
@@ -38,7 +39,8 @@ class Resize:
 
 
 class Sizing:
-    """The resize policy: each attempt's np, fixed (`np`) or chosen from the slots there are (`np=(min, max)`)."""
+    """The scaling policy: each attempt's np, fixed (`np`) or chosen from the slots there are (`np=(min, max)`),
+    and whether a running attempt grows to the np its watch proposes."""
 
     def __init__(
         self, np: int, np_range: SizeRange | None, spark: Any, ranks_per_task: int, start_timeout: float
@@ -71,31 +73,34 @@ class Sizing:
         if self.available() < self.least:
             wait_for_slots(self._spark.sparkContext, self.least // self._per_task, self._start_timeout)
         np = max(self.available(), self.least)
-        log.info("attempt %d runs %d ranks (np=(%d, %d))", attempt, np, self.least, self.np)
+        self.announce(attempt, np)
         return np
 
-    def watch(self, np: int, channel: AttemptChannel) -> GrowWatch | None:
-        """A watch for slots to grow into while an attempt of `np` ranks runs; None when it cannot grow."""
+    def announce(self, attempt: int, np: int) -> None:
+        """Say the size of an elastic run's attempt (chosen here, or by a resize)."""
+        log.info("attempt %d runs %d ranks (np=(%d, %d))", attempt, np, self.least, self.np)
+
+    def watch(self, np: int, channel: AttemptChannel, propose: Callable[[int], None]) -> GrowWatch | None:
+        """A watch that proposes a larger np to `propose` while an attempt of `np` ranks runs; None when the
+        attempt cannot grow."""
         if not self.elastic or np >= self.np:
             return None
-        return GrowWatch(np, self.available, channel)
+        return GrowWatch(np, self.available, channel, propose)
 
-    @staticmethod
-    def decide(np: int, grown_to: int | None, error: BaseException | None) -> Resize | None:
-        """After an attempt of `np` ranks ended (with `error`, or None): `Resize` when its watch asked the ranks
-        to stop for `grown_to` (whatever they raised then, short of an interrupt), else None."""
-        if grown_to is None or (error is not None and not isinstance(error, Exception)):
-            return None
-        return Resize(np, grown_to)
+    def grow(self, np: int, proposed: int) -> Resize | None:
+        """Whether an attempt of `np` ranks stops to grow to `proposed` (capped at max): a `Resize`, or None."""
+        new = min(proposed, self.np)
+        return Resize(np, new) if self.elastic and new > np else None
 
 
 class GrowWatch:
-    """In the background, during an attempt of `np` ranks: once `available()` exceeds it, ask the ranks on
-    `channel` to stop for a rescale (once)."""
+    """In the background, during an attempt of `np` ranks: once `available()` exceeds it and every rank is
+    connected to `channel`, propose that np (once); the run's controller decides."""
 
-    def __init__(self, np: int, available: Callable[[], int], channel: AttemptChannel) -> None:
-        self.target: int | None = None
-        self._np, self._available, self._channel = np, available, channel
+    def __init__(
+        self, np: int, available: Callable[[], int], channel: AttemptChannel, propose: Callable[[int], None]
+    ) -> None:
+        self._np, self._available, self._channel, self._propose = np, available, channel, propose
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="sparkrunner-elastic", daemon=True)
         self._thread.start()
@@ -107,13 +112,10 @@ class GrowWatch:
             except Exception:  # the cluster is going away: the attempt will say why
                 return
             if now > self._np and len(self._channel.report.ranks) >= self._np:
-                self.target = now
-                log.info("slots for %d ranks are back: the run grows at its next checkpoint", now)
-                self._channel.ask_ranks_to_rescale()
+                self._propose(now)
                 return
 
-    def stop(self) -> int | None:
-        """End the watch; the np it asked for, or None when it asked nothing."""
+    def stop(self) -> None:
+        """End the watch."""
         self._done.set()
         self._thread.join()
-        return self.target

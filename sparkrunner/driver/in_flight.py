@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 
 
 @dataclass(frozen=True)

@@ -94,10 +94,7 @@ class RunPipeline:
 
     def ask_to_stop(self, reason: str) -> bool:
         """Ask the ranks of the run in flight to stop gracefully; False when no run is in flight."""
-        channel = self.in_flight.channel
-        if channel is not None:
-            channel.ask_ranks_to_stop(reason)
-        return channel is not None
+        return self.controller.ask_to_stop(reason)
 
     def in_flight_view(self) -> InFlight | None:
         """The connected ranks of the run in flight, or None between runs."""

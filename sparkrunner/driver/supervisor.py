@@ -1,8 +1,8 @@
 """The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
 
 `Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
-`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`; `Supervisor.outcome`
-steps until the attempt ends and returns how it ended (`Ended`), which the run's controller reads.
+`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`. The run's controller
+steps it, acting on its own events between steps, until it says how the attempt ended (`Ended`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 
 from sparkrunner.driver import causes
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.stacks import StallWatch, hang_error
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
     ExecutorDecommissionedError,
     RankFailedError,
@@ -23,7 +23,7 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.placement import Placement
-from sparkrunner.timeouts import FINISH_GRACE_S, SUPERVISE_POLL_S
+from sparkrunner.timeouts import FINISH_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -124,13 +124,6 @@ class Supervisor:
         self._deadline = deadline
         self._stall = stall
         self._started = time.monotonic()
-
-    def outcome(self) -> Ended:
-        """Step until the attempt ends, and say how it ended."""
-        with self._channel.changed:
-            while isinstance(outcome := self.step(), Running):
-                self._channel.changed.wait(SUPERVISE_POLL_S)
-            return outcome
 
     def step(self) -> Outcome:
         """What happened since the last step (the first decisive answer wins)."""

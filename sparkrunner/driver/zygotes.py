@@ -30,12 +30,13 @@ from typing import Any, Protocol
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import processes, zygote_client
+from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import local_imports_environment
 from sparkrunner.launch.driver.code_imports import imported_modules
-from sparkrunner.launch.network import server_port
-from sparkrunner.launch.zygote_client import PRELOADABLE, WARM_LATER, ZygoteSpec
+from sparkrunner.launch.zygote_link import PRELOADABLE, WARM_LATER, ZygoteSpec
 from sparkrunner.options import RunOptions
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import DRIVER_ZYGOTE_IDLE_S, SWEEP_GRACE_S, TIMINGS
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class ZygoteLease:
     attempt)."""
 
     def __init__(self, run_id: str, main: Any) -> None:
-        self.run_id = f"{run_id}-zygote"
+        self.run_id, self.lease_id = run_id, f"{run_id}-zygote"
         self._key = new_secret()
         self._modules, self._warm = _preloads(main)
         self._server: ChannelServer | None = None
@@ -93,13 +94,17 @@ class ZygoteLease:
             port = server_port(bind_host, options.port_range)
             self._server = ChannelServer(self._key, _ignore, _ignore, bind_host, port)
         modules, warm = (self._modules, self._warm) if first else (self._modules + self._warm, ())
-        return ZygoteSpec(self.run_id, self._key, (driver_host, self._server.port), modules, warm)
+        return ZygoteSpec(
+            self.lease_id, self._key, (driver_host, self._server.port), modules, warm, run_id=self.run_id
+        )
 
     def close(self) -> None:
         """End every zygote of the run: they hang up with the lease (and on this machine, wait for them)."""
         if self._server is not None:
             self._server.close()
-            leftover = processes.sweep_run(self.run_id, grace_s=SWEEP_GRACE_S)
+            leftover = processes.sweep(
+                lambda: processes.processes_with(Env.ZYGOTE_LEASE_ID, self.lease_id), SWEEP_GRACE_S
+            )
             if leftover:
                 log.warning("killed %d zygote(s) of run %s still up", len(leftover), self.run_id)
 
@@ -130,18 +135,18 @@ class DriverZygote:
         self._server = ChannelServer(
             secret, _ignore, _ignore, LOOPBACK, server_port(LOOPBACK, options.port_range)
         )
-        me = zygote_client.process_identity(os.getpid())
-        path = zygote_client.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
+        me = zygote_link.process_identity(os.getpid())
+        path = zygote_link.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
         self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
         env = {
             **os.environ,
             **dict(key.env),
             **dict(key.imports_env),
-            **zygote_client.zygote_variables(self.spec, path, me),
+            **zygote_link.zygote_variables(self.spec, path, me),
             Env.DRIVER_ZYGOTE: me,
             TIMINGS["ZYGOTE_IDLE_S"].env: str(DRIVER_ZYGOTE_IDLE_S),
         }
-        self._process = zygote_client.start_zygote(env, secret)
+        self._process = zygote_link.start_zygote(env, secret)
 
     def serving(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -200,7 +205,7 @@ class DriverZygotes:
         with self._lock:
             while self._kept:
                 self._kept.popitem()[1].close()
-        me = zygote_client.process_identity(os.getpid())
+        me = zygote_link.process_identity(os.getpid())
         processes.kill_and_wait(processes.processes_with(Env.DRIVER_ZYGOTE, me))
 
 

@@ -3,7 +3,7 @@
 Who hosts the rendezvous server: the process that spawns rank 0 — barrier task 0 for np > 0, the driver for
 np < 0. It must know the whole topology before any rank calls `hvd.init()` (the server sizes its scopes from
 the host plan), and the driver only learns the hosts of a barrier stage after the tasks started; task 0 knows
-them right after the address exchange. The server listens on task 0's reserved rendezvous port (PortSlot.HOROVOD_RENDEZVOUS), which
+them right after the address exchange. The server listens on task 0's reserved rendezvous port (PortUse.HOROVOD_RENDEZVOUS), which
 every task can compute from the shared topology, and lives exactly as long as that task's rank. Ranks retry
 their first request for about 1.5 s while the server starts; starting it takes milliseconds, importing
 torch and Horovod in a rank takes seconds.
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from sparkrunner.errors import LauncherUnavailableError
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
     server = topology.peers[0]
     return {
         "HOROVOD_GLOO_RENDEZVOUS_ADDR": server.host,
-        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(server.ports[PortSlot.HOROVOD_RENDEZVOUS]),
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(server.ports[PortUse.HOROVOD_RENDEZVOUS]),
         "HOROVOD_RANK": str(index),
         "HOROVOD_SIZE": str(topology.size),
         "HOROVOD_LOCAL_RANK": str(topology.local_rank(index)),
@@ -136,7 +136,7 @@ def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator
         )
     from horovod.runner.http.http_server import RendezvousHTTPServer
 
-    address = (topology.peers[0].host, topology.peers[0].ports[PortSlot.HOROVOD_RENDEZVOUS])
+    address = (topology.peers[0].host, topology.peers[0].ports[PortUse.HOROVOD_RENDEZVOUS])
     try:
         server = RendezvousHTTPServer(address, scoped_handler(), 0)
     except OSError as exc:

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.frameworks.after_import import after_import
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 _BIND = "JAX_COORDINATOR_BIND_ADDRESS"
@@ -27,7 +27,7 @@ def environment(topology: Topology, index: int) -> dict[str, str]:
     on that address only (JAX's default is every interface)."""
     host = topology.peers[0].host
     address = f"[{host}]" if ":" in host else host
-    coordinator = f"{address}:{topology.peers[0].ports[PortSlot.JAX_COORDINATOR]}"
+    coordinator = f"{address}:{topology.peers[0].ports[PortUse.JAX_COORDINATOR]}"
     return {COORDINATOR: coordinator, _BIND: coordinator}
 
 

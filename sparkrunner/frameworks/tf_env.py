@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.errors import KerasStrategyError
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 KERAS3_BACKEND = "torch"
 """The Keras 3 backend sparkrunner trains data-parallel with (`KERAS_BACKEND`): Keras 3's fit under
@@ -32,7 +32,7 @@ WAYS_OUT = (
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:
-    workers = [f"{peer.host}:{peer.ports[PortSlot.TF_WORKER]}" for peer in topology.peers]
+    workers = [f"{peer.host}:{peer.ports[PortUse.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
     return {"TF_CONFIG": json.dumps(config)}
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:
     master = topology.peers[0]
     return {
         "MASTER_ADDR": master.host,
-        "MASTER_PORT": str(master.ports[PortSlot.TORCH_MASTER]),
+        "MASTER_PORT": str(master.ports[PortUse.TORCH_MASTER]),
         "RANK": str(index),
         "WORLD_SIZE": str(topology.size),
         "LOCAL_RANK": str(topology.local_rank(index)),

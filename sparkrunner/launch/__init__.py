@@ -1,8 +1,8 @@
 """Launchers turn a `Topology` into running rank processes: on the driver (np < 0) or inside barrier tasks.
 
-The folders say where each part runs: `launch/driver/` on the driver only (which launcher a run gets),
-`launch/tasks/` in a barrier task only (the task's side of a Spark run), and the modules here in both, or in
-a rank.
+The launcher strategies (`direct`, `mpirun`), what they share (the rank job, the rank environment, the zygote
+link) and, in `launch/driver/`, which launcher a run gets. A launcher's side in a barrier task is in
+`sparkrunner.tasks`; the OS utilities they use in `sparkrunner.system`.
 """
 
 from __future__ import annotations

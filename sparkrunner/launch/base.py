@@ -13,9 +13,10 @@ from typing import ClassVar
 from sparkrunner import frameworks
 from sparkrunner.channel.environment import Env
 from sparkrunner.common.checks import PortRange
-from sparkrunner.launch import gpus, network, processes, user_env
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.zygote_client import ZygoteSpec, imports_environment
+from sparkrunner.launch import user_env
+from sparkrunner.launch.zygote_link import ZygoteSpec, imports_environment
+from sparkrunner.system import gpus, network, processes
+from sparkrunner.system.spark_executor import task_environment
 from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 
 
@@ -23,7 +24,8 @@ from sparkrunner.topology import PORTS_PER_RANK, RankIndex, TaskIndex, Topology
 class RankJob:
     """What a rank needs to find the driver; travels to the barrier tasks inside the Spark closure."""
 
-    run_id: str
+    attempt_id: str
+    """The attempt's id (`Attempt.id`), which every process of the attempt carries: how its leftovers are found."""
     driver: tuple[str, int]
     secret: bytes
     user_env: dict[str, str] = field(default_factory=dict)
@@ -35,6 +37,8 @@ class RankJob:
     """Ranks each barrier task starts; the topology holds one peer per rank, task by task."""
     port_range: PortRange | None = None
     """Where every port sparkrunner opens must come from (firewalls, network policies); None: anywhere."""
+    run_id: str = field(default="", kw_only=True)
+    """The run's id (`RunRecord.run_id`), which every process of the run carries."""
     barrier_stage: str | None = None
     """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
     zygote: ZygoteSpec | None = None
@@ -74,6 +78,7 @@ def rank_process_environment(
     env.update(
         {
             Env.RUN_ID: job.run_id,
+            Env.ATTEMPT_ID: job.attempt_id,
             Env.DRIVER: f"{job.driver[0]}:{job.driver[1]}",
             Env.ECHO_OUTPUT: "1" if echo_output else "0",
             Env.USE_GPU: gpus.use_gpu_value(job.use_gpu),
@@ -115,7 +120,7 @@ def _python_path(job_env: dict[str, str], inherited: str | None) -> str:
 def local_imports_environment(job_env: dict[str, str], num_ranks: int) -> dict[str, str]:
     """What decides the imports of each of `num_ranks` ranks on this machine (np < 0), known before their
     topology: the PYTHONPATH and thread counts `rank_process_environment` gives them with `job_env` as the run's
-    environment (`zygote_client.imports_environment`)."""
+    environment (`zygote_link.imports_environment`)."""
     env = {**_thread_defaults(num_ranks), **os.environ, **job_env}
     env["PYTHONPATH"] = _python_path(job_env, os.environ.get("PYTHONPATH"))
     return imports_environment(env)
@@ -150,7 +155,7 @@ def worker_command() -> list[str]:
 
 class Launcher(ABC):
     """Starts ranks. `start_local` runs on the driver (np < 0); inside a barrier task (np > 0) the launcher's
-    task side runs, found by its `name` in `sparkrunner.launch.tasks.TASK_SIDES`."""
+    task side runs, found by its `name` in `sparkrunner.tasks.launchers.TASK_SIDES`."""
 
     name: ClassVar[str]
     ports_per_rank: ClassVar[int] = PORTS_PER_RANK

@@ -1,10 +1,12 @@
-"""The direct launcher: every barrier task (or local slot) spawns exactly one rank, no MPI involved."""
+"""The direct launcher: every barrier task (or local group, np < 0) spawns exactly one rank, no MPI involved."""
 
 from __future__ import annotations
 
+import functools
+
 from sparkrunner import frameworks
 from sparkrunner.channel.handover import SecretDrop
-from sparkrunner.launch import zygote_client
+from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import (
     Launcher,
     RankJob,
@@ -12,7 +14,7 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.processes import RankHandle, RankProcess
+from sparkrunner.system.processes import RankHandle, RankProcess
 from sparkrunner.topology import Topology
 
 
@@ -37,5 +39,8 @@ class DirectLauncher(Launcher):
 
 
 def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
-    forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, None)
+    spec, forked = job.zygote, None
+    if spec is not None and spec.socket is not None:
+        reach = functools.partial(zygote_link.connect, spec.socket, spec.key)
+        forked = zygote_link.fork_rank(reach, worker_command(), env, None)
     return forked or RankProcess(worker_command(), env)

@@ -4,7 +4,7 @@
 (slots = tasks per host) and runs mpirun; mpirun starts each other host's daemon through `rsh_agent`, which
 asks the task agent of the first barrier task on that host to run it: remote ranks live inside a Spark task.
 Every other task serves (or idles) until task 0 tells it that mpirun has ended (`mpirun_end_notice.py`). What
-runs in a barrier task only is in `launch/tasks/` (`mpirun_task.py` and the modules it uses).
+runs in a barrier task only is in `tasks/` (`mpirun_task.py` and the modules it uses).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.network import mpi_port_split
-from sparkrunner.launch.processes import RankHandle, RankProcess
-from sparkrunner.launch.temp_folder import WatchedFolder
+from sparkrunner.system.network import mpi_port_split
+from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,24 @@ def exported_names(env: dict[str, str], job: RankJob) -> list[str]:
     return sorted(names)
 
 
+DEAD_RANK_ENDS_AT_ONCE = ("--mca", "odls_base_sigkill_timeout", "0")
+"""When a rank dies, Open MPI's daemons send its peers SIGCONT, sleep this many seconds (default 1), send SIGTERM,
+sleep again, then SIGKILL; mpirun exits, and prints the banner with the dead rank's exit code, only after that.
+The driver waits for that exit code (the error names it), so the default second made a run under mpirun end
+about 1 s later than under the direct launcher (bench/dead_rank.py). With 0 the peers get SIGTERM and SIGKILL
+together: a rank's death ends its peers at once, as Open MPI's job abort means to (the stops the driver sends, on
+a timeout, Ctrl-C or a cancelled job, still give them `stop_grace_s`)."""
+
+
 def mpirun_command(
     np: int, placement: list[str], env_names: list[str], network: str | None, ports: PortRange | None = None
 ) -> list[str]:
-    """The mpirun command: explicit env, root allowed, our rsh agent, the network that joins the peers'
-    addresses (never a decoy such as docker0), and MPI's TCP ports inside `ports` when given."""
-    agent = f"{sys.executable} -m sparkrunner.launch.tasks.rsh_agent"
+    """The mpirun command: explicit env, root allowed, our rsh agent, no wait before a dead rank's peers are
+    ended, the network that joins the peers' addresses (never a decoy such as docker0), and MPI's TCP ports
+    inside `ports` when given."""
+    agent = f"{sys.executable} -m sparkrunner.tasks.rsh_agent"
     cmd = ["mpirun", "--allow-run-as-root", "-np", str(np), "--bind-to", "none", "--map-by", "slot"]
-    cmd += [*placement, "--mca", "plm_rsh_agent", agent]
+    cmd += [*placement, "--mca", "plm_rsh_agent", agent, *DEAD_RANK_ENDS_AT_ONCE]
     if network is not None:
         cmd += ["--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network]
     if ports is not None:

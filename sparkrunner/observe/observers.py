@@ -35,7 +35,7 @@ class AttemptRecord:
         resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
         world_size: its ranks (with ``np=(min, max)`` each attempt's own).
         rescaled: True when it ended because the run changed its size (not a failure).
-        attempt_id: the id every process of the attempt carries (`SPARKRUNNER_RUN_ID`): the run's id for attempt 0,
+        attempt_id: the id every process of the attempt carries (`SPARKRUNNER_ATTEMPT_ID`): the run's id for attempt 0,
             ``<run_id>-attempt<number>`` after.
     """
 

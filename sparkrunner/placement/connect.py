@@ -18,11 +18,12 @@ from dataclasses import replace
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import session_slots, too_few_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
+from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import run_barrier_task
 
 RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"

@@ -3,10 +3,11 @@ unless the run starts cold), no Spark job."""
 
 from __future__ import annotations
 
-from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.base import close_after
-from sparkrunner.launch.network import hold_ports, own_ports
-from sparkrunner.launch.processes import RankHandle
+from sparkrunner.system import gpus
+from sparkrunner.system.network import hold_ports, own_ports
+from sparkrunner.system.processes import RankHandle
 from sparkrunner.topology import Peer, TaskIndex, Topology
 
 LOOPBACK = "127.0.0.1"

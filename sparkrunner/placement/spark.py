@@ -8,12 +8,13 @@ from dataclasses import replace
 from typing import Any
 
 from sparkrunner.errors import BarrierModeUnsupportedError
-from sparkrunner.launch import Launcher, RankJob, gpus
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
 from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
+from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class SparkPlacement(StageHolder):
 
     def start(self, job: RankJob, description: str = "") -> None:
         # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark
-        self._admission = gate_for(self._sc).admit(self._num_tasks, job.run_id)
+        self._admission = gate_for(self._sc).admit(self._num_tasks, job.attempt_id)
         job = replace(job, echo_output=not executors_print_to_this_console(self._spark))
         self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 
@@ -65,7 +66,7 @@ class SparkPlacement(StageHolder):
         sc = self._sc
         sc.setJobGroup(self.job_group, description, interruptOnCancel=True)
         rdd = sc.parallelize(range(self._num_tasks), self._num_tasks)
-        log.debug("submitting the barrier stage of run %s (%d tasks)", job.run_id, self._num_tasks)
+        log.debug("submitting the barrier stage of attempt %s (%d tasks)", job.attempt_id, self._num_tasks)
         return list(rdd.barrier().mapPartitions(barrier_partition_fn(job, self._launcher)).collect())
 
     def _cancel(self) -> None:

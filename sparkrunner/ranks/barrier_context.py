@@ -6,7 +6,7 @@ Spark's Python worker, so pyspark has no task context there and `BarrierTaskCont
 of the rank's own barrier task, read from the stage's facts its task handed over (`Env.BARRIER_STAGE`):
 `partitionId`, `stageId`, `attemptNumber`, `taskAttemptId`, `cpus`, `resources`, `getLocalProperty` and
 `getTaskInfos` answer as in the task. `barrier()` and `allGather()` go to the driver on the rank's own
-connection (`sparkrunner.driver.barrier_gate`) instead of Spark's coordinator, which only knows the tasks.
+connection (`sparkrunner.driver.attempt.barrier_gate`) instead of Spark's coordinator, which only knows the tasks.
 
 Every rank takes part: with several ranks per task (`ranks_per_task`), `barrier()` waits for every rank and
 `allGather()` returns one message per rank, in partition order and then rank order. With np < 0 there is no

@@ -16,21 +16,21 @@ from typing import Any
 
 import cloudpickle
 
-import sparkrunner
 from sparkrunner import channel, frameworks
 from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import RemoteError, loads, user_frames
+from sparkrunner.common import version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env
-from sparkrunner.launch import gpus, network, processes
 from sparkrunner.ranks import anatomy, barrier_context, fast_exit, graceful_stop, trainer_progress, warm
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.ranks.warm_relay import WarmRelay
+from sparkrunner.system import gpus, network, processes
 from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
 from sparkrunner.topology import Topology
 
@@ -91,8 +91,8 @@ def _why_unloadable(exc: Exception) -> str:
     the rank cannot import."""
     if _SPARKRUNNER_MISSING.search(str(exc)):
         return (
-            f"The driver's sparkrunner differs from this rank's ({sparkrunner.__version__} at "
-            f"{os.path.dirname(sparkrunner.__file__)}): install the same sparkrunner on the driver and on every "
+            f"The driver's sparkrunner differs from this rank's ({version.__version__} at "
+            f"{os.path.dirname(os.path.dirname(version.__file__))}): install the same sparkrunner on the driver and on every "
             "executor (a cluster image or library built from the driver's version)."
         )
     return (

@@ -1,7 +1,7 @@
 """An executor's fork server (zygote): imports the run's heavy modules once, then forks each new rank from itself.
 
 A retried or resized attempt then starts its ranks in a fraction of a second instead of importing torch again
-(docs/elastic.md, "Resuming on warm processes"). Started by a barrier task (`launch.zygote_client`) as
+(docs/elastic.md, "Resuming on warm processes"). Started by a barrier task (`tasks.zygote_client`) as
 ``python -m sparkrunner.ranks.zygote`` with the run's zygote key on stdin; it answers "ready" on stdout once it
 listens on its Unix socket. Each connection (authenticated with the key, like the driver channel) asks for one
 rank (`Fork`, with the task's output pipe passed as SCM_RIGHTS); the zygote forks it, answers `Forked`, and
@@ -35,14 +35,14 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
 from sparkrunner.errors import ChannelError
-from sparkrunner.launch import processes
-from sparkrunner.launch.temp_folder import WatchedFolder
-from sparkrunner.launch.zygote_client import (
+from sparkrunner.launch.zygote_link import (
     is_abstract,
     made_in_sockets_folder,
     remove_sockets_folder,
     socket_address,
 )
+from sparkrunner.system import processes
+from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.timeouts import (
     HANDSHAKE_TIMEOUT_S,
     SERVER_HANDSHAKE_TIMEOUT_S,

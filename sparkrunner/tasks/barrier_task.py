@@ -12,10 +12,11 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.channel.barrier_stage import BarrierStage
 from sparkrunner.channel.messages import RankAddress, SparkTask, TaskReport
-from sparkrunner.launch import Launcher, RankJob, TaskOutcome, gpus, processes
-from sparkrunner.launch.network import hold_ports, own_ports, peer_address
-from sparkrunner.launch.tasks import TASK_SIDES
+from sparkrunner.launch import Launcher, RankJob, TaskOutcome
+from sparkrunner.system import gpus, processes
+from sparkrunner.system.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report
+from sparkrunner.tasks.launchers import TASK_SIDES
 from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
@@ -117,7 +118,7 @@ def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, .
             )
             task_report.send(job.driver, job.secret, failure)
 
-    watch = StoppedRanksWatch(job.driver, job.secret, job.run_id, index)
+    watch = StoppedRanksWatch(job.driver, job.secret, job.attempt_id, index)
     try:
         outcome = TASK_SIDES[launcher.name](job, topology, first, report_failure)
     except BaseException:
@@ -128,7 +129,7 @@ def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, .
         watch.close()
         # only this task's processes: another task's ranks on this machine may still be running
         # short grace: the rank (or mpirun) has ended; what is left is a daemon it left behind
-        leftover = processes.sweep_run(job.run_id, task=index, grace_s=LEFTOVER_GRACE_S)
+        leftover = processes.sweep_attempt(job.attempt_id, task=index, grace_s=LEFTOVER_GRACE_S)
     if outcome.exit_code != 0:
         report_failure(outcome)
     return {"index": index, "exit_code": outcome.exit_code, "tail": outcome.output_tail, "swept": leftover}

@@ -14,7 +14,7 @@ import threading
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.launch import processes
+from sparkrunner.system import processes
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ log = logging.getLogger(__name__)
 class StoppedRanksWatch:
     """While this task's processes run: SIGCONT those of them that are stopped once the driver says stop."""
 
-    def __init__(self, driver: tuple[str, int], secret: bytes, run_id: str, task: int) -> None:
-        self._run_id, self._task = run_id, task
+    def __init__(self, driver: tuple[str, int], secret: bytes, attempt_id: str, task: int) -> None:
+        self._attempt_id, self._task = attempt_id, task
         self._conn: channel.Connection | None = None
         try:
             self._conn = channel.connect(driver, secret)
@@ -40,7 +40,7 @@ class StoppedRanksWatch:
         try:
             while True:
                 if isinstance(m.receive(conn), (m.Stop, m.Abort)):
-                    processes.continue_stopped(processes.processes_of_run(self._run_id, self._task))
+                    processes.continue_stopped(processes.processes_of_attempt(self._attempt_id, self._task))
         except channel.ChannelError:
             return  # closed: this task's processes ended, or the driver is gone
 

@@ -20,7 +20,7 @@ import pytest
 
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret, transport
 from sparkrunner.channel.payload import dumps_call
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement

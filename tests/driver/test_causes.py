@@ -13,9 +13,9 @@ from sparkrunner.driver.run import RunPipeline
 from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.processes import RankProcess
 from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement
+from sparkrunner.system.processes import RankProcess
 from sparkrunner.topology import Topology
 from tests.driver.conftest import wait_for_both_executors
 from tests.driver.functions import crashes_after_a_line, killed_on_rank_one, rank_one_hangs_up_then_dies

@@ -1,121 +1,349 @@
-"""The run controller's transitions: how an ended attempt (its typed end) and the real policies choose the next
-state; and one real run (np=-1 on the driver, launcher direct) through PLACING, RUNNING, STOPPING, RESTARTING and
-SUCCEEDED, its ranks as the oracle of each attempt's id. The loop also runs in every behaviour test of a run
-(tests/recovery, tests/runner)."""
+"""The run controller's loop, stepped: the real `RunController` with a stand-in placement and a stand-in
+supervisor (no rank starts; each attempt's supervisor answers from the test's script), its states seen through
+the `on_state` hook. Then `decide` on its own, and one real run (np=-1 on the driver, launcher direct) through
+the same hook, its ranks as the oracle of each attempt's id. The loop also runs in every behaviour test of a
+run (tests/recovery, tests/runner)."""
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 import sparkrunner
 from sparkrunner import Runner
-from sparkrunner.driver.attempts import FailureDecision, RetryPolicy, StopDecision, StopPolicy
-from sparkrunner.driver.controller import Attempt, AttemptEnd, Decision, RunState, decide
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempts import Done, Fail, Retry, RetryPolicy, Why
+from sparkrunner.driver.controller import (
+    Attempt,
+    AttemptEnd,
+    Policies,
+    RunCall,
+    RunController,
+    RunOutputs,
+    State,
+    Stopping,
+    decide,
+)
+from sparkrunner.driver.controller import Failed as RunFailed
 from sparkrunner.driver.elastic import Resize, Sizing
-from sparkrunner.driver.supervisor import Cancelled, Failed, Succeeded, TimedOut, error_of
+from sparkrunner.driver.in_flight import InFlightWatch
+from sparkrunner.driver.supervisor import Cancelled, Failed, Outcome, Running, Succeeded, TimedOut, error_of
 from sparkrunner.errors import (
+    AttemptsFailedError,
     DoNotRetry,
+    NotEnoughSlotsError,
     RankFailedError,
+    ResultNotUnpicklableError,
     RunCancelledError,
     RunTimeoutError,
     StartTimeoutError,
 )
-from sparkrunner.options import SizeRange
-
-FIXED = Sizing(4, None, None, 1, 1.0)
-ELASTIC = Sizing(4, SizeRange(2, 4), None, 1, 1.0)
-"""Spark runs of np=4 and np=(2, 4); deciding reads no cluster, so no Spark session is needed."""
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.options import RunOptions
+from sparkrunner.placement.factory import ColdPlacements
 
 
 def lost_rank() -> RankFailedError:
     return RankFailedError(1, "RankProcessDied", "rank 1 died", "")
 
 
-def test_a_success_succeeds() -> None:
-    assert decide(AttemptEnd(4, error_of(Succeeded())), FIXED, RetryPolicy(2), 0) == Decision(
-        RunState.SUCCEEDED
-    )
+Step = Outcome | BaseException | Callable[[AttemptChannel], Outcome]
+"""One answer of a stand-in supervisor's `step()`: an outcome, an error it raises, or what a call returns."""
 
 
-def test_a_retryable_failure_with_attempts_left_restarts() -> None:
-    end = AttemptEnd(4, error_of(Failed(lost_rank())))
-    assert decide(end, FIXED, RetryPolicy(2), 1) == Decision(RunState.RESTARTING, FailureDecision.RETRY)
+class StandInPlacement:
+    """Stands in for a placement: starts no process; `check` raises what the test queued, `stop` (the shutdown)
+    raises what it queued once."""
+
+    driver_host = bind_host = "127.0.0.1"
+    job_group = None
+
+    def __init__(self, check_raises: BaseException | None = None, stop_raises: BaseException | None = None):
+        self.check_raises, self.stop_raises = check_raises, stop_raises
+        self.started: RankJob | None = None
+        self.stops = 0
+
+    def check(self) -> None:
+        if self.check_raises is not None:
+            raise self.check_raises
+
+    def start(self, job: RankJob, description: str = "") -> None:
+        self.started = job
+
+    def stop(self) -> None:
+        self.stops += 1
+        raises, self.stop_raises = self.stop_raises, None
+        if raises is not None:
+            raise raises
+
+    def failure(self, pid: int | None = None) -> str | None:
+        return None
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return None
+
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None
+
+    def cancelled(self) -> str | None:
+        return None
+
+    def finished(self) -> bool:
+        return True
 
 
-def test_a_failure_once_the_attempts_are_spent_fails() -> None:
-    end = AttemptEnd(4, error_of(Failed(lost_rank())))
-    assert decide(end, FIXED, RetryPolicy(2), 2) == Decision(
-        RunState.FAILED, FailureDecision.NO_ATTEMPTS_LEFT
-    )
+class StandInSupervisor:
+    """Stands in for the supervisor of one attempt: each `step()` answers the next of the test's steps."""
+
+    def __init__(self, channel: AttemptChannel, steps: list[Step]) -> None:
+        self.channel, self.steps = channel, iter(steps)
+
+    def step(self) -> Outcome:
+        answer = next(self.steps)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer(self.channel) if callable(answer) else answer
 
 
-def test_without_retries_the_attempts_own_error_is_raised() -> None:
-    end = AttemptEnd(4, error_of(Failed(lost_rank())))
-    assert decide(end, FIXED, RetryPolicy(0), 0) == Decision(RunState.FAILED, FailureDecision.RAISE)
+class StandInSlots(Sizing):
+    """Stands in for the cluster's slots of an elastic run np=(2, 4): the first attempt gets `first` ranks, and
+    its grow watch proposes `proposes` at once (no thread, no Spark)."""
+
+    def __init__(self, first: int, proposes: int) -> None:
+        super().__init__(4, None, None, 1, 1.0)
+        self.least, self.first, self.proposes = 2, first, proposes
+        self.np_asked: list[int] = []
+
+    @property
+    def elastic(self) -> bool:
+        return True
+
+    def np_for(self, attempt: int) -> int:
+        self.np_asked.append(attempt)
+        return self.first
+
+    def watch(self, np: int, channel: AttemptChannel, propose: Callable[[int], None]) -> None:
+        if np < self.np:
+            propose(self.proposes)
+
+
+class Stepped:
+    """The real controller of a driver-only run (np=-2), its placements and supervisors the stand-ins above,
+    each attempt's supervisor answering `attempts[n]`; `states` holds every state the loop entered."""
+
+    def __init__(
+        self,
+        *attempts: list[Step],
+        max_failures: int = 2,
+        sizing: Sizing | None = None,
+        placements: Iterator[StandInPlacement] | None = None,
+    ) -> None:
+        options = RunOptions(
+            np=-2, launcher="direct", max_failures=max_failures, cold_start=True, stop_grace_s=1
+        )
+        self.states: list[State] = []
+        self.placements: list[StandInPlacement] = []
+        self._more = placements
+        scripts = iter(attempts)
+        defaults = Policies.of(options)
+        policies = Policies(
+            defaults.failures,
+            (lambda spark, per_task: sizing) if sizing is not None else defaults.scaling,
+            lambda channel, placement, deadline: StandInSupervisor(channel, next(scripts)),
+        )
+        self.outputs = RunOutputs()
+        self.controller = RunController(
+            options, [], self._place, InFlightWatch(), self.outputs, policies, on_state=self.states.append
+        )
+
+    def _place(self, launcher: Launcher, spark: Any, tasks: int) -> StandInPlacement:
+        placement = next(self._more) if self._more is not None else StandInPlacement()
+        self.placements.append(placement)
+        return placement
+
+    def run(self) -> list[Any]:
+        return self.controller.run(RunCall(lambda: None, (), {}, "main", every_rank=False))
+
+    @property
+    def names(self) -> list[str]:
+        return [type(s).__name__ for s in self.states]
+
+    @property
+    def attempts(self) -> list[Any]:
+        assert self.outputs.last_run is not None
+        return self.outputs.last_run.attempts
+
+
+ONE_ATTEMPT = ["Checking", "Placing", "Running", "Stopping"]
+
+
+def test_a_failed_attempt_restarts_and_the_next_one_succeeds() -> None:
+    run = Stepped([Running(), Failed(lost_rank())], [Succeeded()])
+    assert run.run() == [None]
+    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Succeeded"]
+    first, second = run.attempts
+    assert first.error is not None and second.error is None and second.attempt_id.endswith("-attempt1")
+    started = [p.started for p in run.placements if p.started is not None]
+    assert [job.attempt_id for job in started] == [first.attempt_id, second.attempt_id]
+
+
+def test_failures_count_restarts_only_and_the_run_fails_when_they_are_spent() -> None:
+    run = Stepped([Failed(lost_rank())], [Failed(lost_rank())], [Failed(lost_rank())])
+    with pytest.raises(AttemptsFailedError, match="all 3 attempts failed"):
+        run.run()
+    assert run.names.count("Restarting") == 2 and run.names[-1] == "Failed"
+    failed = run.states[-1]
+    assert isinstance(failed, RunFailed) and failed.fail.why is Why.NO_ATTEMPTS_LEFT
+
+
+def test_ctrl_c_during_the_second_attempt_stays_an_interrupt_and_the_record_says_so() -> None:
+    run = Stepped([Failed(lost_rank())], [Running(), KeyboardInterrupt()])
+    with pytest.raises(KeyboardInterrupt) as raised:
+        run.run()
+    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Failed"]
+    first, second = run.attempts
+    assert isinstance(first.error, RankFailedError) and second.error is raised.value
+    assert run.outputs.last_run is not None and run.outputs.last_run.error is raised.value
+    assert raised.value.__notes__ == [
+        f"the run was interrupted during attempt 1\n  attempt 0: RankFailedError: {first.error}"
+    ]
+    assert all(p.stops for p in run.placements if p.started is not None), "every placement ended"
+
+
+def test_a_second_ctrl_c_ends_the_shutdown_at_once_and_the_interrupt_reaches_the_caller() -> None:
+    """The attempt failed; Ctrl-C while its placement stops: the rest goes at once, and the run raises it."""
+    placements = iter([StandInPlacement(), StandInPlacement(stop_raises=KeyboardInterrupt())])
+    run = Stepped([Failed(lost_rank())], placements=placements)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        run.run()
+    assert isinstance(raised.value.__context__, RankFailedError)
+    assert run.names == [*ONE_ATTEMPT, "Failed"], "an interrupt is not retried"
+    assert run.placements[1].stops == 2, "the shutdown's stop, then the one that kills what is left"
 
 
 @pytest.mark.parametrize(
-    "ended",
-    [
-        Cancelled(RunCancelledError("cancelJobGroup")),
-        TimedOut(RunTimeoutError("timeout=5")),
-        Failed(RankFailedError(0, "DoNotRetry", "no", "", DoNotRetry("no"))),
-    ],
-    ids=lambda e: type(e).__name__,
+    "error", [NotEnoughSlotsError("np=2"), KeyboardInterrupt()], ids=lambda e: type(e).__name__
 )
-def test_what_another_attempt_cannot_fix_fails_at_once(ended: Cancelled | TimedOut | Failed) -> None:
-    end = AttemptEnd(4, error_of(ended))
-    assert decide(end, FIXED, RetryPolicy(5), 0) == Decision(RunState.FAILED, FailureDecision.NOT_RETRIED)
+def test_the_restarts_slot_wait_ends_the_run_like_any_failure(error: BaseException) -> None:
+    placements = iter([StandInPlacement(), StandInPlacement(), StandInPlacement(check_raises=error)])
+    run = Stepped([Failed(lost_rank())], placements=placements)
+    expected = type(error) if isinstance(error, KeyboardInterrupt) else AttemptsFailedError
+    with pytest.raises(expected) as raised:
+        run.run()
+    assert run.names == [*ONE_ATTEMPT, "Restarting", "Placing", "Stopping", "Failed"]
+    assert run.attempts[1].error is error
+    if expected is AttemptsFailedError:
+        assert raised.value.__cause__ is error
+        assert "attempt 1 failed with an error that is not retried" in str(raised.value)
+
+
+def unpicklable(channel: AttemptChannel) -> Outcome:
+    """Rank 0's value, pickled on a rank that could import `trainer_only.Model` (protocol 0: GLOBAL)."""
+    channel.report.results[0] = b"ctrainer_only\nModel\n(tR."
+    return Succeeded()
+
+
+def test_a_result_the_driver_cannot_unpickle_ends_the_run_after_one_attempt() -> None:
+    run = Stepped([unpicklable], [Succeeded()])
+    with pytest.raises(ResultNotUnpicklableError) as raised:
+        run.run()
+    assert run.names == [*ONE_ATTEMPT, "Failed"] and len(run.attempts) == 1
+    assert "rank 0's return value could not be unpickled on the driver" in str(raised.value)
+    assert "It is a trainer_only.Model; return plain Python" in str(raised.value)
+    assert isinstance(raised.value.__cause__, ModuleNotFoundError)
+
+
+def test_the_grow_watch_proposes_and_the_next_attempt_runs_the_resizes_np() -> None:
+    sizing = StandInSlots(first=2, proposes=6)
+    run = Stepped([Running(), Succeeded()], [Succeeded()], max_failures=0, sizing=sizing)
+    run.run()
+    assert run.names == [*ONE_ATTEMPT, "Resizing", *ONE_ATTEMPT[1:], "Succeeded"]
+    assert run.states[4].resize == Resize(2, 4)  # type: ignore[union-attr]  # capped at max
+    assert [a.world_size for a in run.attempts] == [2, 4] and run.attempts[0].rescaled
+    assert sizing.np_asked == [0], "the resize's np is used, not chosen again"
+
+
+def test_a_stop_asked_reaches_the_loop_and_a_failure_after_it_is_not_retried() -> None:
+    asked: list[bool] = []
+
+    def ask(channel: AttemptChannel) -> Outcome:
+        asked.append(run.controller.ask_to_stop("stop"))
+        return Running()
+
+    run = Stepped([ask, Running(), Failed(lost_rank())], [Succeeded()])
+    with pytest.raises(RankFailedError):
+        run.run()
+    stopping = next(s for s in run.states if isinstance(s, Stopping))
+    assert asked == [True] and stopping.end.stop_asked
+    assert run.names == [*ONE_ATTEMPT, "Failed"]
+    assert not run.controller.ask_to_stop("stop"), "no attempt is in flight"
+
+
+FIXED = RetryPolicy(2)
+
+
+@pytest.mark.parametrize(
+    ("end", "failures", "decision"),
+    [
+        (AttemptEnd(4, error_of(Succeeded())), 0, Done()),
+        (AttemptEnd(4, error_of(Failed(lost_rank()))), 1, Retry),
+        (AttemptEnd(4, error_of(Failed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
+        (AttemptEnd(4, error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Why.NOT_RETRIED),
+        (AttemptEnd(4, error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Why.NOT_RETRIED),
+        (
+            AttemptEnd(4, RankFailedError(0, "DoNotRetry", "no", "", DoNotRetry("no"))),
+            0,
+            Why.NOT_RETRIED,
+        ),
+        (AttemptEnd(4, lost_rank(), stop_asked=True), 0, Why.NOT_RETRIED),
+        (AttemptEnd(2, None, resize=Resize(2, 4)), 0, Resize(2, 4)),
+        (AttemptEnd(2, lost_rank(), resize=Resize(2, 4)), 2, Resize(2, 4)),  # whatever its ranks did then
+        (AttemptEnd(2, KeyboardInterrupt(), resize=Resize(2, 4)), 0, Why.INTERRUPTED),
+    ],
+    ids=[
+        "success",
+        "retried",
+        "spent",
+        "cancelled",
+        "timeout",
+        "DoNotRetry",
+        "stop-asked",
+        "resize",
+        "resize-raised",
+        "interrupt-not-resize",
+    ],
+)
+def test_decide_after_an_attempt(end: AttemptEnd, failures: int, decision: object) -> None:
+    """`decision`: the one expected, or `Retry` / a `Why` for the decision that carries the attempt's error."""
+    if decision is Retry:
+        decision = Retry(end.error)  # type: ignore[arg-type]
+    elif isinstance(decision, Why):
+        decision = Fail(decision, end.error)  # type: ignore[arg-type]
+    assert decide(end, FIXED, failures) == decision
+
+
+def test_without_retries_the_attempts_own_error_is_raised() -> None:
+    error = lost_rank()
+    assert decide(AttemptEnd(4, error), RetryPolicy(0), 0) == Fail(Why.NO_RETRIES, error)
 
 
 def test_the_users_retry_if_still_decides() -> None:
     policy = RetryPolicy(3, retry_if=lambda e: isinstance(e, StartTimeoutError))
     late = AttemptEnd(4, error_of(TimedOut(StartTimeoutError("only 1 of 4 ranks started"))))
-    assert decide(late, FIXED, policy, 0).state is RunState.RESTARTING
-    assert decide(AttemptEnd(4, lost_rank()), FIXED, policy, 0).state is RunState.FAILED
-
-
-@pytest.mark.parametrize("error", [None, lost_rank()], ids=["returned", "raised"])
-def test_an_attempt_stopped_for_more_slots_resizes_whatever_its_ranks_did(
-    error: BaseException | None,
-) -> None:
-    end = AttemptEnd(2, error, grown_to=4)
-    assert decide(end, ELASTIC, RetryPolicy(0), 0) == Decision(RunState.RESIZING, Resize(2, 4))
+    assert decide(late, policy, 0) == Retry(late.error)  # type: ignore[arg-type]
+    lost = lost_rank()
+    assert decide(AttemptEnd(4, lost), policy, 0) == Fail(Why.NOT_RETRIED, lost)
     assert str(Resize(2, 4)) == "rescaled from 2 to 4 ranks"
-
-
-def test_an_interrupt_is_never_a_resize() -> None:
-    end = AttemptEnd(2, KeyboardInterrupt(), grown_to=4)
-    assert decide(end, ELASTIC, RetryPolicy(3), 0) == Decision(RunState.FAILED, FailureDecision.NOT_RETRIED)
-
-
-def test_a_run_walks_restart_resize_restart_then_fails_when_its_failures_are_spent() -> None:
-    """The loop's bookkeeping: failures count restarts only, a resize spends none."""
-    ends = [
-        AttemptEnd(2, lost_rank()),
-        AttemptEnd(2, None, grown_to=4),
-        AttemptEnd(4, lost_rank()),
-        AttemptEnd(4, lost_rank()),
-    ]
-    states, failures = [], 0
-    for end in ends:
-        state = decide(end, ELASTIC, RetryPolicy(2), failures).state
-        failures += state is RunState.RESTARTING
-        states.append(state)
-    assert states == [RunState.RESTARTING, RunState.RESIZING, RunState.RESTARTING, RunState.FAILED]
 
 
 def test_an_attempt_is_its_number_its_id_and_its_np() -> None:
     assert Attempt.of("abc", 0, 4) == Attempt(0, "abc", 4)
     assert Attempt.of("abc", 2, 3).id == "abc-attempt2"
-
-
-def test_the_stop_policy_lets_succeeded_ranks_exit_and_stops_the_others() -> None:
-    assert StopPolicy(5.0).decide(succeeded=True) is StopDecision.LET_EXIT
-    assert StopPolicy(5.0).decide(succeeded=False) is StopDecision.STOP
 
 
 def test_a_rank_failure_carries_its_original_as_the_cause() -> None:
@@ -124,35 +352,43 @@ def test_a_rank_failure_carries_its_original_as_the_cause() -> None:
     assert error is not None and error.__cause__ is original
 
 
-def fails_on_the_first_attempt() -> str:
+def fails_on_the_first_attempt() -> tuple[str, str]:
     if sparkrunner.rank_context().attempt == 0:
         raise RuntimeError("lost on the first attempt")
-    return os.environ["SPARKRUNNER_RUN_ID"]
+    return os.environ["SPARKRUNNER_ATTEMPT_ID"], os.environ["SPARKRUNNER_RUN_ID"]
 
 
-def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    runner = Runner(np=-1, launcher="direct", max_failures=1, tracking=False, progress=False)
-    with caplog.at_level(logging.DEBUG, logger="sparkrunner.driver.controller"):
-        seen_by_rank = runner.run(fails_on_the_first_attempt)
-    record = runner.last_run
+def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id() -> None:
+    """Placement: np<0, launcher direct, real processes and the real supervisor; the states through the hook."""
+    options = RunOptions(np=-1, launcher="direct", max_failures=1)
+    states: list[State] = []
+    outputs = RunOutputs()
+    placements = ColdPlacements(-1, options.start_timeout, None)
+    controller = RunController(options, [], placements, InFlightWatch(), outputs, on_state=states.append)
+    [seen_by_rank] = controller.run(RunCall(fails_on_the_first_attempt, (), {}, "f", every_rank=False))
+    record = outputs.last_run
     assert record is not None
     first, second = record.attempts
     assert (first.attempt_id, second.attempt_id) == (record.run_id, f"{record.run_id}-attempt1")
-    assert seen_by_rank == second.attempt_id  # what the rank process carried
+    assert seen_by_rank == (second.attempt_id, record.run_id)  # what the rank process carried
     assert isinstance(first.error, RankFailedError) and second.error is None
     assert first.world_size == second.world_size == 1
-    states = [
-        r.getMessage().split(": ")[1].split(" ")[0] for r in caplog.records if "(attempt " in r.getMessage()
-    ]
-    assert states == [
-        "placing",
-        "running",
-        "stopping",
-        "restarting",
-        "placing",
-        "running",
-        "stopping",
-        "succeeded",
-    ]
+    assert [type(s).__name__ for s in states] == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Succeeded"]
+
+
+def returns_what_only_the_rank_can_import(folder: str) -> object:
+    Path(folder, "rank_only_module.py").write_text("class Model:\n    pass\n")
+    sys.path.insert(0, folder)
+    import rank_only_module
+
+    return rank_only_module.Model()
+
+
+def test_a_real_result_the_driver_cannot_unpickle_fails_after_one_attempt(tmp_path: Path) -> None:
+    """Placement: np<0, launcher direct: the rank returns an object of a module the driver cannot import."""
+    runner = Runner(np=-1, launcher="direct", max_failures=2, tracking=False, progress=False)
+    with pytest.raises(
+        ResultNotUnpicklableError, match=r"It is a rank_only_module\.Model; return plain Python"
+    ):
+        runner.run(returns_what_only_the_rank_can_import, str(tmp_path))
+    assert runner.last_run is not None and len(runner.last_run.attempts) == 1

@@ -9,7 +9,7 @@ from typing import Any
 from sparkrunner.channel import connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.errors import RankFailedError
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import Observers, RunObserver

@@ -6,7 +6,7 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.channel.lines import MAX_LINE_CHARS, LineSplitter
-from sparkrunner.driver.output import TAIL_LINES
+from sparkrunner.driver.attempt.output import TAIL_LINES
 from sparkrunner.errors import RankFailedError
 from sparkrunner.stack_report import ERROR_TAIL_LINES
 from tests.driver.functions import prints_a_huge_line_and_dies, prints_a_storm, prints_then_raises

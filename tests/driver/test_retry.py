@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrunner.driver.attempts import FailureDecision, RetryPolicy, failure_line, final_error
+from sparkrunner.driver.attempts import Fail, Retry, RetryPolicy, Why, failure_line, final_error
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,
@@ -51,19 +51,21 @@ def test_the_users_predicate_decides_among_retryable_errors() -> None:
 @pytest.mark.parametrize(
     ("max_failures", "error", "failures", "decision"),
     [
-        (0, RuntimeError("x"), 0, FailureDecision.RAISE),  # no retries: the error itself
-        (2, RuntimeError("x"), 0, FailureDecision.RETRY),
-        (2, RuntimeError("y"), 1, FailureDecision.RETRY),
-        (1, RuntimeError("y"), 1, FailureDecision.NO_ATTEMPTS_LEFT),
-        (3, DoNotRetry("y"), 1, FailureDecision.NOT_RETRIED),
-        (3, KeyboardInterrupt(), 0, FailureDecision.NOT_RETRIED),
+        (0, RuntimeError("x"), 0, Why.NO_RETRIES),  # no retries: the error itself
+        (2, RuntimeError("x"), 0, Retry),
+        (2, RuntimeError("y"), 1, Retry),
+        (1, RuntimeError("y"), 1, Why.NO_ATTEMPTS_LEFT),
+        (3, DoNotRetry("y"), 1, Why.NOT_RETRIED),
+        (3, KeyboardInterrupt(), 0, Why.INTERRUPTED),  # raised as it is, with or without retries
+        (0, KeyboardInterrupt(), 0, Why.INTERRUPTED),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
 )
 def test_the_policy_decides_from_the_error_and_the_failures_so_far(
-    max_failures: int, error: BaseException, failures: int, decision: FailureDecision
+    max_failures: int, error: BaseException, failures: int, decision: type[Retry] | Why
 ) -> None:
-    assert RetryPolicy(max_failures=max_failures).decide(error, failures) is decision
+    expected = Retry(error) if decision is Retry else Fail(decision, error)  # type: ignore[arg-type]
+    assert RetryPolicy(max_failures=max_failures).decide(error, failures) == expected
 
 
 def failed(number: int, error: BaseException) -> AttemptRecord:
@@ -92,20 +94,14 @@ def test_a_lone_attempts_error_is_the_final_error_and_a_rescaled_attempt_is_no_f
 
 
 @pytest.mark.parametrize(
-    ("error", "decision", "end"),
+    ("decision", "end"),
     [
-        (
-            RuntimeError("lost\nmore"),
-            FailureDecision.RETRY,
-            "lost; starting the next attempt from the latest checkpoint",
-        ),
-        (RuntimeError("lost"), FailureDecision.NO_ATTEMPTS_LEFT, "lost; no attempts left"),
-        (DoNotRetry("stop"), FailureDecision.NOT_RETRIED, "stop; this error is not retried"),
-        (KeyboardInterrupt(), FailureDecision.NOT_RETRIED, "KeyboardInterrupt"),
+        (Retry(RuntimeError("lost\nmore")), "lost; starting the next attempt from the latest checkpoint"),
+        (Fail(Why.NO_ATTEMPTS_LEFT, RuntimeError("lost")), "lost; no attempts left"),
+        (Fail(Why.NOT_RETRIED, DoNotRetry("stop")), "stop; this error is not retried"),
+        (Fail(Why.INTERRUPTED, KeyboardInterrupt()), "KeyboardInterrupt"),
     ],
-    ids=lambda v: v.value if isinstance(v, FailureDecision) else None,
+    ids=["retry", "spent", "not-retried", "interrupted"],
 )
-def test_the_line_for_a_failed_attempt_says_what_comes_next(
-    error: BaseException, decision: FailureDecision, end: str
-) -> None:
-    assert failure_line(failed(1, error), error, decision) == f"attempt 1 failed after 1.5 s: {end}"
+def test_the_line_for_a_failed_attempt_says_what_comes_next(decision: Retry | Fail, end: str) -> None:
+    assert failure_line(failed(1, decision.error), decision) == f"attempt 1 failed after 1.5 s: {end}"

@@ -14,8 +14,8 @@ import pytest
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
-from sparkrunner.driver.attempt_channel import AttemptChannel
-from sparkrunner.driver.stacks import StallWatch
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.supervisor import (
     Failed,
     Outcome,
@@ -29,8 +29,8 @@ from sparkrunner.driver.supervisor import (
 from sparkrunner.errors import RankFailedError, RunTimeoutError, StallError, StartTimeoutError
 from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.processes import RankProcess
 from sparkrunner.placement.local import LocalPlacement
+from sparkrunner.system.processes import RankProcess
 from sparkrunner.topology import Topology
 
 

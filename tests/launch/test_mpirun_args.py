@@ -38,10 +38,12 @@ def options(cmd: list[str]) -> dict[str, list[str]]:
 
 
 def test_command_starts_np_ranks_unbound_with_our_rsh_agent_and_ends_with_the_bootstrap() -> None:
+    """...and ends a dead rank's peers without Open MPI's default second of waiting (bench/dead_rank.py)."""
     cmd = mpirun_command(3, ["-H", "a:2,b:1"], [], None)
     assert cmd[:8] == ["mpirun", "--allow-run-as-root", "-np", "3", "--bind-to", "none", "--map-by", "slot"]
     assert cmd[8:10] == ["-H", "a:2,b:1"]
-    assert options(cmd)["plm_rsh_agent"] == [f"{sys.executable} -m sparkrunner.launch.tasks.rsh_agent"]
+    assert options(cmd)["plm_rsh_agent"] == [f"{sys.executable} -m sparkrunner.tasks.rsh_agent"]
+    assert options(cmd)["odls_base_sigkill_timeout"] == ["0"]
     assert cmd[-3:] == [sys.executable, "-m", "sparkrunner.ranks.bootstrap"]
     assert "btl_tcp_if_include" not in options(cmd) and "-x" not in cmd
 

@@ -196,6 +196,30 @@ def test_each_role_imports_only_what_runs_in_its_process() -> None:
     assert not crossings, "imports across process roles:\n" + "\n".join(crossings)
 
 
+def test_no_arrow_runs_back_up_to_the_package_root() -> None:
+    """Only a facade imports the package root (`import sparkrunner`): any other module would load the public
+    facade from below (`__version__` has a module of its own, `sparkrunner.common.version`)."""
+    upward = [
+        m
+        for m, imports in _graph().items()
+        if role(m) != "facade" and any(i.target == "sparkrunner" for i in imports)
+    ]
+    assert not upward, f"modules that import the package root: {sorted(upward)}"
+
+
+def test_launch_holds_no_module_only_barrier_tasks_import() -> None:
+    """A barrier task's own code lives in `sparkrunner/tasks/`: a `launch/` module that only task modules import
+    belongs there."""
+    graph = _runtime_graph()
+    importers: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            importers.setdefault(target, set()).add(module)
+    launch = [m for m in _files() if m.startswith("sparkrunner.launch.") and m not in _packages()]
+    task_only = [m for m in launch if importers.get(m) and all(role(i) == "task" for i in importers[m])]
+    assert launch and not task_only, f"barrier-task modules under launch/: {task_only}"
+
+
 def test_the_folders_give_every_role_its_modules() -> None:
     """Guards the rule itself: a rename that empties a role would make the crossing check vacuous."""
     counts: dict[str, int] = {}
@@ -215,7 +239,11 @@ def test_the_folders_give_every_role_its_modules() -> None:
     assert role("sparkrunner.ranks") == "rank" and role("sparkrunner.errors") == "shared"
     assert role("sparkrunner.lightning") == "facade" and role("sparkrunner.ranks.lightning") == "rank"
     assert (
-        role("sparkrunner.launch.driver.auto") == "driver" and role("sparkrunner.launch.network") == "shared"
+        role("sparkrunner.launch.driver.auto") == "driver" and role("sparkrunner.system.network") == "shared"
+    )
+    assert (
+        role("sparkrunner.tasks.zygote_client") == "task"
+        and role("sparkrunner.launch.zygote_link") == "shared"
     )
 
 

@@ -11,8 +11,8 @@ import psutil
 import pytest
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch.processes import ProcStat, parse_stat, proc_stat
 from sparkrunner.placement.slots import local_cores
+from sparkrunner.system.processes import ProcStat, parse_stat, proc_stat
 from sparkrunner.timeouts import TIMINGS
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"

@@ -6,6 +6,7 @@ import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,12 +106,15 @@ def test_start_timeout_when_the_cluster_is_busy(spark_local: Any) -> None:
 
 
 @pytest.mark.spark  # a Spark driver in the subprocess
-def test_ctrl_c_cancels_the_spark_job_and_every_rank() -> None:
-    proc = start_driver("sleeping_ranks", "2", "direct")
+def test_ctrl_c_cancels_the_spark_job_and_every_rank(tmp_path: Path) -> None:
+    """Placement: Spark local[2], launcher direct. Ctrl-C during the second attempt of a retried run: the
+    caller gets a KeyboardInterrupt, and no process of the run is left (/proc)."""
+    proc = start_driver("sleeping_ranks", "2", "direct", str(tmp_path))
     wait_for_line(proc, "rank started", seconds=180)
     proc.send_signal(2)
     out, _ = proc.communicate(timeout=120)
-    assert "KeyboardInterrupt" in out
+    assert "RAISED KeyboardInterrupt" in out and "interrupted during attempt 1" in out, out
+    assert "AttemptsFailedError" not in out, out
     assert leftover_rank_processes(grace_s=15) == {}
 
 

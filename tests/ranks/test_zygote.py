@@ -1,5 +1,5 @@
 """The executor's fork server (`sparkrunner.ranks.zygote`) driven through its task-side client
-(`sparkrunner.launch.zygote_client`), with real processes and no Spark: each request forks a new child of the same
+(`sparkrunner.tasks.zygote_client`), with real processes and no Spark: each request forks a new child of the same
 zygote, whose output reaches the task's pipe and whose exit status comes back; the child shows its own argv and
 environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes, leaving nothing in
 the temp dir. Oracles: the process table (/proc), the child's own report of its pid and parent, the temp dir's
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.channel import ChannelServer, new_secret
-from sparkrunner.launch import zygote_client
+from sparkrunner.launch import zygote_link
+from sparkrunner.tasks import zygote_client
 from tests.helpers import ROOT
 from tests.waiting import poll_until, wait_until
 
@@ -29,9 +30,10 @@ def _proc(pid: int, name: str) -> list[bytes]:
         return f.read().split(b"\0")
 
 
-def _zygotes(run_id: str) -> list[int]:
-    """Live processes whose environment names `run_id` as their run (read from /proc, not by sparkrunner)."""
-    wanted = f"SPARKRUNNER_RUN_ID={run_id}".encode()
+def _zygotes(lease_id: str) -> list[int]:
+    """Live processes whose environment names `lease_id` as their zygote lease (read from /proc, not by
+    sparkrunner)."""
+    wanted = f"SPARKRUNNER_ZYGOTE_LEASE_ID={lease_id}".encode()
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -60,8 +62,8 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
 ) -> None:
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    run_id = f"zygote-test-{os.getpid()}-zygote"
-    spec = zygote_client.ZygoteSpec(run_id, key, ("127.0.0.1", lease.port), ())
+    lease_id = f"zygote-test-{os.getpid()}-zygote"
+    spec = zygote_link.ZygoteSpec(lease_id, key, ("127.0.0.1", lease.port), ())
     argv = [sys.executable, "-m", "tests.ranks.zygote_child"]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     try:
@@ -69,10 +71,10 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
         for attempt, code in enumerate((3, 0)):
             marker = tmp_path / f"go-{attempt}"
             env = {**os.environ, "PYTHONPATH": pythonpath, "ZYGOTE_TEST_MARKER": str(marker),
-                   "SPARKRUNNER_RUN_ID": f"rank-of-attempt-{attempt}"}  # fmt: skip
+                   "SPARKRUNNER_ATTEMPT_ID": f"rank-of-attempt-{attempt}"}  # fmt: skip
             rank = zygote_client.fork_rank(spec, [*argv, str(code)], env, None)
             assert rank is not None, "the zygote did not serve"
-            own = f"SPARKRUNNER_RUN_ID=rank-of-attempt-{attempt}".encode()
+            own = f"SPARKRUNNER_ATTEMPT_ID=rank-of-attempt-{attempt}".encode()
             wait_until(
                 lambda pid=rank.pid, own=own: own in _proc(pid, "environ"), 10, "the rank's env in /proc"
             )
@@ -85,12 +87,14 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
             seen.append((int(said[1]), int(said[2])))
         (first_pid, zygote), (second_pid, second_parent) = seen
         assert first_pid != second_pid and second_parent == zygote
-        assert _zygotes(run_id) == [zygote]
-        stranger = zygote_client.ZygoteSpec(run_id, new_secret(), spec.lease, ())  # another key: refused
+        assert _zygotes(lease_id) == [zygote]
+        stranger = zygote_link.ZygoteSpec(lease_id, new_secret(), spec.lease, ())  # another key: refused
         assert zygote_client.fork_rank(stranger, [*argv, "0"], env, None) is None
     finally:
         lease.close()
-    assert poll_until(lambda: not _zygotes(run_id), 10), f"the zygote outlived its lease: {_zygotes(run_id)}"
+    assert poll_until(lambda: not _zygotes(lease_id), 10), (
+        f"the zygote outlived its lease: {_zygotes(lease_id)}"
+    )
     assert os.listdir(own_temp_dir) == [], "the zygote left its sockets' folder or its own temp folder"
 
 
@@ -108,7 +112,7 @@ def test_the_sockets_folder_removed_by_an_ending_zygote_before_a_file_is_made_in
         calls.append(target)
         return os.open(target, os.O_CREAT | os.O_RDWR, 0o600)
 
-    os.close(zygote_client.made_in_sockets_folder(path, removed_then_opened))
+    os.close(zygote_link.made_in_sockets_folder(path, removed_then_opened))
     assert os.path.isfile(path) and len(calls) == 2
 
 
@@ -116,7 +120,7 @@ def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> N
     """A task that hangs up (its Python worker killed) takes its rank down; `kill()` reports SIGKILL's end."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_client.ZygoteSpec(
+    spec = zygote_link.ZygoteSpec(
         f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ()
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -141,11 +145,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _warm_spec(name: str) -> tuple[zygote_client.ZygoteSpec, ChannelServer, dict[str, str]]:
+def _warm_spec(name: str) -> tuple[zygote_link.ZygoteSpec, ChannelServer, dict[str, str]]:
     """A zygote spec that imports tests/ranks/zygote_warm_probe.py once idle, its lease, and a rank's env."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_client.ZygoteSpec(
+    spec = zygote_link.ZygoteSpec(
         f"zygote-test-{os.getpid()}-{name}-zygote", key, ("127.0.0.1", lease.port), (),
         ("tests.ranks.zygote_warm_probe",),
     )  # fmt: skip

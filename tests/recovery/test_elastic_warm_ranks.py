@@ -49,7 +49,7 @@ def record_and_fail_once(folder: str) -> int:
     parent = os.getppid()
     with open(f"/proc/{parent}/environ", "rb") as f:
         parent_env = f.read().split(b"\0")
-    parent_run = [e for e in parent_env if e.startswith(b"SPARKRUNNER_RUN_ID=")]
+    parent_run = [e for e in parent_env if e.startswith(b"SPARKRUNNER_ZYGOTE_LEASE_ID=")]
     executor = [e for e in parent_env if e.startswith(b"SPARKRUNNER_ZYGOTE_WATCH=")]  # its Python daemon
     facts = {
         "pid": os.getpid(), "ppid": parent, "start": int(_stat("self")[19]),
@@ -85,7 +85,7 @@ def test_a_retried_attempt_forks_its_ranks_from_the_same_zygotes(tmp_path: Path)
     first = [facts[(0, r)] for r in range(4)]
     for (attempt, rank), fact in facts.items():
         assert fact["warm"] and fact["torch_works"], f"attempt {attempt} rank {rank} started cold: {fact}"
-        assert fact["parent_run"] == [f"SPARKRUNNER_RUN_ID={run_id}-zygote"], fact
+        assert fact["parent_run"] == [f"SPARKRUNNER_ZYGOTE_LEASE_ID={run_id}-zygote"], fact
         if attempt == 1:
             assert zygotes.get(tuple(fact["executor"])) == (fact["ppid"], fact["parent_start"]), (
                 f"not forked by attempt 0's zygote of its executor: {facts}"
@@ -108,9 +108,7 @@ def temp_dir_after_zygote_warmed() -> tuple[bool, str, str]:
     inductor = os.path.join(temp, "**", "torchinductor_*")
     wait_until(lambda: glob.glob(inductor, recursive=True), 60, "the zygote's import of torch._dynamo")
     with open(f"/proc/{os.getppid()}/environ", "rb") as f:
-        forked = any(
-            e.endswith(b"-zygote") for e in f.read().split(b"\0") if e.startswith(b"SPARKRUNNER_RUN_ID=")
-        )
+        forked = any(e.startswith(b"SPARKRUNNER_ZYGOTE_LEASE_ID=") for e in f.read().split(b"\0"))
     return forked, tempfile.gettempdir(), temp
 
 

@@ -97,13 +97,16 @@ def test_the_timeout_counts_from_the_run_s_start_not_from_its_ranks(
 
 
 @pytest.mark.slow
-def test_ctrl_c_on_the_driver_stops_every_rank(launcher: str) -> None:
-    proc = start_driver("sleeping_ranks", "-2", launcher)
+def test_ctrl_c_on_the_driver_stops_every_rank(launcher: str, tmp_path: Path) -> None:
+    """Placement: np<0. Ctrl-C during the second attempt of a retried run (its first attempt failed): the
+    caller gets a KeyboardInterrupt, not an error that lists it, and no process of the run is left (/proc)."""
+    proc = start_driver("sleeping_ranks", "-2", launcher, str(tmp_path))
     wait_for_line(proc, "rank started")
     assert leftover_rank_processes(), "the ranks should be running now"
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
-    assert "KeyboardInterrupt" in out
+    assert "RAISED KeyboardInterrupt" in out and "interrupted during attempt 1" in out, out
+    assert "AttemptsFailedError" not in out, out
     assert leftover_rank_processes(grace_s=10) == {}
 
 

@@ -11,7 +11,7 @@ import pytest
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import dumps_call
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.tasks import address_exchange, task_report
 
 

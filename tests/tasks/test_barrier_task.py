@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from sparkrunner.launch.driver import LAUNCHERS
-from sparkrunner.launch.tasks import TASK_SIDES
 from sparkrunner.tasks.barrier_task import split_gpus
+from sparkrunner.tasks.launchers import TASK_SIDES
 from tests.helpers import leftover_rank_processes, run_driver
 
 

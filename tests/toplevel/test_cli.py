@@ -1,11 +1,15 @@
 """The real `sparkrunner` command in a subprocess: `run` (np < 0, Spark, inside spark-submit), exit codes,
-`check`. Launchers and placements are named in each command line."""
+`check`. Launchers and placements are named in each command line. Its flags, read in this process: each
+`Runner` option a shell can give, parsed into `Runner`'s keyword arguments, and bad values refused before
+anything starts."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +18,10 @@ import pyspark
 import pytest
 import tomllib
 
-from tests.helpers import ROOT, driver, line_of
+from sparkrunner import Runner
+from sparkrunner.cli import INTERRUPTED, command_parser, exit_status, main, runner_options
+from sparkrunner.errors import AttemptsFailedError, RankFailedError, ScriptExitError, SparkRunnerError
+from tests.helpers import ROOT, driver, leftover_rank_processes, line_of, wait_for_line
 
 
 def cli(
@@ -66,11 +73,167 @@ def test_exit_status_is_the_scripts(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bad_arguments_fail_with_a_message(tmp_path: Path) -> None:
+def test_bad_arguments_fail_with_a_message_and_help_lists_the_flags(tmp_path: Path) -> None:
     done = cli("run", "--np", "0", script(tmp_path), cwd=tmp_path)
-    assert done.returncode == 1 and "np=0 starts no rank" in done.stderr
-    done = cli("run", "--np", "-1", "--env", "NOVALUE", script(tmp_path), cwd=tmp_path)
-    assert done.returncode == 1 and "--env takes NAME=VALUE, not 'NOVALUE'" in done.stderr
+    assert done.returncode == 2 and "sparkrunner run: error: np=0 starts no rank" in done.stderr, done.stderr
+    shown = cli("run", "--help", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    for flag in (
+        "--max-failures N",
+        "--checkpoint-dir PATH",
+        "--np N|MIN:MAX",
+        "--no-progress",
+        "--ranks-per-task",
+    ):
+        assert flag in shown.stdout, shown.stdout
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_second_attempt_of_a_retried_run_exits_130(tmp_path: Path) -> None:
+    """Placement np<0, launcher direct: `--max-failures 2`, the first attempt's ranks exit 3, Ctrl-C while the
+    second attempt's ranks sleep: the command exits 130 (not the first attempt's 3), nothing left (/proc)."""
+    train = tmp_path / "train.py"
+    shutil.copy(driver("cli_retried_sleeper"), train)
+    flags = (
+        "--np",
+        "-2",
+        "--launcher",
+        "direct",
+        "--max-failures",
+        "2",
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")} | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sparkrunner",
+            "run",
+            *flags,
+            "--no-progress",
+            "--tracking",
+            "false",
+            str(train),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_for_line(proc, "rank started")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == INTERRUPTED, out
+    assert leftover_rank_processes(grace_s=10) == {}
+
+
+def parsed(*argv: str) -> dict[str, object]:
+    """The `Runner` keyword arguments `sparkrunner run ARGV train.py` passes."""
+    return runner_options(command_parser().parse_args(["run", *argv, "train.py"]))
+
+
+def test_every_runner_option_a_shell_can_spell_is_a_flag() -> None:
+    """Every keyword of `Runner` but the Python objects (a session, observers, a function) has a flag."""
+    objects = {"spark", "observers", "retry_if"}
+    expected = [name for name in inspect.signature(Runner).parameters if name not in objects]
+    assert list(parsed("--np", "-1")) == expected
+
+
+def test_the_flags_give_runner_their_values() -> None:
+    given = parsed(
+        *("--np", "2:4", "--max-failures", "3", "--checkpoint-dir", "/shared/ckpt", "--tracking", "false"),
+        *(
+            "--no-progress",
+            "--ranks-per-task",
+            "2",
+            "--timeout",
+            "5.5",
+            "--stop-grace-s",
+            "1",
+            "--env",
+            "A=1",
+        ),
+        *(
+            "--env",
+            "B=x=y",
+            "--use-gpu",
+            "--port-range",
+            "40000-40199",
+            "--launcher",
+            "mpirun",
+            "--cold-start",
+        ),
+        *("--start-timeout", "30", "--stall-timeout", "60", "--on-stall", "fail", "--no-horovod"),
+        *("--driver-log-verbosity", "log_callback_only"),
+    )
+    assert given == {
+        "np": (2, 4), "launcher": "mpirun", "driver_log_verbosity": "log_callback_only", "start_timeout": 30.0,
+        "timeout": 5.5, "env": {"A": "1", "B": "x=y"}, "tracking": False, "progress": False, "max_failures": 3,
+        "checkpoint_dir": "/shared/ckpt", "stop_grace_s": 1.0, "stall_timeout": 60.0, "on_stall": "fail",
+        "horovod": False, "use_gpu": True, "ranks_per_task": 2, "port_range": "40000-40199", "cold_start": True,
+    }  # fmt: skip
+    defaults = parsed("--np", "-2")
+    signature = inspect.signature(Runner).parameters
+    for name in ("launcher", "timeout", "tracking", "progress", "max_failures", "checkpoint_dir", "use_gpu"):
+        assert defaults[name] == signature[name].default, name
+    assert (
+        defaults["np"],
+        defaults["env"],
+        parsed("--np", "-1", "--tracking", "sqlite:///m.db")["tracking"],
+    ) == (
+        -2,
+        {},
+        "sqlite:///m.db",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--np", "two"], "argument --np: np takes N or MIN:MAX"),
+        (["--np", "2:x"], "argument --np: np takes N or MIN:MAX"),
+        (["--np", "-1", "--max-failures", "x"], "argument --max-failures: invalid int value: 'x'"),
+        (["--np", "-1", "--timeout", "soon"], "argument --timeout: invalid float value: 'soon'"),
+        (["--np", "-1", "--launcher", "ssh"], "argument --launcher: invalid choice: 'ssh'"),
+        (["--np", "-1", "--env", "NOVALUE"], "argument --env: takes NAME=VALUE, not 'NOVALUE'"),
+        (["--np", "4:2"], "np=(4, 2): min (4) is larger than max (2)"),
+        (["--np", "2", "--max-failures", "2"], "max_failures=2 resumes failed attempts from checkpoints"),
+        (["--np", "-1", "--timeout", "0"], "timeout must be a number of seconds > 0, not 0.0"),
+        (["--np", "-1", "--port-range", "5-6"], "port_range='5-6' must satisfy 1024 <= low"),
+    ],
+)
+def test_a_bad_flag_value_exits_2_naming_it_before_anything_starts(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parsed in this process: the error comes before a Spark session is made (np > 0 cases included)."""
+    with pytest.raises(SystemExit) as ended:
+        main(["run", *argv, "train.py"])
+    assert ended.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def _raise(error: BaseException) -> int:
+    raise error
+
+
+def test_the_exit_status_says_how_the_command_ended(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C is 128 + SIGINT, as a shell reports it; a script's exit code is the command's, also when every
+    attempt of a retried run failed (the last attempt's)."""
+    script_failed = RankFailedError(1, "ScriptExitError", "exited", original=ScriptExitError("t.py", 3))
+    assert exit_status(lambda: 0) == 0
+    assert exit_status(lambda: _raise(KeyboardInterrupt())) == INTERRUPTED == 128 + signal.SIGINT
+    assert exit_status(lambda: _raise(script_failed)) == 3
+    assert (
+        exit_status(
+            lambda: _raise(AttemptsFailedError("every attempt failed", [ValueError(), script_failed]))
+        )
+        == 3
+    )
+    assert exit_status(lambda: _raise(SparkRunnerError("no"))) == 1
+    assert "sparkrunner: interrupted" in capsys.readouterr().err
 
 
 @pytest.mark.spark  # a Spark driver in the subprocess
@@ -125,7 +288,9 @@ def test_the_documented_spark_submit_one_liner(tmp_path: Path) -> None:
     )
     assert done.returncode == 3, done.stderr[-3000:]
     assert "[rank 0] rank 0 of 2 argv=['--fail']" in done.stdout
-    assert (done.stdout + done.stderr).count("rank 0 of 2 argv=['--fail']") == 1, "each line once (mpirun too)"
+    assert (done.stdout + done.stderr).count("rank 0 of 2 argv=['--fail']") == 1, (
+        "each line once (mpirun too)"
+    )
     assert "train.py exited with code 3" in done.stdout, "spark-submit sends its Python's stderr to stdout"
 
 

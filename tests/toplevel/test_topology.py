@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrunner.topology import Peer, PortSlot, Topology
+from sparkrunner.topology import Peer, PortUse, Topology
 
 
 def _topology(*hosts: str) -> Topology:
@@ -19,7 +19,7 @@ def test_local_ranks_and_sizes_follow_hosts() -> None:
 def test_mpirun_order_groups_ranks_by_host_and_keeps_each_hosts_ports() -> None:
     t = _topology("a", "b", "a").in_host_order()
     assert [p.host for p in t.peers] == ["a", "a", "b"]
-    assert [p.ports[PortSlot.TORCH_MASTER] for p in t.peers] == [0, 20, 10]
+    assert [p.ports[PortUse.TORCH_MASTER] for p in t.peers] == [0, 20, 10]
 
 
 def test_json_round_trip() -> None:

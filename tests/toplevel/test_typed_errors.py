@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from sparkrunner.channel.payload import RemoteError
+from sparkrunner.driver.attempt.task_reports import exit_text
 from sparkrunner.driver.attempts import RetryPolicy
-from sparkrunner.driver.task_reports import exit_text
 from sparkrunner.errors import (
     DoNotRetry,
     NotPicklableError,

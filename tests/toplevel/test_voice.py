@@ -21,7 +21,7 @@ PACKAGE = ROOT / "sparkrunner"
 DRIVER = Path(__file__).with_name("voice_driver.py")
 # where printing IS the product: the CLI's own output; the rank's own message when log_to_driver runs outside a
 # run; the rsh agent, whose stderr is what mpirun shows of a failed remote launch
-PRINT_ALLOWED = {"cli.py", "ranks/api.py", "launch/tasks/rsh_agent.py"}
+PRINT_ALLOWED = {"cli.py", "ranks/api.py", "tasks/rsh_agent.py"}
 
 
 # SparkRunnerWarning and its subclasses, read from the errors module itself
@@ -125,7 +125,7 @@ def test_a_user_handler_replaces_the_default_one() -> None:
     done = _driver("user")
     saved = done.stdout.strip().splitlines()[-1]
     assert (
-        f"USER sparkrunner.driver.attempt_channel: rank 0 sent note.txt; saved on the driver as {saved}"
+        f"USER sparkrunner.driver.attempt.attempt_channel: rank 0 sent note.txt; saved on the driver as {saved}"
         in done.stderr
     )
     assert "[sparkrunner]" not in done.stderr

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.data import storage
-from sparkrunner.launch.processes import proc_stat
+from sparkrunner.system.processes import proc_stat
 
 LEASES = "_sparkrunner_leases"
 _SUFFIX = ".lease"

@@ -25,9 +25,9 @@ from sparkrunner.common.checks import configured_port_range
 from sparkrunner.data.stream_handle import StreamData, rank_share
 from sparkrunner.data.tasks.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.errors import ChannelError
-from sparkrunner.launch.network import server_port
 from sparkrunner.placement.background_job import short_spark_error
 from sparkrunner.placement.sessions import cancel_tagged, jobs_tagged
+from sparkrunner.system.network import server_port
 
 log = logging.getLogger(__name__)
 

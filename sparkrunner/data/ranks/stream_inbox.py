@@ -25,7 +25,7 @@ from sparkrunner.common.checks import configured_port_range
 from sparkrunner.data.shards import Slice
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import ChannelError, StreamFeedError
-from sparkrunner.launch.network import server_port
+from sparkrunner.system.network import server_port
 
 log = logging.getLogger(__name__)
 

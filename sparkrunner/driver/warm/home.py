@@ -14,7 +14,7 @@ import threading
 from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.driver.addresses import AddressBook
+from sparkrunner.driver.attempt.addresses import AddressBook
 from sparkrunner.errors import ChannelError
 
 log = logging.getLogger(__name__)

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.driver.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
-from sparkrunner.launch import Launcher, RankJob, processes
-from sparkrunner.launch.network import server_port
+from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
+from sparkrunner.system import processes
+from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,8 @@ class _Launch:
     shape: Shape
     placement: Placement
     home: WarmHome
-    run_id: str
+    launch_id: str
+    """The id the launched ranks carry as their attempt's (`Env.ATTEMPT_ID`): how their leftovers are found."""
 
     def lost(self) -> list[int]:
         return self.home.lost()
@@ -50,10 +52,10 @@ class WarmRanks:
     """The long-lived ranks of one warm session (one run at a time: the session serializes its runs)."""
 
     def __init__(
-        self, cold: PlacementFactory, run_session: Callable[[], AttemptChannel | None], idle_timeout: float
+        self, cold: PlacementFactory, run_channel: Callable[[], AttemptChannel | None], idle_timeout: float
     ) -> None:
         self._cold = cold
-        self.run_session = run_session
+        self.run_channel = run_channel
         """The `AttemptChannel` of the run in flight (None between runs)."""
         self._idle_timeout = idle_timeout
         self._lock = threading.RLock()
@@ -83,14 +85,18 @@ class WarmRanks:
                 self._tear_down()
             if self._live is None:
                 self._live = self._launch(cold(), shape, job, description)
-            self._live.home.serve(job.driver, job.secret, {**job.user_env, Env.RUN_ID: job.run_id})
+            self._live.home.serve(
+                job.driver,
+                job.secret,
+                {**job.user_env, Env.RUN_ID: job.run_id, Env.ATTEMPT_ID: job.attempt_id},
+            )
             return self._live
 
     def _launch(self, cold: Placement, shape: Shape, job: RankJob, description: str) -> _Launch:
         home = WarmHome(cold.bind_host, server_port(cold.bind_host, job.port_range))
-        run_id = f"warm-{uuid.uuid4().hex}"
+        launch_id = f"warm-{uuid.uuid4().hex}"
         launch_job = dataclasses.replace(
-            job, run_id=run_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
+            job, attempt_id=launch_id, run_id=launch_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
             user_env={Env.WARM: "1"},
         )  # fmt: skip
         try:
@@ -99,8 +105,8 @@ class WarmRanks:
             home.close()
             raise
         self.launches += 1
-        log.debug("warm session: started %d task(s) of ranks (launch %s)", shape[1], run_id)
-        return _Launch(shape, cold, home, run_id)
+        log.debug("warm session: started %d task(s) of ranks (launch %s)", shape[1], launch_id)
+        return _Launch(shape, cold, home, launch_id)
 
     def end_run(self, clean: bool) -> None:
         """The run is over: keep the ranks for the next one when it ended cleanly, else tear them down."""
@@ -142,23 +148,23 @@ class WarmRanks:
             return
         live.home.close()
         live.placement.stop()
-        leftover = processes.sweep_run(live.run_id, grace_s=SWEEP_GRACE_S)
+        leftover = processes.sweep_attempt(live.launch_id, grace_s=SWEEP_GRACE_S)
         if leftover:
             log.warning(
                 "killed %d leftover process(es) of warm session %s: %s",
                 len(leftover),
-                live.run_id,
+                live.launch_id,
                 processes.described(leftover),
             )
 
     def run_over(self) -> bool:
         """Every rank of the run in flight reported success and hung up (its output relay too): it is back,
         waiting."""
-        session = self.run_session()
-        if session is None:
+        channel = self.run_channel()
+        if channel is None:
             return False
-        with session.changed:
-            report = session.report
+        with channel.changed:
+            report = channel.report
             ended = report.all_done() and report.all_gone() and len(report.output_ended) == report.num_ranks
             return ended and not report.errors and not report.vanished
 

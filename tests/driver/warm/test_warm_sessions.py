@@ -10,8 +10,8 @@ import pytest
 
 from sparkrunner import Runner, RunObserver
 from sparkrunner.errors import RankFailedError
-from sparkrunner.launch.processes import proc_stat
 from sparkrunner.ranks.warm_relay import END_OF_RUN
+from sparkrunner.system.processes import proc_stat
 from tests.matrix import Placement
 from tests.waiting import wait_until
 

@@ -20,7 +20,7 @@ START_S = 300
 
 def serve(master: str = "local[2]") -> tuple[Any, str]:
     """(the server's classic session, its Connect URL): a Spark driver in this process serving Connect."""
-    from sparkrunner.launch.network import free_ports
+    from sparkrunner.system.network import free_ports
 
     for tries_left in reversed(range(3)):
         port = free_ports(1)[0]  # free on every interface: the Connect service binds 0.0.0.0

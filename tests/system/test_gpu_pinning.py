@@ -21,7 +21,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.errors import GpuUnavailableError
 from sparkrunner.frameworks.horovod_env import horovod_installed
-from sparkrunner.launch.gpus import device_ids, host_devices
+from sparkrunner.system.gpus import device_ids, host_devices
 from sparkrunner.topology import Peer, Topology
 from tests.conftest import CLUSTER_MASTER, spark_session
 from tests.helpers import driver_url

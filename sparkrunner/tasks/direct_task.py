@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from sparkrunner import frameworks
-from sparkrunner.launch import zygote_client
 from sparkrunner.launch.base import (
     RankJob,
     ReportFailure,
@@ -14,8 +13,9 @@ from sparkrunner.launch.base import (
     rank_process_environment,
     worker_command,
 )
-from sparkrunner.launch.processes import RankHandle, RankProcess
-from sparkrunner.launch.temp_folder import WatchedSecretDrop
+from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.temp_folder import WatchedSecretDrop
+from sparkrunner.tasks import zygote_client
 from sparkrunner.timeouts import DIRECT_POLL_S
 from sparkrunner.topology import RankIndex, Topology
 

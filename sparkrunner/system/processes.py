@@ -14,7 +14,7 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -114,11 +114,11 @@ def _still_running(pid: int, start_ticks: int) -> bool:
     return stat is not None and stat.start_ticks == start_ticks and stat.state != "Z"
 
 
-def processes_of_run(run_id: str | None, task: int | None = None) -> list[int]:
-    """Pids of live processes on this machine whose environment carries this run's id (any run's for None);
-    with `task`, only those that barrier task `task` started (its rank, its mpirun, its agent's daemons)."""
-    prefix = f"{Env.RUN_ID}=".encode()
-    wanted = [] if run_id is None else [prefix + run_id.encode()]
+def processes_of_attempt(attempt_id: str | None, task: int | None = None) -> list[int]:
+    """Pids of live processes on this machine whose environment carries this attempt's id (any attempt's for
+    None); with `task`, only those that barrier task `task` started (its rank, its mpirun, its agent's daemons)."""
+    prefix = f"{Env.ATTEMPT_ID}=".encode()
+    wanted = [] if attempt_id is None else [prefix + attempt_id.encode()]
     if task is not None:
         wanted.append(f"{Env.STARTED_BY_TASK}={task}".encode())
     found = []
@@ -161,15 +161,21 @@ def ended(pid: int) -> bool:
     return stat is None or stat.state == "Z"
 
 
-def sweep_run(run_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> dict[int, str]:
-    """Kill every process of the run still on this machine (only barrier task `task`'s, when given): wait up
-    to `grace_s` for them to end on their own first; returns the pids that had to be killed, with their
+def sweep_attempt(attempt_id: str, task: int | None = None, grace_s: float = SWEEP_GRACE_S) -> dict[int, str]:
+    """Kill every process of the attempt still on this machine (only barrier task `task`'s, when given): wait
+    up to `grace_s` for them to end on their own first; returns the pids that had to be killed, with their
     command lines (what was left says which part of the stop path missed it)."""
+    return sweep(lambda: processes_of_attempt(attempt_id, task), grace_s)
+
+
+def sweep(find: Callable[[], list[int]], grace_s: float = SWEEP_GRACE_S) -> dict[int, str]:
+    """Kill the processes `find` returns once they have had `grace_s` to end on their own; the pids that had to
+    be killed, with their command lines."""
     deadline = time.monotonic() + grace_s
-    leftover = processes_of_run(run_id, task)
+    leftover = find()
     while leftover and time.monotonic() < deadline:
         time.sleep(SWEEP_POLL_S)
-        leftover = processes_of_run(run_id, task)
+        leftover = find()
     commands = {pid: command_line(pid) for pid in leftover}
     kill_and_wait(leftover)
     return commands
@@ -182,7 +188,7 @@ def command_line(pid: int, limit: int = 120) -> str:
 
 
 def described(commands: dict[int, str]) -> str:
-    """`sweep_run`'s answer as a log line reads it: "pid (command), ..."."""
+    """`sweep`'s answer as a log line reads it: "pid (command), ..."."""
     return ", ".join(f"{pid} ({command or 'ended'})" for pid, command in commands.items())
 
 

@@ -11,9 +11,7 @@ from pathlib import Path
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.handover import SecretDrop
-from sparkrunner.launch import gpus
 from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome, barrier_task_of
-from sparkrunner.launch.gpus import CUDA_VISIBLE
 from sparkrunner.launch.mpirun import (
     FOLDER_PREFIX,
     exported_names,
@@ -22,13 +20,15 @@ from sparkrunner.launch.mpirun import (
     session_dir_env,
     shared_environment,
 )
-from sparkrunner.launch.network import local_interface
-from sparkrunner.launch.processes import RankProcess
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.tasks.mpirun_end_notice import RunEndServer, wait_for_run_end
-from sparkrunner.launch.tasks.mpirun_shutdown import RunOverWatch
-from sparkrunner.launch.tasks.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
-from sparkrunner.launch.temp_folder import WatchedFolder
+from sparkrunner.system import gpus
+from sparkrunner.system.gpus import CUDA_VISIBLE
+from sparkrunner.system.network import local_interface
+from sparkrunner.system.processes import RankProcess
+from sparkrunner.system.spark_executor import task_environment
+from sparkrunner.system.temp_folder import WatchedFolder
+from sparkrunner.tasks.mpirun_end_notice import RunEndServer, wait_for_run_end
+from sparkrunner.tasks.mpirun_shutdown import RunOverWatch
+from sparkrunner.tasks.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.topology import RankIndex, Topology
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,7 @@ def run_mpirun_task(
             notice.ended(outcome)
         return outcome
     serves = index in agent_tasks(topology).values()
-    agent = (
-        TaskAgent(job.run_id, job.secret, topology, index, barrier_task_of(job, index)) if serves else None
-    )
+    agent = TaskAgent(job, job.secret, topology, index, barrier_task_of(job, index)) if serves else None
     try:
         return wait_for_run_end(key, topology)  # serve (or idle) until task 0's mpirun ended
     finally:

@@ -15,15 +15,15 @@ from typing import Any
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import loads
-from sparkrunner.driver.addresses import AddressBook
-from sparkrunner.driver.barrier_gate import BarrierGate
-from sparkrunner.driver.output import RankOutput
-from sparkrunner.driver.registry import RankRegistry
-from sparkrunner.driver.stacks import LiveRank, StackCollector, StackReport
+from sparkrunner.driver.attempt.addresses import AddressBook
+from sparkrunner.driver.attempt.barrier_gate import BarrierGate
+from sparkrunner.driver.attempt.output import RankOutput
+from sparkrunner.driver.attempt.registry import RankRegistry
+from sparkrunner.driver.attempt.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
-from sparkrunner.launch import processes
 from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
+from sparkrunner.system import processes
 
 log = logging.getLogger(__name__)
 
@@ -234,9 +234,8 @@ class AttemptChannel:
         try:
             with self.changed:
                 self.changed.wait_for(self.report.all_gone, grace_s)
-        except KeyboardInterrupt:
-            pass
-        self.abort_ranks()
+        finally:  # also on a second Ctrl-C, which then cuts the rest of the shutdown short
+            self.abort_ranks()
 
     def ranks_ended_here(self) -> bool:
         """True once every rank reported and ran on this machine (np < 0), and each one's process has ended:

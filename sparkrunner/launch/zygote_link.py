@@ -1,16 +1,15 @@
-"""Client side of a zygote (`sparkrunner.ranks.zygote`): start one, and start a rank through it (`ZygoteRank`,
-which a launcher waits for as for a `RankProcess`).
+"""What the driver, the barrier tasks and the ranks share of a zygote (`sparkrunner.ranks.zygote`): its spec, its
+socket's names, starting one, and a rank forked through it (`ZygoteRank`, which a launcher waits for as for a
+`RankProcess`).
 
-On an executor: one zygote per run, started by the first barrier task that needs it; its socket is named by the
-run and the executor's Python daemon, which every task of that executor shares; a lock file lets one task start
-it while the others wait. On the driver (np < 0): `sparkrunner.driver.zygotes` starts and keeps the zygote, and
-its spec names the socket (`ZygoteSpec.socket`): ranks only connect there.
+On an executor a barrier task starts the run's zygote (`sparkrunner.tasks.zygote_client`); on the driver (np < 0)
+`sparkrunner.driver.zygotes` starts and keeps one, and its spec names the socket (`ZygoteSpec.socket`): ranks only
+connect there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -21,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -29,7 +28,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, readable
 from sparkrunner.errors import ChannelError
-from sparkrunner.launch import processes
+from sparkrunner.system import processes
 from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KILL_WAIT_S, ZYGOTE_START_WAIT_S
 
 log = logging.getLogger(__name__)
@@ -54,16 +53,14 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 _ROOM = 64 * 1024
 """Bytes of padding in the zygote's environment (and a little in its argv): a forked rank writes its own there."""
 
-_started: list[subprocess.Popen[bytes]] = []
-"""Zygotes this Python worker started: polled, so one that ended is reaped (workers are reused)."""
-
 
 @dataclass(frozen=True)
 class ZygoteSpec:
     """What a barrier task needs to start or reach its executor's zygote for a run."""
 
-    run_id: str
-    """The id in the zygote's environment: the run's, with ``-zygote`` (attempt 0's sweep leaves it be)."""
+    lease_id: str
+    """The id of the run's zygote lease, in the zygote's environment (`Env.ZYGOTE_LEASE_ID`): the lease's sweep
+    finds its zygotes by it, and no attempt's sweep does."""
     key: bytes
     lease: tuple[str, int]
     """The driver's lease server: the zygote stays connected and ends when it closes."""
@@ -72,6 +69,8 @@ class ZygoteSpec:
     """Modules it imports later, once idle (`WARM_LATER`): the first attempt's ranks do not wait for them."""
     socket: str | None = None
     """The socket of a zygote the driver keeps (np < 0): ranks connect there, and nothing starts one."""
+    run_id: str = ""
+    """The run's id, which an executor's zygote carries as every process of the run does."""
 
 
 class ZygoteRank:
@@ -133,39 +132,23 @@ class ZygoteRank:
             self.wait(PROCESS_KILL_WAIT_S)
 
 
+Connected = tuple[socket.socket, Connection]
+"""A socket to a zygote and the authenticated connection over it."""
+
+
 def fork_rank(
-    spec: ZygoteSpec, argv: list[str], env: Mapping[str, str], echo_to: int | None
+    connect: Callable[[], Connected | None], argv: list[str], env: Mapping[str, str], echo_to: int | None
 ) -> ZygoteRank | None:
-    """The rank `argv` with `env`, forked by the driver's zygote (`spec.socket`) or this executor's (started now
-    if none listens); None when no zygote can serve (the caller starts the rank cold)."""
+    """The rank `argv` with `env`, forked by the zygote `connect` reaches; None when no zygote can serve (the
+    caller starts the rank cold)."""
     try:
-        connected = (
-            _connect(spec.socket, spec.key) if spec.socket is not None else _connect_or_start(spec, env)
-        )
+        connected = connect()
         if connected is None:
             return None
         return ZygoteRank(*connected, argv, env, echo_to)
     except Exception as exc:  # (a broken handshake included) whatever it was, the rank can still start cold
         log.warning("the zygote could not start a rank (it starts cold): %s", exc)
         return None
-
-
-def _connect_or_start(
-    spec: ZygoteSpec, rank_env: Mapping[str, str]
-) -> tuple[socket.socket, Connection] | None:
-    """A connection to this executor's zygote for the run, started now (by this task alone) if none listens."""
-    path = socket_path(spec.run_id)
-    with _locked(path + m.ZYGOTE_LOCK_SUFFIX):
-        connected = _connect(path, spec.key)
-        if connected is None and _start(spec, path, rank_env):
-            connected = _connect(path, spec.key)
-        return connected
-
-
-def socket_path(run_id: str) -> str:
-    """This executor's zygote socket for the run: named by the run and the executor's Python daemon (this
-    task's parent)."""
-    return named_socket(f"{run_id}:{_executor_daemon()}")
 
 
 def abstract_socket(name: str) -> str:
@@ -210,28 +193,13 @@ def remove_sockets_folder(path: str) -> None:
         os.rmdir(os.path.dirname(path))
 
 
-def _executor_daemon() -> str:
-    """ "pid:start ticks" of the process that started this Python worker: the executor's Python daemon."""
-    return process_identity(os.getppid())
-
-
 def process_identity(pid: int) -> str:
     """ "pid:start ticks" of `pid`: what a zygote watches (it ends with that process, not with a reused pid)."""
     stat = processes.proc_stat(pid)
     return f"{pid}:{stat.start_ticks if stat is not None else 0}"
 
 
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    fd = made_in_sockets_folder(path, lambda p: os.open(p, os.O_CREAT | os.O_RDWR, 0o600))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _connect(path: str, key: bytes) -> tuple[socket.socket, Connection] | None:
+def connect(path: str, key: bytes) -> Connected | None:
     """An authenticated connection to the zygote at `path`; None when none listens there."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
@@ -245,17 +213,6 @@ def _connect(path: str, key: bytes) -> tuple[socket.socket, Connection] | None:
     except Exception:
         sock.close()
         raise
-
-
-def _start(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> bool:
-    """Start the run's zygote for this executor and wait until it listens; False when it does not in time."""
-    for started in list(_started):
-        if started.poll() is not None:
-            _started.remove(started)
-    zygote = start_zygote(_zygote_environment(spec, path, rank_env), spec.key)
-    if zygote is not None:
-        _started.append(zygote)
-    return zygote is not None
 
 
 def start_zygote(env: Mapping[str, str], key: bytes) -> subprocess.Popen[bytes] | None:
@@ -281,15 +238,6 @@ def start_zygote(env: Mapping[str, str], key: bytes) -> subprocess.Popen[bytes] 
     zygote.wait()
     zygote.stdout.close()
     return None
-
-
-def _zygote_environment(spec: ZygoteSpec, path: str, rank_env: Mapping[str, str]) -> dict[str, str]:
-    """This task's environment with the ranks' PYTHONPATH and thread counts, the run's id and the zygote's own."""
-    env = {name: value for name, value in os.environ.items() if name != Env.STARTED_BY_TASK}
-    env.update(imports_environment(rank_env))
-    env[Env.RUN_ID] = spec.run_id
-    env.update(zygote_variables(spec, path, _executor_daemon()))
-    return env
 
 
 def imports_environment(rank_env: Mapping[str, str]) -> dict[str, str]:

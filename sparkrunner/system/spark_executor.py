@@ -12,7 +12,7 @@ import functools
 import os
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch.processes import proc_stat, proc_strings
+from sparkrunner.system.processes import proc_stat, proc_strings
 
 _EXECUTOR_FLAG = b"--executor-id"
 _DRIVER_JVM = b"org.apache.spark.deploy.SparkSubmit"

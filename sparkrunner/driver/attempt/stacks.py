@@ -17,8 +17,8 @@ from typing import TypeVar
 
 from sparkrunner.channel.messages import Stacks
 from sparkrunner.errors import HangError, StallError
-from sparkrunner.launch.processes import proc_stat
 from sparkrunner.stack_report import RankStack, StackReport
+from sparkrunner.system.processes import proc_stat
 from sparkrunner.timeouts import STACK_ANSWER_TIMEOUT_S
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""mpirun's remote-start agent (`plm_rsh_agent`): `python -m sparkrunner.launch.tasks.rsh_agent HOST COMMAND...`.
+"""mpirun's remote-start agent (`plm_rsh_agent`): `python -m sparkrunner.tasks.rsh_agent HOST COMMAND...`.
 
 Called by mpirun the way it would call ssh. Instead of logging in, it asks the task agent of the barrier task
 on HOST (see `task_agent.py`) to run COMMAND, waits for it, and exits with its exit code.
@@ -14,7 +14,7 @@ from sparkrunner import channel
 from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import processes
+from sparkrunner.system import processes
 from sparkrunner.timeouts import AGENT_START_WAIT_S
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks

@@ -55,9 +55,13 @@ class WatchedFolder:
 
 
 def _not_of_a_run() -> dict[str, str]:
-    """This process's environment without a run's id: a sweep of the run's processes (a zygote's maker's, say)
-    spares the watcher, which still has the folder to remove after them."""
-    return {name: value for name, value in os.environ.items() if name != Env.RUN_ID}
+    """This process's environment without a run's, attempt's or zygote lease's id: a sweep of their processes
+    (a zygote's maker's, say) spares the watcher, which still has the folder to remove after them."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name not in (Env.RUN_ID, Env.ATTEMPT_ID, Env.ZYGOTE_LEASE_ID)
+    }
 
 
 class WatchedSecretDrop(SecretDrop):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome
-from sparkrunner.launch.tasks.direct_task import run_direct_task
-from sparkrunner.launch.tasks.mpirun_task import run_mpirun_task
+from sparkrunner.tasks.direct_task import run_direct_task
+from sparkrunner.tasks.mpirun_task import run_mpirun_task
 from sparkrunner.topology import RankIndex, Topology
 
 TaskSide = Callable[[RankJob, Topology, RankIndex, ReportFailure], TaskOutcome]

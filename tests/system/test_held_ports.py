@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.launch.network import hold_ports
 from sparkrunner.options import LauncherName
+from sparkrunner.system.network import hold_ports
 from tests.matrix import Placement
 
 THIEF_RUNS = 10

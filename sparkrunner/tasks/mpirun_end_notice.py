@@ -18,7 +18,7 @@ from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.launch.base import TaskOutcome
 from sparkrunner.timeouts import RUN_END_CONNECT_WAIT_S, RUN_END_TELL_WAIT_S
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.topology import PortUse, Topology
 
 
 class RunEndServer:
@@ -36,7 +36,7 @@ class RunEndServer:
             m.serving(self._on_message),
             lambda _: None,
             task_zero.host,
-            task_zero.ports[PortSlot.RUN_END],
+            task_zero.ports[PortUse.RUN_END],
         )
 
     def _on_message(self, conn: Connection, message: m.Message) -> None:
@@ -64,7 +64,7 @@ def wait_for_run_end(key: bytes, topology: Topology) -> TaskOutcome:
     task_zero = topology.peers[0]
     try:
         conn = channel.connect_when_listening(
-            (task_zero.host, task_zero.ports[PortSlot.RUN_END]), key, RUN_END_CONNECT_WAIT_S
+            (task_zero.host, task_zero.ports[PortUse.RUN_END]), key, RUN_END_CONNECT_WAIT_S
         )
         m.send(conn, m.Wait())
         answer = m.receive(conn)

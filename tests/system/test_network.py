@@ -6,8 +6,8 @@ import pytest
 
 from sparkrunner import Runner
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.launch.network import hold_ports, mpi_ports, own_ports, peer_address, socket_environment
 from sparkrunner.placement.slots import slot_ceiling
+from sparkrunner.system.network import hold_ports, mpi_ports, own_ports, peer_address, socket_environment
 
 
 @pytest.mark.parametrize("bad", [(2000, 1000), (80, 200), "40000-40005", "forty", (1, 2, 3)])

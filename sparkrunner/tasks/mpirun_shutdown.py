@@ -17,7 +17,7 @@ import threading
 
 from sparkrunner import channel
 from sparkrunner.channel import messages as m
-from sparkrunner.launch.processes import RankProcess
+from sparkrunner.system.processes import RankProcess
 from sparkrunner.timeouts import RUN_OVER_EXIT_WAIT_S
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,12 @@ import threading
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
-from sparkrunner.launch import gpus, processes
-from sparkrunner.launch.gpus import CUDA_VISIBLE
-from sparkrunner.launch.spark_executor import task_environment
-from sparkrunner.launch.temp_folder import WatchedSecretDrop
-from sparkrunner.topology import PortSlot, Topology
+from sparkrunner.launch.base import RankJob
+from sparkrunner.system import gpus, processes
+from sparkrunner.system.gpus import CUDA_VISIBLE
+from sparkrunner.system.spark_executor import task_environment
+from sparkrunner.system.temp_folder import WatchedSecretDrop
+from sparkrunner.topology import PortUse, Topology
 
 
 def agent_key(run_secret: bytes) -> bytes:
@@ -41,7 +42,7 @@ def agent_tasks(topology: Topology) -> dict[str, int]:
 def agents_env(topology: Topology) -> dict[str, str]:
     """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens (its key comes
     through `handover`)."""
-    where = {host: topology.peers[i].ports[PortSlot.TASK_AGENT] for host, i in agent_tasks(topology).items()}
+    where = {host: topology.peers[i].ports[PortUse.TASK_AGENT] for host, i in agent_tasks(topology).items()}
     return {Env.TASK_AGENTS: json.dumps(where)}
 
 
@@ -49,7 +50,7 @@ class TaskAgent:
     """Runs remote-start commands for this task's host; every process it starts carries the run id and the
     index of barrier task `task`, whose first rank is at `index` in the topology."""
 
-    def __init__(self, run_id: str, run_secret: bytes, topology: Topology, index: int, task: int) -> None:
+    def __init__(self, job: RankJob, run_secret: bytes, topology: Topology, index: int, task: int) -> None:
         peer = topology.peers[index]
         # the ranks mpirun's daemon starts here inherit the daemon's environment: they find their secret here
         self._secrets = WatchedSecretDrop()
@@ -57,7 +58,8 @@ class TaskAgent:
         self._env = {
             **os.environ,
             **self._secrets.env(),
-            Env.RUN_ID: run_id,
+            Env.RUN_ID: job.run_id,
+            Env.ATTEMPT_ID: job.attempt_id,
             **task_environment(task),
             CUDA_VISIBLE: gpus.host_devices(topology, peer.host),
         }
@@ -68,7 +70,7 @@ class TaskAgent:
             m.serving(self._on_message),
             lambda _: None,
             peer.host,  # the address mpirun's rsh agent uses, never every interface
-            peer.ports[PortSlot.TASK_AGENT],
+            peer.ports[PortUse.TASK_AGENT],
         )
 
     def _on_message(self, conn: Connection, message: m.Message) -> None:
