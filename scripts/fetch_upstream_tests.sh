@@ -25,4 +25,6 @@ fetch horovod/examples/spark/pytorch/pytorch_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_spark_mnist.py
 fetch horovod/examples/spark/keras/keras_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_mnist.py
+fetch horovod/examples/spark/keras/keras_spark_rossmann_estimator.py \
+  horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_rossmann_estimator.py
 echo "upstream test files in $dest"

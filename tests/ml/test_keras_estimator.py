@@ -109,7 +109,7 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
     net = keras.Sequential(
         [
             keras.Input(shape=(2,)),
-            keras.layers.BatchNormalization(),
+            keras.layers.BatchNormalization(momentum=0.5),  # its moving statistics settle in a few steps
             keras.layers.Dense(16, activation=tf_scaled_tanh),
             keras.layers.Dense(2, activation="softmax"),
         ]
@@ -198,7 +198,7 @@ def test_keras_3_with_horovods_input_contract_callbacks_and_memory_cache(
         [
             keras3.Input(shape=(2, 1)),
             keras3.layers.Flatten(),
-            keras3.layers.BatchNormalization(),
+            keras3.layers.BatchNormalization(momentum=0.5),
             keras3.layers.Dense(16, activation=scaled_tanh),
             keras3.layers.Dense(2, activation="softmax"),
         ]
