@@ -70,8 +70,7 @@ def rebuilt(
 def registered_in(package: str, architecture: str) -> CustomObjects:
     """The objects registered with Keras (``register_keras_serializable``) that `architecture` names: a process
     that did not run the registration (a rank, a scoring worker) gets them this way."""
-    keras = importlib.import_module(package)
-    registry = keras.saving.get_custom_objects() if package == "keras" else keras.utils.get_custom_objects()
+    registry = importlib.import_module(package).saving.get_custom_objects()
     return {name: obj for name, obj in registry.items() if f'"{name}"' in architecture}
 
 

@@ -54,3 +54,28 @@ def test_the_ranks_keep_the_weights_of_the_best_epoch(mode: str, values: list[fl
     with pytest.raises(InvalidArgumentError, match=r"monitors 'val_metric', which .* report \['loss'\]"):
         keeper.on_epoch_end(len(values), {"loss": 1.0})
     assert _best_keeper(keras, None) is None
+
+
+def test_a_packed_keras_3_model_carries_its_registered_layer_and_no_compile_settings() -> None:
+    """A process without the registration (here: the registry entry removed before unpickling) rebuilds the
+    model from what `packed` carries; the function metric it was compiled with is not needed (oracle: the
+    model's own outputs before packing)."""
+    import cloudpickle
+
+    from sparkrunner.ml import keras_models
+
+    @keras.saving.register_keras_serializable(package="kest_test")
+    class Doubled(keras.layers.Layer):
+        def call(self, x: Any) -> Any:
+            return 2.0 * x
+
+    def unregistered_metric(y_true: Any, y_pred: Any) -> Any:
+        return keras.ops.mean(y_pred)
+
+    model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(3), Doubled()])
+    model.compile(loss="mse", metrics=[unregistered_metric])
+    x = np.arange(4, dtype="float32").reshape(2, 2)
+    payload = keras_models.packed(model)
+    del keras.saving.get_custom_objects()["kest_test>Doubled"]
+    again = cloudpickle.loads(payload)
+    np.testing.assert_allclose(keras_models.predict(again, x), keras_models.predict(model, x), rtol=1e-6)
