@@ -39,7 +39,11 @@ class FeatureColumns:
     def predict(self, data: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
-        outputs = np.asarray(self.inner.predict(feature_matrix(data).astype(self.dtype), params))
+        matrix = feature_matrix(data).astype(self.dtype)
+        # MLflow's keras flavor predicts without params (its wrapper takes none)
+        outputs = np.asarray(
+            self.inner.predict(matrix) if params is None else self.inner.predict(matrix, params)
+        )
         if isinstance(data, pd.DataFrame):
             return pd.DataFrame(outputs.reshape(len(data), -1), index=data.index)
         return outputs
