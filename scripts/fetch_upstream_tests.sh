@@ -25,6 +25,8 @@ fetch horovod/examples/spark/pytorch/pytorch_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_spark_mnist.py
 fetch horovod/examples/spark/keras/keras_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_mnist.py
+fetch horovod/examples/spark/keras/keras_spark_rossmann_estimator.py \
+  horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_rossmann_estimator.py
 # TensorFlow's "Multi-worker training with Keras" tutorial (tests/compat/upstream_examples.py: its mnist_setup.py
 # and main.py cells); pyspark's TorchDistributor docstring examples come from the installed pyspark
 fetch tensorflow-docs/multi_worker_with_keras.ipynb \

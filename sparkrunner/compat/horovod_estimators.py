@@ -268,7 +268,8 @@ def _one(name: str, given: Any, what: str) -> Any:
 
 class KerasEstimator(keras_estimator.KerasEstimator):
     """``horovod.spark.keras.KerasEstimator``'s arguments (see `sparkrunner.compat.horovod_params` for what is
-    refused; `metrics`, `callbacks`, `label_shapes` and `inmemory_cache_all` are honoured, and the feature columns
+    refused; `metrics`, `callbacks`, `label_shapes`, `inmemory_cache_all`, `custom_objects` and
+    `checkpoint_callback` (the fitted model is its best epoch, as Horovod's) are honoured, and the feature columns
     are fed in the model's input shape, as Horovod does), plus sparkrunner's own as keywords. `fit` returns a `KerasModel` whose
     output column is ``<label>__output``."""
 
@@ -326,5 +327,7 @@ class KerasEstimator(keras_estimator.KerasEstimator):
         return as_drop_in(KerasModel(), super()._fit(dataset))
 
 
-_KERAS_ALSO = ("metrics", "callbacks", "label_shapes", "inmemory_cache_all")
+_KERAS_ALSO = (
+    "metrics", "callbacks", "label_shapes", "inmemory_cache_all", "custom_objects", "checkpoint_callback",
+)  # fmt: skip
 """What sparkrunner's KerasEstimator honours that its TorchEstimator does not."""

@@ -57,15 +57,6 @@ NOT_HONOURED: dict[str, tuple[Any, str]] = {
         "amount), else the CPU; Lightning's: give trainer_args={'accelerator': 'cpu'}"
     )),
     "mp_start_method": (None, _READER),
-    "custom_objects": (None, (
-        "each rank rebuilds the model from its JSON architecture without it: register a custom layer with "
-        "keras.saving.register_keras_serializable (tf_keras: keras.utils.register_keras_serializable) in a module "
-        "the ranks import"
-    )),
-    "checkpoint_callback": (None, (
-        "Horovod points it at its store and returns the best model it saved; sparkrunner returns the last "
-        "epoch's model: give the ModelCheckpoint in callbacks= (rank 0 writes it) and load the best from its file"
-    )),
     "backend_env": (None, "sparkrunner starts the ranks, not Horovod's backend: give Runner's env="),
     "transformation_edit_fields": (None, "it goes with transformation_fn, which is not honoured"),
     "transformation_removed_fields": (None, "it goes with transformation_fn, which is not honoured"),
@@ -79,7 +70,7 @@ NOT_HONOURED: dict[str, tuple[Any, str]] = {
 """Horovod's arguments that sparkrunner has no counterpart for: the value that means what sparkrunner does anyway
 (Horovod's default, or "none" where Horovod's default is an empty list), and why another cannot carry over."""
 
-_EMPTY_MEANS_DEFAULT = {"callbacks", "metrics", "custom_objects"}
+_EMPTY_MEANS_DEFAULT = {"callbacks", "metrics"}
 
 
 def translated(

@@ -6,6 +6,7 @@ scoring uses."""
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,29 +25,62 @@ def package_of(model: Any) -> str | None:
     return None
 
 
-class _Rebuild:
-    """Pickles as ``rebuilt(package, architecture, weights)``: unpickling it gives the Keras model itself."""
+CustomObjects = dict[str, Any]
+"""Keras' ``custom_objects``: the functions and classes a model's architecture names (a custom activation, layer,
+...), by the name it names them."""
 
-    def __init__(self, package: str, architecture: str, weights: list[np.ndarray]) -> None:
-        self.args = (package, architecture, weights)
+
+class _Rebuild:
+    """Pickles as ``rebuilt(package, architecture, weights, custom_objects)``: unpickling it gives the Keras model
+    itself, wherever it is unpickled (a rank, the driver, a scoring worker), its custom objects travelling along."""
+
+    def __init__(
+        self, package: str, architecture: str, weights: list[np.ndarray], custom_objects: CustomObjects
+    ) -> None:
+        self.args = (package, architecture, weights, custom_objects)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return rebuilt, self.args
 
 
-def packed(model: Any) -> bytes:
-    """`model` as bytes that load back (``cloudpickle.loads``) into the same architecture and weights."""
+def packed(
+    model: Any, custom_objects: CustomObjects | None = None, weights: list[np.ndarray] | None = None
+) -> bytes:
+    """`model` as bytes that load back (``cloudpickle.loads``) into the same architecture and `weights` (default:
+    the model's own), without its compile settings (a fit compiles it again; a function metric in them would be
+    needed wherever it loads); `custom_objects` and the registered objects the architecture names go along."""
     package = package_of(model)
     assert package is not None, "packed() takes a Keras model"
-    return bytes(cloudpickle.dumps(_Rebuild(package, model.to_json(), model.get_weights())))
+    architecture = _uncompiled(model.to_json())
+    objects = {**registered_in(package, architecture), **(custom_objects or {})}
+    held = model.get_weights() if weights is None else weights
+    return bytes(cloudpickle.dumps(_Rebuild(package, architecture, held, objects)))
 
 
-def rebuilt(package: str, architecture: str, weights: list[np.ndarray]) -> Any:
+def rebuilt(
+    package: str, architecture: str, weights: list[np.ndarray], custom_objects: CustomObjects | None = None
+) -> Any:
     """A new Keras model of `package` from its JSON architecture, holding `weights`."""
     keras = importlib.import_module(package)
-    model = keras.models.model_from_json(architecture)
+    model = keras.models.model_from_json(architecture, custom_objects=custom_objects or None)
     model.set_weights(weights)
     return model
+
+
+def registered_in(package: str, architecture: str) -> CustomObjects:
+    """The objects registered with Keras (``register_keras_serializable``) that `architecture` names: a process
+    that did not run the registration (a rank, a scoring worker) gets them this way."""
+    registry = importlib.import_module(package).saving.get_custom_objects()
+    return {name: obj for name, obj in registry.items() if f'"{name}"' in architecture}
+
+
+def _uncompiled(architecture: str) -> str:
+    """A Keras 3 model's JSON without its ``compile_config`` (tf_keras' JSON has none)."""
+    config = json.loads(architecture)
+    if "compile_config" not in config:
+        return architecture
+    config.pop("compile_config")
+    return json.dumps(config)
 
 
 Shape = tuple[int, ...]

@@ -282,13 +282,23 @@ class KerasParams(LoopParams):
         "each rank keeps its training rows in memory after the first epoch",
         TypeConverters.toBoolean,
     )
+    custom_objects = param(
+        "custom_objects",
+        "the functions and classes the model names by name (a custom activation, layer, loss or metric), "
+        "as Keras' custom_objects: used wherever the model is rebuilt (ranks, driver, MLflow, scoring)",
+    )
+    checkpoint_callback = param(
+        "checkpoint_callback",
+        "a ModelCheckpoint or BestModelCheckpoint (sparkrunner.compat.horovod_keras_callbacks): with "
+        "save_best_only, the fitted model is the epoch's best by its `monitor` (else the last epoch's)",
+    )
     log_model = log_model_param("keras/tensorflow")
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(
             optimizer="adam", loss="mse", metrics=None, callbacks=None, label_shapes=None, inmemory_cache_all=False,
-            log_model=True,
+            custom_objects=None, checkpoint_callback=None, log_model=True,
         )  # fmt: skip
 
 

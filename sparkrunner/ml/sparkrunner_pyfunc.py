@@ -21,6 +21,9 @@ FLAVOR_LOADERS = {
 }
 """The flavors whose own pyfunc this one wraps (the flavor is named in the pyfunc config's ``flavor`` key)."""
 
+CUSTOM_OBJECTS = "custom_objects.cloudpickle"
+"""A Keras 3 model's ``custom_objects`` (cloudpickle), beside its MLmodel: in scope while it loads."""
+
 
 class FeatureColumns:
     """``predict(features)`` for MLflow: the feature matrix built from `features`, in the model's dtype, fed to
@@ -36,7 +39,11 @@ class FeatureColumns:
     def predict(self, data: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
-        outputs = np.asarray(self.inner.predict(feature_matrix(data).astype(self.dtype), params))
+        matrix = feature_matrix(data).astype(self.dtype)
+        # MLflow's keras flavor predicts without params (its wrapper takes none)
+        outputs = np.asarray(
+            self.inner.predict(matrix) if params is None else self.inner.predict(matrix, params)
+        )
         if isinstance(data, pd.DataFrame):
             return pd.DataFrame(outputs.reshape(len(data), -1), index=data.index)
         return outputs
@@ -59,8 +66,25 @@ def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> Featu
     """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``)."""
     flavor = _flavor_of(path)
     load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
-    inner = load(path, model_config) if flavor == "pytorch" else load(path)
+    with _custom_objects_scope(path):
+        inner = load(path, model_config) if flavor == "pytorch" else load(path)
     return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()))
+
+
+def _custom_objects_scope(path: str) -> Any:
+    """Keras 3's custom object scope of the objects saved with the model (`CUSTOM_OBJECTS`), if any."""
+    import contextlib
+    import os
+
+    for folder in (os.path.dirname(path.rstrip("/")), path):
+        saved = os.path.join(folder, CUSTOM_OBJECTS)
+        if os.path.exists(saved):
+            import cloudpickle
+            import keras
+
+            with open(saved, "rb") as f:
+                return keras.saving.custom_object_scope(cloudpickle.load(f))
+    return contextlib.nullcontext()
 
 
 def _flavor_of(path: str) -> str:

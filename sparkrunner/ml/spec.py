@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparkrunner.ml import requirements
+from sparkrunner.ml.best_model import BestOf
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,3 +83,7 @@ class KerasSpec(FitSettings):
     """cloudpickle of ``(optimizer config, loss, metrics)``: the model is compiled again in each rank."""
     callbacks: bytes | None = None
     """cloudpickle of the user's Keras callbacks (every rank runs them; writers only rank 0)."""
+    custom_objects: bytes | None = None
+    """cloudpickle of the user's ``custom_objects`` (in scope while the ranks compile; packed with the result)."""
+    best_of: BestOf | None = None
+    """The epoch whose weights rank 0 returns (`checkpoint_callback`); None: the last epoch's."""

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from sparkrunner.compat.horovod_keras_callbacks import BestModelCheckpoint
 from sparkrunner.compat.horovod_spark import KerasEstimator, TorchEstimator
 from sparkrunner.compat.horovod_spark_lightning import TorchEstimator as LightningTorchEstimator
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
@@ -56,8 +57,8 @@ def test_the_drop_in_takes_every_argument_horovods_estimator_takes_in_its_order(
     assert names[1 : len(theirs) + 1] == theirs
 
 
-def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> None:
-    """Metrics are Keras' own (compiled in every rank); custom_objects would need another rebuild in the ranks."""
+def test_the_keras_drop_in_passes_metrics_custom_objects_and_checkpoint_callback_on() -> None:
+    """Metrics are Keras' own (compiled in every rank); custom_objects and checkpoint_callback are honoured."""
     got = params(KerasEstimator(metrics=["mae"], label_cols=["y"], random_seed=2, optimizer=None))
     assert (got["metrics"], got["prediction_col"], got["seed"], got["optimizer"]) == (
         ["mae"],
@@ -65,10 +66,11 @@ def test_the_keras_drop_in_passes_metrics_on_and_refuses_custom_objects() -> Non
         2,
         "adam",
     )
-    with pytest.raises(InvalidArgumentError, match=r"^custom_objects: Horovod's estimator argument"):
-        KerasEstimator(custom_objects={"Swish": object})
-    with pytest.raises(InvalidArgumentError, match=r"^checkpoint_callback, loss_weights: "):
-        KerasEstimator(checkpoint_callback=object(), loss_weights=[1.0])
+    best = BestModelCheckpoint(monitor="val_mae", mode="min")
+    got = params(KerasEstimator(custom_objects={"Swish": object}, checkpoint_callback=best))
+    assert (got["custom_objects"], got["checkpoint_callback"]) == ({"Swish": object}, best)
+    with pytest.raises(InvalidArgumentError, match=r"^loss_weights: "):
+        KerasEstimator(checkpoint_callback=best, loss_weights=[1.0])
 
 
 @pytest.mark.parametrize(
@@ -213,14 +215,6 @@ def test_each_refusal_says_why_the_argument_cannot_carry_over() -> None:
         InvalidArgumentError, match=r"data_module: sparkrunner's rows reach the ranks through"
     ):
         TorchEstimator(data_module=object())
-    with pytest.raises(
-        InvalidArgumentError, match=r"custom_objects: each rank rebuilds the model .*register_keras"
-    ):
-        KerasEstimator(custom_objects={"swish": object()})
-    with pytest.raises(
-        InvalidArgumentError, match=r"checkpoint_callback: .* give the ModelCheckpoint in callbacks="
-    ):
-        KerasEstimator(checkpoint_callback=object())
     with pytest.raises(InvalidArgumentError, match=r"transformation_fn: .* apply it in Spark before fit"):
         TorchEstimator(transformation_fn=lambda frame: frame)
 

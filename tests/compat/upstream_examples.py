@@ -40,6 +40,10 @@ class Example:
     data: Callable[[Path], None]  # writes the stand-in for its download into the working folder
     requires: tuple[str, ...] = field(default=())  # modules that must import, else it is skipped
     env: dict[str, str] = field(default_factory=dict)  # its own variables (TF_USE_LEGACY_KERAS for tf_keras)
+    finished: Callable[[ExampleOutcome, Path], bool] = field(
+        default=lambda outcome, workdir: accurate(outcome)
+    )
+    """Whether it ran to its end, given what it printed and its working folder."""
 
     def path(self) -> Path:
         return UPSTREAM / self.source
@@ -55,6 +59,113 @@ class ExampleOutcome:
         """The test accuracy the script printed (``Test accuracy: 0.97``), or None."""
         found = re.findall(r"^Test accuracy:\s*([0-9.]+)", self.output, flags=re.MULTILINE)
         return float(found[-1]) if found else None
+
+
+def accurate(outcome: ExampleOutcome) -> bool:
+    """An MNIST example's end: a test accuracy above 0.9 printed."""
+    return outcome.accuracy is not None and outcome.accuracy > 0.9
+
+
+ROSSMANN_STORES = {1: "SN", 2: "BY", 3: "NW"}
+ROSSMANN_STATES = {"SN": "Sachsen", "BY": "Bayern", "NW": "NordrheinWestfalen"}
+ROSSMANN_TRAIN_DAYS = (("2014-07-15", "2014-09-30"), ("2015-06-01", "2015-07-31"))
+ROSSMANN_TEST_DAYS = ("2015-08-01", "2015-09-17")
+"""The stand-in's stores (and their states) and days: the test days are the original's (Aug-Sep 2015), the
+training days hold the same period a year before (the example's validation split) and none near a new year
+(the example joins Google Trends by calendar year and ISO week)."""
+
+
+def rossmann_stand_in(folder: Path, seed: int = 0) -> dict[str, int]:
+    """A learnable stand-in for the Kaggle Rossmann files the example reads (``train.csv``, ``test.csv``,
+    ``store.csv``, ``store_states.csv``, ``state_names.csv``, ``googletrend.csv``, ``weather.csv``, the
+    original's columns, a few hundred rows): sales are a store's base times a promotion and weekday factor,
+    with noise. Returns the rows of ``train.csv`` and ``test.csv``."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def days(start: str, end: str) -> pd.DatetimeIndex:
+        return pd.date_range(start, end, freq="D")
+
+    train_days = days(*ROSSMANN_TRAIN_DAYS[0]).append(days(*ROSSMANN_TRAIN_DAYS[1]))
+    test_days = days(*ROSSMANN_TEST_DAYS)
+
+    def sales_rows(dates: pd.DatetimeIndex) -> pd.DataFrame:
+        rows = [
+            {"Store": store, "DayOfWeek": day.isoweekday(), "Date": day.strftime("%Y-%m-%d"), "Open": "1",
+             "Promo": str(int(rng.random() < 0.4)), "StateHoliday": "a" if rng.random() < 0.03 else "0",
+             "SchoolHoliday": str(int(rng.random() < 0.2))}
+            for store in ROSSMANN_STORES for day in dates
+        ]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    train = sales_rows(train_days)
+    base = train["Store"].map({1: 5000.0, 2: 7000.0, 3: 9000.0})
+    factor = (1 + 0.3 * train["Promo"].astype(int)) * (1 + 0.05 * train["DayOfWeek"])
+    train["Sales"] = (base * factor * rng.normal(1.0, 0.03, len(train))).round().astype(int)
+    train["Customers"] = (train["Sales"] / 10).astype(int)
+    columns = [
+        "Store",
+        "DayOfWeek",
+        "Date",
+        "Sales",
+        "Customers",
+        "Open",
+        "Promo",
+        "StateHoliday",
+        "SchoolHoliday",
+    ]
+    train[columns].to_csv(folder / "train.csv", index=False)
+    test = sales_rows(test_days)
+    test.insert(0, "Id", range(1, len(test) + 1))
+    test.to_csv(folder / "test.csv", index=False)
+
+    pd.DataFrame(
+        {"Store": [1, 2, 3], "StoreType": ["a", "b", "c"], "Assortment": ["a", "c", "a"],
+         "CompetitionDistance": [1270, 570, None], "CompetitionOpenSinceMonth": [9, 11, None],
+         "CompetitionOpenSinceYear": [2008, 2007, None], "Promo2": [0, 1, 1], "Promo2SinceWeek": [None, 13, 14],
+         "Promo2SinceYear": [None, 2010, 2011], "PromoInterval": [None, "Jan,Apr,Jul,Oct", "Feb,May,Aug,Nov"]}
+    ).astype({"CompetitionOpenSinceMonth": "Int64", "CompetitionOpenSinceYear": "Int64",
+              "Promo2SinceWeek": "Int64", "Promo2SinceYear": "Int64"}).to_csv(folder / "store.csv", index=False)  # fmt: skip
+    pd.DataFrame({"Store": list(ROSSMANN_STORES), "State": list(ROSSMANN_STORES.values())}).to_csv(
+        folder / "store_states.csv", index=False
+    )
+    pd.DataFrame({"StateName": list(ROSSMANN_STATES.values()), "State": list(ROSSMANN_STATES)}).to_csv(
+        folder / "state_names.csv", index=False
+    )
+    mondays = pd.date_range("2014-06-30", "2015-09-21", freq="W-MON")  # weeks Monday to Sunday, as ISO's
+    trend = [
+        {"file": f"Rossmann_DE{'_' + state if state else ''}",
+         "week": f"{monday:%Y-%m-%d} - {monday + pd.Timedelta(days=6):%Y-%m-%d}", "trend": int(rng.integers(40, 90))}
+        for state in ["", *ROSSMANN_STATES] for monday in mondays
+    ]  # fmt: skip
+    pd.DataFrame(trend).to_csv(folder / "googletrend.csv", index=False)
+    every_day = days("2014-07-01", "2015-09-30")
+    weather = [
+        {"file": name, "Date": day.strftime("%Y-%m-%d"), "Max_TemperatureC": int(rng.integers(15, 30)),
+         "Mean_TemperatureC": int(rng.integers(10, 20)), "Min_TemperatureC": int(rng.integers(0, 10)),
+         "Max_Humidity": int(rng.integers(70, 100)), "Mean_Humidity": int(rng.integers(50, 80)),
+         "Min_Humidity": int(rng.integers(20, 50)), "Max_Wind_SpeedKm_h": int(rng.integers(10, 40)),
+         "Mean_Wind_SpeedKm_h": int(rng.integers(5, 20)), "CloudCover": int(rng.integers(0, 8)),
+         "Events": rng.choice(["", "Rain", "Fog", "Rain-Thunderstorm"])}
+        for name in ROSSMANN_STATES.values() for day in every_day
+    ]  # fmt: skip
+    pd.DataFrame(weather).to_csv(folder / "weather.csv", index=False)
+    return {"train": len(train), "test": len(test)}
+
+
+def rossmann_finished(outcome: ExampleOutcome, workdir: Path) -> bool:
+    """The Rossmann example's end: its best validation RMSPE printed, and one prediction per test row written."""
+    import pandas as pd
+
+    submission = workdir / "submission.csv"
+    if "Best RMSPE:" not in outcome.output or not submission.exists():
+        return False
+    written = pd.read_csv(submission)
+    return list(written.columns) == ["Id", "Sales_pred"] and len(written) == len(
+        pd.read_csv(workdir / "data" / "test.csv")
+    )
 
 
 def mnist_stand_in(path: Path, rows: int = 4000, seed: int = 0) -> None:
@@ -119,6 +230,51 @@ def _mnist_into(workdir: Path) -> None:
     mnist_stand_in(workdir / "data" / "mnist.bz2")
 
 
+def _rossmann_args(workdir: Path) -> list[str]:
+    """Its own flags: two ranks on local[2] (``--num-proc 2``), 4 epochs of batches of 32 (its defaults, 100
+    epochs of 100, are sized for the Kaggle data), its data, store, checkpoint and submission in the folder."""
+    return [
+        "--num-proc", "2", "--epochs", "4", "--batch-size", "32", "--data-dir", f"file://{workdir / 'data'}",
+        "--work-dir", str(workdir / "store"), "--local-submission-csv", str(workdir / "submission.csv"),
+        "--local-checkpoint-file", str(workdir / "checkpoint"),
+    ]  # fmt: skip
+
+
+_ROSSMANN_IMPORTS = {
+    "import horovod.spark.keras as hvd": "import sparkrunner.compat.horovod_spark as hvd",
+    "from horovod.tensorflow.keras.callbacks import BestModelCheckpoint": (
+        "from sparkrunner.compat.horovod_keras_callbacks import BestModelCheckpoint"
+    ),
+}
+ROSSMANN_KERAS3 = {
+    "    opt = tf.keras.optimizers.Adam(lr=args.learning_rate, epsilon=1e-3)": (
+        "    opt = tf.keras.optimizers.Adam(learning_rate=args.learning_rate, epsilon=1e-3)"
+    ),
+    "        pct = tf.square((tf.exp(y_true) - tf.exp(y_pred)) / tf.exp(y_true))": (
+        "        pct = tf.keras.ops.square((tf.keras.ops.exp(y_true) - tf.keras.ops.exp(y_pred)) / "
+        "tf.keras.ops.exp(y_true))"
+    ),
+    "        x = tf.reduce_sum(tf.where(y_true > 0.001, pct, tf.zeros_like(pct)))": (
+        "        x = tf.keras.ops.sum(tf.keras.ops.where(y_true > 0.001, pct, tf.keras.ops.zeros_like(pct)))"
+    ),
+    "        y = tf.reduce_sum(tf.where(y_true > 0.001, tf.ones_like(pct), tf.zeros_like(pct)))": (
+        "        y = tf.keras.ops.sum(tf.keras.ops.where(y_true > 0.001, tf.keras.ops.ones_like(pct), "
+        "tf.keras.ops.zeros_like(pct)))"
+    ),
+    "        return tf.sqrt(x / y)": "        return tf.keras.ops.sqrt(x / y)",
+    "        return tf.nn.sigmoid(x) * tf.math.log(max_sales) * 1.2": (
+        "        return tf.keras.ops.sigmoid(x) * tf.keras.ops.log(max_sales) * 1.2"
+    ),
+}
+"""The Keras 3 port's lines besides the imports: Keras 3's optimizers take `learning_rate` only, and the two
+functions' TensorFlow ops become Keras' own (`tf.keras.ops` is `keras.ops` under Keras 3, in the ranks too),
+which run on the torch backend the ranks train Keras 3 on."""
+
+
+def _rossmann_into(workdir: Path) -> None:
+    rossmann_stand_in(workdir / "data")
+
+
 EXAMPLES = [
     Example(
         name="Horovod pytorch_spark_mnist",
@@ -143,6 +299,23 @@ EXAMPLES = [
             env=env,
         )
         for keras, env in (("Keras 3", {}), ("tf_keras", {"TF_USE_LEGACY_KERAS": "1"}))
+    ),
+    *(
+        Example(
+            name=f"Horovod keras_spark_rossmann_estimator ({keras})",
+            source="horovod/examples/spark/keras/keras_spark_rossmann_estimator.py",
+            origin="horovod/horovod@v0.28.1:examples/spark/keras/keras_spark_rossmann_estimator.py",
+            imports={**_ROSSMANN_IMPORTS, **changes},
+            args=_rossmann_args,
+            data=_rossmann_into,
+            requires=("horovod.spark", "tensorflow"),  # Horovod's Store and SparkBackend
+            env=env,
+            finished=rossmann_finished,
+        )
+        for keras, changes, env in (
+            ("tf_keras", {}, {"TF_USE_LEGACY_KERAS": "1"}),
+            ("Keras 3", ROSSMANN_KERAS3, {}),
+        )
     ),
 ]
 

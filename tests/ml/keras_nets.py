@@ -11,3 +11,24 @@ def linear_model() -> Any:
 
     keras.utils.set_random_seed(0)
     return keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+
+
+def scaled_tanh(x: Any) -> Any:
+    """A custom activation (a plain function): a model naming it rebuilds only with it in `custom_objects`."""
+    import keras
+
+    return 1.5 * keras.ops.tanh(x)
+
+
+def tf_scaled_tanh(x: Any) -> Any:
+    """`scaled_tanh` in TensorFlow's ops, for a tf_keras model."""
+    import tensorflow as tf
+
+    return 1.5 * tf.tanh(x)
+
+
+def mean_abs_error(y_true: Any, y_pred: Any) -> Any:
+    """A metric as a plain function (Keras 3's ops), as Horovod's Rossmann example's `exp_rmspe` is."""
+    import keras
+
+    return keras.ops.mean(keras.ops.abs(y_true - y_pred))

@@ -21,9 +21,10 @@ import pandas as pd
 import pytest
 from pyspark.ml import Pipeline, PipelineModel
 
+from sparkrunner.compat.horovod_keras_callbacks import BestModelCheckpoint
 from sparkrunner.data.driver import stream_broker
 from sparkrunner.ml import KerasEstimator, KerasModel
-from tests.ml.keras_nets import linear_model
+from tests.ml.keras_nets import linear_model, mean_abs_error, scaled_tanh, tf_scaled_tanh
 from tests.ml.nets import BIAS, WEIGHTS, class_rows, linear_rows
 from tests.recovery.processes import rank_pid
 
@@ -101,11 +102,15 @@ def _record_stream_opens(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[int,
 def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities(
     spark_ml: Any, store: Path
 ) -> None:
+    """np=2 on Spark, tf_keras, with BatchNormalization (its moving statistics are read across the workers, a
+    collective every rank must join at the end), a custom activation given through custom_objects (the ranks,
+    the driver and the scoring workers rebuild the model with it) and Horovod's BestModelCheckpoint."""
     keras.utils.set_random_seed(0)
     net = keras.Sequential(
         [
             keras.Input(shape=(2,)),
-            keras.layers.Dense(16, activation="relu"),
+            keras.layers.BatchNormalization(momentum=0.5),  # its moving statistics settle in a few steps
+            keras.layers.Dense(16, activation=tf_scaled_tanh),
             keras.layers.Dense(2, activation="softmax"),
         ]
     )
@@ -113,10 +118,12 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
         model=net, optimizer=keras.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy",
         metrics=["accuracy"], feature_cols=["a", "b"], label_cols=["label"], batch_size=40, epochs=8,
         validation=0.2, np=2, launcher="direct", store=str(store), tracking=False, verbose=0,
+        custom_objects={"tf_scaled_tanh": tf_scaled_tanh},
+        checkpoint_callback=BestModelCheckpoint(monitor="val_accuracy"),
     ).fit(class_rows(spark_ml, 1600))  # fmt: skip
 
     assert set(model.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
-    assert model.history["val_accuracy"][-1] > 0.9
+    assert max(model.history["val_accuracy"]) > 0.9
     rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
     probability = np.array([r["probability"] for r in rows])
     local = model.getModel().predict(np.array([[r["a"], r["b"]] for r in rows], np.float32), verbose=0)
@@ -169,17 +176,21 @@ class RankEpochs:
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         from sparkrunner import rank_context
 
-        Path(self.folder, f"rank{rank_context().rank}-epoch{epoch}").touch()
+        Path(self.folder, f"rank{rank_context().rank}-epoch{epoch}").write_text(
+            os.environ.get("TF_USE_LEGACY_KERAS", "unset")
+        )
 
 
 def test_keras_3_with_horovods_input_contract_callbacks_and_memory_cache(
-    spark_ml: Any, store: Path, tmp_path: Path
+    spark_ml: Any, store: Path, tmp_path: Path, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """np=-2, launcher "direct", Keras 3: two feature columns fed in the model's input shape (2, 1),
     labels in label_shapes [[1]], a callback of the user's on both ranks and a CSVLogger (a writer, appending)
     on rank 0 only, inmemory_cache_all; the classes learnt (oracle: the rule that made the labels). Two ranks on
     the driver: KerasEstimator's barrier stage is the tf_keras classifier's above, the same driver code for
-    either Keras."""
+    either Keras. With BatchNormalization, a custom activation through custom_objects and a plain-function
+    metric (the compiled model's config names it): logged to MLflow, whose pyfunc and `transform` give the
+    driver's model's outputs; the ranks' `tf.keras` is Keras 3 (TF_USE_LEGACY_KERAS=0)."""
     import keras as keras3
 
     keras3.utils.set_random_seed(0)
@@ -187,25 +198,34 @@ def test_keras_3_with_horovods_input_contract_callbacks_and_memory_cache(
         [
             keras3.Input(shape=(2, 1)),
             keras3.layers.Flatten(),
-            keras3.layers.Dense(16, activation="relu"),
+            keras3.layers.BatchNormalization(momentum=0.5),
+            keras3.layers.Dense(16, activation=scaled_tanh),
             keras3.layers.Dense(2, activation="softmax"),
         ]
     )
     log = tmp_path / "log.csv"
     model = KerasEstimator(
         model=net, optimizer=keras3.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"], feature_cols=["a", "b"], label_cols=["label"], label_shapes=[[1]], batch_size=40,
-        epochs=6, np=-2, launcher="direct", store=str(store), tracking=False, verbose=0, inmemory_cache_all=True,
+        metrics=["accuracy", mean_abs_error], feature_cols=["a", "b"], label_cols=["label"], label_shapes=[[1]],
+        batch_size=40, epochs=6, np=-2, launcher="direct", store=str(store), tracking=tracking_uri, verbose=0,
+        inmemory_cache_all=True, custom_objects={"scaled_tanh": scaled_tanh},
         callbacks=[RankEpochs(str(tmp_path)), keras3.callbacks.CSVLogger(str(log), append=True)],
     ).fit(class_rows(spark_ml, 1600))  # fmt: skip
 
-    assert sorted(p.name for p in tmp_path.glob("rank*")) == sorted(
-        f"rank{r}-epoch{e}" for r in (0, 1) for e in range(6)
-    )
+    written = {p.name: p.read_text() for p in tmp_path.glob("rank*")}
+    assert written == {f"rank{r}-epoch{e}": "0" for r in (0, 1) for e in range(6)}
     assert len(log.read_text().splitlines()) == 1 + 6  # one header, one line per epoch: rank 0 alone wrote
-    assert model.history["accuracy"][-1] > 0.9
-    rows = model.transform(class_rows(spark_ml, 200, partitions=2)).collect()
+    assert model.history["accuracy"][-1] > 0.9 and len(model.history["mean_abs_error"]) == 6
+    test = class_rows(spark_ml, 200, partitions=2)
+    rows = model.transform(test).collect()
     assert np.mean([r["prediction"] == r["label"] for r in rows]) > 0.9
+    x = np.array([[r["a"], r["b"]] for r in rows], np.float32)
+    local = keras3.ops.convert_to_numpy(model.getModel()(x.reshape(-1, 2, 1), training=False))
+    np.testing.assert_allclose([r["probability"] for r in rows], local, rtol=1e-5, atol=1e-6)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    logged = mlflow.pyfunc.load_model(model.mlflow_model_uri)
+    served = np.asarray(logged.predict(pd.DataFrame({"a": x[:, 0], "b": x[:, 1]})))
+    np.testing.assert_allclose(served, local, rtol=1e-5, atol=1e-6)
 
 
 def test_keras_input_that_cannot_train_is_refused_before_any_rank_starts(spark_ml: Any) -> None:
@@ -251,6 +271,12 @@ def test_keras_input_that_cannot_train_is_refused_before_any_rank_starts(spark_m
         match=r"label_shapes: the column 'y' holds 1 values a row, but its shape \[-1, 2\] holds 2",
     ):
         KerasEstimator(model=_keras3_linear(), label_shapes=[[2]], **base).fit(frame)
+    with pytest.raises(
+        InvalidArgumentError, match=r"monitors 'val_loss', a validation metric, but validation"
+    ):
+        KerasEstimator(model=_keras3_linear(), checkpoint_callback=BestModelCheckpoint(), **base).fit(frame)
+    with pytest.raises(InvalidArgumentError, match=r"custom_objects=\[.*give a dict of the names"):
+        KerasEstimator(model=_keras3_linear(), custom_objects=[scaled_tanh], **base).fit(frame)
 
 
 class CheckpointWatch:

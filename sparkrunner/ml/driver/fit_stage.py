@@ -63,14 +63,15 @@ def fit_on_ranks(
     main: Callable[..., Any],
     *args: Any,
     check_data: Callable[[Any], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Fitted:
     """``main(*args, training data, validation data or None)`` on the stage's ranks, which read the columns of
     `settings`; returns rank 0's value. `check_data(training data)` checks what only the handed-over rows tell
-    (their columns' shapes) before any rank starts."""
+    (their columns' shapes) before any rank starts. `env`: variables the stage sets for its ranks."""
     get = stage.getOrDefault
     tracking = next((o for o in tracking_observer(get("tracking")) if isinstance(o, MlflowTracking)), None)
     ranks = rank_count(stage, df)
-    runner = _runner(stage, df, ranks, tracking)
+    runner = _runner(stage, df, ranks, tracking, env or {})
     frames = training_data.split(df, settings.columns, get("validation"), get("seed"))
     with training_data.handed_over(frames, get("data"), get("store"), get("seed"), get("shuffle")) as (
         train,
@@ -86,7 +87,7 @@ def fit_on_ranks(
     return Fitted(result, run_id or None, tracking)
 
 
-def _runner(stage: Any, df: Any, ranks: int, tracking: MlflowTracking | None) -> Any:
+def _runner(stage: Any, df: Any, ranks: int, tracking: MlflowTracking | None, env: dict[str, str]) -> Any:
     """The `Runner` of the fit, which checks its options (`max_failures`, `timeout`, ...) before any rank starts.
     `tracking` is the fit's one MLflow observer (`fit_on_ranks` logs the epochs and the model in its run), given
     to `Runner` as it is, so the run is recorded by that same observer."""
@@ -103,6 +104,7 @@ def _runner(stage: Any, df: Any, ranks: int, tracking: MlflowTracking | None) ->
         checkpoint_dir=get("checkpoint_dir"),
         driver_log_verbosity="all" if get("verbose") >= 2 else "log_callback_only",
         progress=get("verbose") >= 1,
+        env=env,
     )
 
 

@@ -5,6 +5,7 @@ fitted model scoring on the executors."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from pyspark import keyword_only
@@ -13,7 +14,7 @@ from pyspark.ml.util import MLReadable, MLWritable
 
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.frameworks.tf_env import KERAS3_BACKEND as BACKEND
-from sparkrunner.ml import features, keras_models
+from sparkrunner.ml import best_model, features, keras_models
 from sparkrunner.ml.driver import checks, fit_stage, mlflow_logging
 from sparkrunner.ml.driver.persistence import ModelState, SavedParams, StateReader, StateWriter
 from sparkrunner.ml.driver.scoring import model_source, scored
@@ -31,7 +32,9 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
     `KerasModel`. The model receives the `feature_cols` side by side, reshaped to its input shapes (one block per
     input), and the `label_cols` as float32 labels (in `label_shapes` when given); a classifier (loss
     ``sparse_categorical_crossentropy`` or ``categorical_crossentropy`` with a softmax output) also gets a
-    `probability` column. `callbacks` run on every rank, the file writers on rank 0 only. See docs/ml.md."""
+    `probability` column. `callbacks` run on every rank, the file writers on rank 0 only. `custom_objects` go
+    wherever the model is rebuilt; with a ``save_best_only`` `checkpoint_callback` the fitted model is the best
+    epoch's by its monitored metric. See docs/ml.md."""
 
     _input_kwargs: dict[str, Any]
 
@@ -46,6 +49,8 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         callbacks: list[Any] | None = None,
         label_shapes: list[list[int]] | None = None,
         inmemory_cache_all: bool = False,
+        custom_objects: dict[str, Any] | None = None,
+        checkpoint_callback: Any = None,
         val_batch_size: int | None = None,
         train_steps_per_epoch: int | None = None,
         validation_steps_per_epoch: int | None = None,
@@ -84,8 +89,9 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         spec = self._spec(dataset)
         shapes = keras_models.input_shapes(self.getOrDefault("model"))
         fitted = fit_stage.fit_on_ranks(
-            self, dataset, spec, _TRAIN, spec, check_data=lambda data: _check_shapes(spec, shapes, data)
-        )
+            self, dataset, spec, _TRAIN, spec, check_data=lambda data: _check_shapes(spec, shapes, data),
+            env=_rank_keras(spec.package),
+        )  # fmt: skip
         result: TrainResult = fitted.result
         get = self.getOrDefault
         model = KerasModel(
@@ -123,12 +129,21 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         if not isinstance(optimizer, (str, dict)):  # a dict: its serialized config (a saved estimator's)
             optimizer = _keras(package).optimizers.serialize(optimizer)
         compiled = checks.pickled("optimizer, loss or metrics", (optimizer, get("loss"), get("metrics")))
+        custom = _custom_objects(get("custom_objects"))
+        best = best_model.best_of(get("checkpoint_callback"))
+        if best is not None and best.monitor.startswith("val_") and get("validation") is None:
+            raise InvalidArgumentError(
+                f"checkpoint_callback monitors {best.monitor!r}, a validation metric, but validation is not set: "
+                f"give validation= (a fraction or a column), or monitor={best.monitor.removeprefix('val_')!r}"
+            )
         return fit_stage.spec(
             self,
             KerasSpec,
             package=package,
-            model=keras_models.packed(model),
+            model=keras_models.packed(model, custom),
             compiled=compiled,
+            custom_objects=checks.pickled("custom_objects", custom) if custom else None,
+            best_of=best,
             callbacks=_callbacks(get("callbacks")),
             label_shapes=checks.row_shapes("label_shapes", get("label_shapes"), get("label_cols")),
             inmemory_cache_all=get("inmemory_cache_all"),
@@ -145,8 +160,9 @@ class KerasEstimator(Estimator, KerasParams, SavedParams):
         inputs = mlflow_logging.feature_schema(dataset, names)
         example = mlflow_logging.feature_example(dataset, names)
         model = cloudpickle.loads(result.model)
+        custom = _custom_objects(self.getOrDefault("custom_objects"))
         return mlflow_logging.log_keras_model(
-            fitted.tracking.uri, fitted.mlflow_run_id, model, inputs, example, result.versions
+            fitted.tracking.uri, fitted.mlflow_run_id, model, inputs, example, result.versions, custom
         )
 
 
@@ -210,6 +226,26 @@ def _callbacks(callbacks: Any) -> bytes | None:
     for number, callback in enumerate(callbacks):
         checks.pickled(f"callback {type(callback).__name__} (callbacks[{number}])", callback)
     return checks.pickled("callbacks", list(callbacks))
+
+
+def _custom_objects(given: Any) -> dict[str, Any]:
+    """`custom_objects` as a dict by name (empty for None), refused clearly when it is something else."""
+    if given is None:
+        return {}
+    if not isinstance(given, dict) or not all(isinstance(name, str) for name in given):
+        raise InvalidArgumentError(
+            f"custom_objects={given!r}: give a dict of the names the model uses to their functions or classes, "
+            "e.g. {'act_scaled': act_scaled}"
+        )
+    return dict(given)
+
+
+def _rank_keras(package: str) -> dict[str, str]:
+    """The ranks' `tf.keras` is the model's own Keras: Keras 3 for a Keras 3 model (sparkrunner's default for
+    ranks is tf_keras, `tf_env.defaults`); a TF_USE_LEGACY_KERAS the driver's environment has wins."""
+    if package != "keras" or "TF_USE_LEGACY_KERAS" in os.environ:
+        return {}
+    return {"TF_USE_LEGACY_KERAS": "0"}
 
 
 def _check_shapes(spec: KerasSpec, input_shapes: Any, data: Any) -> None:

@@ -76,18 +76,29 @@ def log_torch_model(
 
 
 def log_keras_model(
-    uri: str, run_id: str, model: Any, inputs: Any, example: Any, versions: dict[str, str]
+    uri: str,
+    run_id: str,
+    model: Any,
+    inputs: Any,
+    example: Any,
+    versions: dict[str, str],
+    custom_objects: dict[str, Any] | None = None,
 ) -> str:
     """Log a Keras `model` into run `run_id` (MLflow's keras flavor for Keras 3, tensorflow for tf_keras), its
-    pyfunc taking the feature columns `inputs`, requiring rank 0's `versions`; returns the model's URI."""
+    pyfunc taking the feature columns `inputs`, requiring rank 0's `versions`; returns the model's URI.
+    `custom_objects` (with the registered objects the model names) are saved with it and in scope where it loads."""
     from sparkrunner.ml import keras_models
 
-    flavor = "keras" if keras_models.package_of(model) == "keras" else "tensorflow"
+    package = keras_models.package_of(model)
+    assert package is not None, "log_keras_model() takes a Keras model"
+    flavor = "keras" if package == "keras" else "tensorflow"
     modules = requirements.keras_modules() if flavor == "keras" else requirements.FLAVOR_MODULES[flavor]
     needs = requirements.pip_requirements(modules, versions)
+    objects = {**keras_models.registered_in(package, model.to_json()), **(custom_objects or {})}
     return _log(
-        uri, run_id, flavor, inputs, example, keras_models.predict(model, example), needs, model=model
-    )
+        uri, run_id, flavor, inputs, example, keras_models.predict(model, example), needs, model=model,
+        **({"custom_objects": objects} if objects else {}),
+    )  # fmt: skip
 
 
 def _log(
@@ -128,7 +139,12 @@ class _FeatureColumnsFlavor:
         from mlflow.models.model import MLMODEL_FILE_NAME
 
         signature = kwargs.pop("signature")  # set after: TensorFlow's save_model takes tensor signatures only
+        objects = kwargs.pop("custom_objects", None) if self.name == "keras" else None
         self.module.save_model(path=path, mlflow_model=mlflow_model, **kwargs)
+        if objects:  # MLflow's keras flavor keeps none: sparkrunner_pyfunc puts these in scope as it loads
+            import cloudpickle
+
+            (Path(path) / sparkrunner_pyfunc.CUSTOM_OBJECTS).write_bytes(cloudpickle.dumps(objects))
         mlflow_model.signature = signature
         code = Path(path) / "code"
         code.mkdir(exist_ok=True)

@@ -34,6 +34,7 @@ from sparkrunner.data.ranks.memory_epochs import MemoryEpochs
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, keras_models
+from sparkrunner.ml.best_model import BestOf
 from sparkrunner.ml.ranks.training import validation_batch_size
 from sparkrunner.ml.spec import KerasSpec, TrainResult
 from sparkrunner.ranks import keras_data_parallel as keras3
@@ -53,7 +54,8 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
     world = rank_context().world_size
     scope = _scope(spec.package, world)  # the strategy first, before any other TensorFlow call (as before)
     keras.utils.set_random_seed(spec.seed)
-    with scope:
+    custom = cloudpickle.loads(spec.custom_objects) if spec.custom_objects else {}
+    with scope, keras.utils.custom_object_scope(custom):
         model = cloudpickle.loads(spec.model)
         optimizer, loss, metrics = cloudpickle.loads(spec.compiled)
         model.compile(optimizer=keras.optimizers.get(optimizer), loss=loss, metrics=metrics or None)
@@ -61,6 +63,7 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
     if spec.package == "keras":
         keras3.keras_data_parallel(model)
     ended = EpochsEnded(start)
+    best = _best_keeper(keras, spec.best_of)
     try:
         model.fit(
             **_inputs(
@@ -70,14 +73,17 @@ def train(spec: KerasSpec, train_data: Data, val_data: Data | None) -> TrainResu
             initial_epoch=start,
             verbose=0,
             shuffle=False,  # each epoch's rows come shuffled by the loader
-            callbacks=_callbacks(keras, spec, history, ended),
+            callbacks=_callbacks(keras, spec, history, ended, best),
         )
+        # every rank reads them: under MultiWorkerMirroredStrategy reading a SyncOnRead variable (BatchNorm's
+        # moving statistics) is a collective, which a rank that returned early would leave rank 0 waiting on
+        weights = best.weights if best is not None and best.weights is not None else model.get_weights()
     finally:
         ended.close()
         _leave(spec.package)
     if rank_context().rank != 0:
         return None
-    return TrainResult(keras_models.packed(model), history, int(model.output_shape[-1]))
+    return TrainResult(keras_models.packed(model, custom, weights), history, int(model.output_shape[-1]))
 
 
 def _keras(package: str) -> Any:
@@ -111,11 +117,41 @@ def _leave(package: str) -> None:
             dist.destroy_process_group()
 
 
-def _callbacks(keras: Any, spec: KerasSpec, history: dict[str, list[float]], ended: EpochsEnded) -> list[Any]:
+def _callbacks(
+    keras: Any, spec: KerasSpec, history: dict[str, list[float]], ended: EpochsEnded, best: Any
+) -> list[Any]:
     """Keras 3's metrics averaged over the ranks first, the user's callbacks, then sparkrunner's own."""
     averaged = [keras3.keras_metric_average()] if spec.package == "keras" else []
     progress = [keras_callback(keras=keras)] if spec.verbose else []
-    return [*averaged, *_users(keras, spec), _epoch_recorder(keras, history, ended), *progress]
+    kept = [best] if best is not None else []
+    return [*averaged, *_users(keras, spec), *kept, _epoch_recorder(keras, history, ended), *progress]
+
+
+def _best_keeper(keras: Any, best_of: BestOf | None) -> Any:
+    """A callback holding the weights of the best epoch so far by `best_of` (`checkpoint_callback`), on every
+    rank alike (the metrics it compares are the ranks' averages), or None to return the last epoch's."""
+    if best_of is None:
+        return None
+    choice = best_of
+
+    class BestWeights(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.best: float | None = None
+            self.weights: list[np.ndarray] | None = None
+
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            logs = logs or {}
+            if choice.monitor not in logs:
+                raise InvalidArgumentError(
+                    f"checkpoint_callback monitors {choice.monitor!r}, which the epochs do not report (they "
+                    f"report {sorted(logs)}): give one of those as its monitor"
+                )
+            value = float(logs[choice.monitor])
+            if choice.improves(value, self.best):
+                self.best, self.weights = value, self.model.get_weights()
+
+    return BestWeights()
 
 
 def _users(keras: Any, spec: KerasSpec) -> list[Any]:
