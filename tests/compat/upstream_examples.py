@@ -203,8 +203,13 @@ def run_example(example: Example, workdir: Path) -> ExampleOutcome:
     }
     env.pop("TF_USE_LEGACY_KERAS", None)  # Keras 3 unless the example asks for tf_keras
     env.update(example.env)
+    return _run_program([str(target), *example.args(workdir)], workdir, env)
+
+
+def _run_program(argv: list[str], workdir: Path, env: dict[str, str]) -> ExampleOutcome:
+    """`python ARGV` from `workdir` with `env` and the examples' time limit, its output captured."""
     done = subprocess.run(
-        [sys.executable, str(target), *example.args(workdir)],
+        [sys.executable, *argv],
         cwd=workdir,
         env=env,
         capture_output=True,
@@ -415,15 +420,7 @@ def run_tf_tutorial(how: str, workdir: Path) -> ExampleOutcome:
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{workdir}/mlflow.db"
     for name in ("TF_USE_LEGACY_KERAS", "KERAS_BACKEND"):  # nothing set, as a new user has it
         env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, str(workdir / "driver.py")],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=_EXAMPLE_TIMEOUT_S,
-    )
-    return ExampleOutcome(done.returncode, done.stdout + done.stderr)
+    return _run_program([str(workdir / "driver.py")], workdir, env)
 
 
 PYSPARK_DOCSTRINGS = REPO / "tests" / "compat" / "pyspark_docstring_examples.py"
@@ -434,12 +431,4 @@ def run_pyspark_docstring_examples(workdir: Path) -> ExampleOutcome:
     example."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{workdir}/mlflow.db"
-    done = subprocess.run(
-        [sys.executable, str(PYSPARK_DOCSTRINGS)],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=_EXAMPLE_TIMEOUT_S,
-    )
-    return ExampleOutcome(done.returncode, done.stdout + done.stderr)
+    return _run_program([str(PYSPARK_DOCSTRINGS)], workdir, env)
