@@ -4,12 +4,16 @@ and the model's framework do: ``mlflow.pyfunc.load_model``, ``mlflow.pyfunc.spar
 
 It takes what the estimator takes: a DataFrame of the feature columns by name (numbers, arrays, ML vectors as
 arrays), side by side in the signature's order, or a ready feature matrix; either is cast to the model's own
-floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts.
+floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts,
+`TORCH_BATCH_ROWS` rows at a time for torch. Whole columns are stacked at once (no Python step per row), and a
+process loads a model once: ``spark_udf`` loads it again for every task, which Spark runs in the same Python
+workers.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import numpy as np
@@ -21,14 +25,22 @@ FLAVOR_LOADERS = {
 }
 """The flavors whose own pyfunc this one wraps (the flavor is named in the pyfunc config's ``flavor`` key)."""
 
+TORCH_BATCH_ROWS = 1024
+"""Rows per call of a torch model's pyfunc: Spark hands over 10,000-row batches, on which a small convolutional
+network runs ~2x slower per row than on 1,024 (docs/benchmarks.md). Keras predicts in batches of its own."""
+
+_LOADED: dict[tuple[str, int, str], FeatureColumns] = {}
+"""(model path, its newest file's mtime, model config) -> the loaded model, for the life of this process."""
+
 
 class FeatureColumns:
     """``predict(features)`` for MLflow: the feature matrix built from `features`, in the model's dtype, fed to
     the flavor's own pyfunc (`inner`); a DataFrame in gives a DataFrame out, with the input's index."""
 
-    def __init__(self, inner: Any, dtype: Any) -> None:
+    def __init__(self, inner: Any, dtype: Any, batch_rows: int | None = None) -> None:
         self.inner = inner
         self.dtype = dtype
+        self.batch_rows = batch_rows
 
     def get_raw_model(self) -> Any:
         return self.inner.get_raw_model()
@@ -36,37 +48,55 @@ class FeatureColumns:
     def predict(self, data: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
-        outputs = np.asarray(self.inner.predict(feature_matrix(data).astype(self.dtype), params))
+        x = feature_matrix(data, self.dtype)
+        step = self.batch_rows or max(len(x), 1)
+        parts = [np.asarray(self.inner.predict(x[i : i + step], params)) for i in range(0, len(x), step)]
+        outputs = np.concatenate(parts) if parts else np.asarray(self.inner.predict(x, params))
         if isinstance(data, pd.DataFrame):
             return pd.DataFrame(outputs.reshape(len(data), -1), index=data.index)
         return outputs
 
 
-def feature_matrix(data: Any) -> np.ndarray:
-    """``(rows, width)``: a DataFrame's columns side by side in its order (a number is one column, an array or
-    a vector its width), or `data` itself as a matrix."""
+def feature_matrix(data: Any, dtype: Any = np.float64) -> np.ndarray:
+    """``(rows, width)`` in `dtype`: a DataFrame's columns side by side in its order (a number is one column, an
+    array or a vector its width), or `data` itself as a matrix."""
     columns = [data[name].to_numpy() for name in data.columns] if hasattr(data, "columns") else [data]
-    return np.concatenate([_two_d(values) for values in columns], axis=1)
+    two_d = [_two_d(values, dtype) for values in columns]
+    return two_d[0] if len(two_d) == 1 else np.concatenate(two_d, axis=1)
 
 
-def _two_d(values: np.ndarray) -> np.ndarray:
-    if values.dtype == object:  # one array (or list) per row
-        values = np.stack([np.asarray(v, dtype=np.float64) for v in values]) if len(values) else values
-    return np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+def _two_d(values: np.ndarray, dtype: Any) -> np.ndarray:
+    if values.dtype == object and len(values):  # one array (or list) per row, stacked in one call
+        values = np.stack(list(values))
+    return np.asarray(values, dtype=dtype).reshape(len(values), -1)
 
 
 def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
-    """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``)."""
+    """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``): the model
+    at `path`, loaded once per process and model files."""
+    key = (os.path.realpath(path), _newest_mtime(path), repr(sorted((model_config or {}).items())))
+    if key not in _LOADED:
+        _LOADED[key] = _load(path, model_config)
+    return _LOADED[key]
+
+
+def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
     flavor = _flavor_of(path)
     load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
     inner = load(path, model_config) if flavor == "pytorch" else load(path)
-    return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()))
+    rows = TORCH_BATCH_ROWS if flavor == "pytorch" else None
+    return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()), rows)
+
+
+def _newest_mtime(path: str) -> int:
+    """The newest modification time (ns) of `path` and the files in it: a model saved again at the same path
+    loads again."""
+    entries = list(os.scandir(path)) if os.path.isdir(path) else []
+    return max([os.stat(path).st_mtime_ns, *(e.stat().st_mtime_ns for e in entries)])
 
 
 def _flavor_of(path: str) -> str:
     """The flavor whose files sit at `path`: named in the model's MLmodel, in the folder above or at `path`."""
-    import os
-
     import yaml
 
     for folder in (os.path.dirname(path.rstrip("/")), path):

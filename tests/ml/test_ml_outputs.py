@@ -47,9 +47,13 @@ def test_regressor_columns_and_their_types() -> None:
     assert list(outputs.columns(None, np.array([[1.5], [2.5]]))["prediction"]) == [1.5, 2.5]
     several = outputs.columns(None, np.array([[1.0, 2.0], [3.0, 4.0]]))["prediction"]
     assert [list(v) for v in several] == [[1.0, 2.0], [3.0, 4.0]]
-    assert outputs.spark_types(None, 1) == {"prediction": "double"}
-    assert outputs.spark_types(None, 3) == {"prediction": "array<double>"}
-    assert outputs.spark_types("softmax", 3) == {"prediction": "double", "probability": "array<double>"}
+    ddl = {
+        k: {n: t.simpleString() for n, t in outputs.spark_types(*k).items()}
+        for k in [(None, 1), (None, 3), ("softmax", 3)]
+    }
+    assert ddl[(None, 1)] == {"prediction": "double"}
+    assert ddl[(None, 3)] == {"prediction": "array<double>"}
+    assert ddl[("softmax", 3)] == {"prediction": "double", "probability": "array<double>"}
 
 
 def test_features_are_numbers_and_arrays_side_by_side() -> None:
