@@ -29,8 +29,8 @@ TORCH_BATCH_ROWS = 1024
 """Rows per call of a torch model's pyfunc: Spark hands over 10,000-row batches, on which a small convolutional
 network runs ~2x slower per row than on 1,024 (docs/benchmarks.md). Keras predicts in batches of its own."""
 
-_LOADED: dict[tuple[str, int, str], FeatureColumns] = {}
-"""(model path, its newest file's mtime, model config) -> the loaded model, for the life of this process."""
+_LOADED: dict[tuple[str, tuple[tuple[str, int], ...], str], FeatureColumns] = {}
+"""(model path, its files' mtimes, model config) -> the loaded model, for the life of this process."""
 
 
 class FeatureColumns:
@@ -74,7 +74,7 @@ def _two_d(values: np.ndarray, dtype: Any) -> np.ndarray:
 def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
     """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``): the model
     at `path`, loaded once per process and model files."""
-    key = (os.path.realpath(path), _newest_mtime(path), repr(sorted((model_config or {}).items())))
+    key = (os.path.realpath(path), _file_times(path), repr(sorted((model_config or {}).items())))
     if key not in _LOADED:
         _LOADED[key] = _load(path, model_config)
     return _LOADED[key]
@@ -88,11 +88,11 @@ def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
     return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()), rows)
 
 
-def _newest_mtime(path: str) -> int:
-    """The newest modification time (ns) of `path` and the files in it: a model saved again at the same path
-    loads again."""
-    entries = list(os.scandir(path)) if os.path.isdir(path) else []
-    return max([os.stat(path).st_mtime_ns, *(e.stat().st_mtime_ns for e in entries)])
+def _file_times(path: str) -> tuple[tuple[str, int], ...]:
+    """The modification times (ns) of `path` and the files in it: a model saved again at the same path (or a
+    file of it changed) loads again."""
+    entries = sorted(os.scandir(path), key=lambda e: e.name) if os.path.isdir(path) else []
+    return (("", os.stat(path).st_mtime_ns), *((e.name, e.stat().st_mtime_ns) for e in entries))
 
 
 def _flavor_of(path: str) -> str:

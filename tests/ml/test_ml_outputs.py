@@ -64,6 +64,22 @@ def test_features_are_numbers_and_arrays_side_by_side() -> None:
     assert found.dtype == np.float32 and np.array_equal(found, expected)
 
 
+def test_the_logged_models_pyfunc_stacks_every_column_kind_as_explicit_stacking_does() -> None:
+    """`sparkrunner_pyfunc` (what spark_udf and models serve run) on numbers, floats, arrays of doubles and of
+    floats and lists (a served request's vectors), stacked whole into the model's dtype: row by row, the same."""
+    from sparkrunner.ml import sparkrunner_pyfunc
+
+    rows = np.random.default_rng(0).random((5, 6))
+    frame = pd.DataFrame({
+        "a": rows[:, 0], "f": rows[:, 1].astype(np.float32), "ad": list(rows[:, 2:4]),
+        "af": list(rows[:, 4:5].astype(np.float32)), "v": [list(r) for r in rows[:, 5:]],
+    })  # fmt: skip
+    expected = np.array([[r[0], np.float32(r[1]), r[2], r[3], np.float32(r[4]), r[5]] for r in rows])
+    for dtype in (np.float32, np.float64):
+        found = sparkrunner_pyfunc.feature_matrix(frame, dtype)
+        assert found.dtype == dtype and np.array_equal(found, expected.astype(dtype))
+
+
 def test_column_widths_against_shapes_per_column_or_side_by_side() -> None:
     """One shape per column when they are as many (Horovod's input_shapes), else the columns side by side fill the
     shapes (a Keras model's inputs); a mismatch names the column(s), their width and the shape(s)."""
