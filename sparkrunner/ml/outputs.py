@@ -13,11 +13,13 @@ PROBABILITY_KINDS = (None, "softmax", "exp", "sigmoid")
 """How a model's outputs become class probabilities: None for a regressor (see `columns`)."""
 
 
-def spark_types(probability: str | None, output_size: int) -> dict[str, str]:
-    """The struct fields scoring returns, as Spark DDL types."""
+def spark_types(probability: str | None, output_size: int) -> dict[str, Any]:
+    """The struct fields scoring returns, as Spark data types."""
+    from pyspark.sql.types import ArrayType, DoubleType
+
     if probability is None:
-        return {PREDICTION: "double" if output_size == 1 else "array<double>"}
-    return {PREDICTION: "double", PROBABILITY: "array<double>"}
+        return {PREDICTION: DoubleType() if output_size == 1 else ArrayType(DoubleType())}
+    return {PREDICTION: DoubleType(), PROBABILITY: ArrayType(DoubleType())}
 
 
 def columns(probability: str | None, raw: np.ndarray) -> dict[str, np.ndarray]:

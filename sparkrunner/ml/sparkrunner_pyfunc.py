@@ -4,12 +4,16 @@ and the model's framework do: ``mlflow.pyfunc.load_model``, ``mlflow.pyfunc.spar
 
 It takes what the estimator takes: a DataFrame of the feature columns by name (numbers, arrays, ML vectors as
 arrays), side by side in the signature's order, or a ready feature matrix; either is cast to the model's own
-floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts.
+floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts,
+`TORCH_BATCH_ROWS` rows at a time for torch. Whole columns are stacked at once (no Python step per row), and a
+process loads a model once: ``spark_udf`` loads it again for every task, which Spark runs in the same Python
+workers.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import numpy as np
@@ -24,14 +28,22 @@ FLAVOR_LOADERS = {
 CUSTOM_OBJECTS = "custom_objects.cloudpickle"
 """A Keras 3 model's ``custom_objects`` (cloudpickle), beside its MLmodel: in scope while it loads."""
 
+TORCH_BATCH_ROWS = 1024
+"""Rows per call of a torch model's pyfunc: Spark hands over 10,000-row batches, on which a small convolutional
+network runs ~2x slower per row than on 1,024 (docs/benchmarks.md). Keras predicts in batches of its own."""
+
+_LOADED: dict[tuple[str, tuple[tuple[str, int], ...], str], FeatureColumns] = {}
+"""(model path, its files' mtimes, model config) -> the loaded model, for the life of this process."""
+
 
 class FeatureColumns:
     """``predict(features)`` for MLflow: the feature matrix built from `features`, in the model's dtype, fed to
     the flavor's own pyfunc (`inner`); a DataFrame in gives a DataFrame out, with the input's index."""
 
-    def __init__(self, inner: Any, dtype: Any) -> None:
+    def __init__(self, inner: Any, dtype: Any, batch_rows: int | None = None) -> None:
         self.inner = inner
         self.dtype = dtype
+        self.batch_rows = batch_rows
 
     def get_raw_model(self) -> Any:
         return self.inner.get_raw_model()
@@ -39,42 +51,61 @@ class FeatureColumns:
     def predict(self, data: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
-        matrix = feature_matrix(data).astype(self.dtype)
-        # MLflow's keras flavor predicts without params (its wrapper takes none)
-        outputs = np.asarray(
-            self.inner.predict(matrix) if params is None else self.inner.predict(matrix, params)
-        )
+        x = feature_matrix(data, self.dtype)
+        step = self.batch_rows or max(len(x), 1)
+        parts = [self._predict(x[i : i + step], params) for i in range(0, len(x), step)]
+        outputs = np.concatenate(parts) if parts else self._predict(x, params)
         if isinstance(data, pd.DataFrame):
             return pd.DataFrame(outputs.reshape(len(data), -1), index=data.index)
         return outputs
 
+    def _predict(self, x: np.ndarray, params: dict[str, Any] | None) -> np.ndarray:
+        # MLflow's keras flavor predicts without params (its wrapper takes none)
+        return np.asarray(self.inner.predict(x) if params is None else self.inner.predict(x, params))
 
-def feature_matrix(data: Any) -> np.ndarray:
-    """``(rows, width)``: a DataFrame's columns side by side in its order (a number is one column, an array or
-    a vector its width), or `data` itself as a matrix."""
+
+def feature_matrix(data: Any, dtype: Any = np.float64) -> np.ndarray:
+    """``(rows, width)`` in `dtype`: a DataFrame's columns side by side in its order (a number is one column, an
+    array or a vector its width), or `data` itself as a matrix."""
     columns = [data[name].to_numpy() for name in data.columns] if hasattr(data, "columns") else [data]
-    return np.concatenate([_two_d(values) for values in columns], axis=1)
+    two_d = [_two_d(values, dtype) for values in columns]
+    return two_d[0] if len(two_d) == 1 else np.concatenate(two_d, axis=1)
 
 
-def _two_d(values: np.ndarray) -> np.ndarray:
-    if values.dtype == object:  # one array (or list) per row
-        values = np.stack([np.asarray(v, dtype=np.float64) for v in values]) if len(values) else values
-    return np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+def _two_d(values: np.ndarray, dtype: Any) -> np.ndarray:
+    if values.dtype == object and len(values):  # one array (or list) per row, stacked in one call
+        values = np.stack(list(values))
+    return np.asarray(values, dtype=dtype).reshape(len(values), -1)
 
 
 def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
-    """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``)."""
+    """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``): the model
+    at `path`, loaded once per process and model files."""
+    key = (os.path.realpath(path), _file_times(path), repr(sorted((model_config or {}).items())))
+    if key not in _LOADED:
+        _LOADED[key] = _load(path, model_config)
+    return _LOADED[key]
+
+
+def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
     flavor = _flavor_of(path)
     load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
     with _custom_objects_scope(path):
         inner = load(path, model_config) if flavor == "pytorch" else load(path)
-    return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()))
+    rows = TORCH_BATCH_ROWS if flavor == "pytorch" else None
+    return FeatureColumns(inner, _dtype(flavor, inner.get_raw_model()), rows)
+
+
+def _file_times(path: str) -> tuple[tuple[str, int], ...]:
+    """The modification times (ns) of `path` and the files in it: a model saved again at the same path (or a
+    file of it changed) loads again."""
+    entries = sorted(os.scandir(path), key=lambda e: e.name) if os.path.isdir(path) else []
+    return (("", os.stat(path).st_mtime_ns), *((e.name, e.stat().st_mtime_ns) for e in entries))
 
 
 def _custom_objects_scope(path: str) -> Any:
     """Keras 3's custom object scope of the objects saved with the model (`CUSTOM_OBJECTS`), if any."""
     import contextlib
-    import os
 
     for folder in (os.path.dirname(path.rstrip("/")), path):
         saved = os.path.join(folder, CUSTOM_OBJECTS)
@@ -89,8 +120,6 @@ def _custom_objects_scope(path: str) -> Any:
 
 def _flavor_of(path: str) -> str:
     """The flavor whose files sit at `path`: named in the model's MLmodel, in the folder above or at `path`."""
-    import os
-
     import yaml
 
     for folder in (os.path.dirname(path.rstrip("/")), path):

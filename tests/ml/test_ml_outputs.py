@@ -47,9 +47,13 @@ def test_regressor_columns_and_their_types() -> None:
     assert list(outputs.columns(None, np.array([[1.5], [2.5]]))["prediction"]) == [1.5, 2.5]
     several = outputs.columns(None, np.array([[1.0, 2.0], [3.0, 4.0]]))["prediction"]
     assert [list(v) for v in several] == [[1.0, 2.0], [3.0, 4.0]]
-    assert outputs.spark_types(None, 1) == {"prediction": "double"}
-    assert outputs.spark_types(None, 3) == {"prediction": "array<double>"}
-    assert outputs.spark_types("softmax", 3) == {"prediction": "double", "probability": "array<double>"}
+    ddl = {
+        k: {n: t.simpleString() for n, t in outputs.spark_types(*k).items()}
+        for k in [(None, 1), (None, 3), ("softmax", 3)]
+    }
+    assert ddl[(None, 1)] == {"prediction": "double"}
+    assert ddl[(None, 3)] == {"prediction": "array<double>"}
+    assert ddl[("softmax", 3)] == {"prediction": "double", "probability": "array<double>"}
 
 
 def test_features_are_numbers_and_arrays_side_by_side() -> None:
@@ -58,6 +62,22 @@ def test_features_are_numbers_and_arrays_side_by_side() -> None:
     found = features.matrix([features.from_pandas(numbers), features.from_pandas(arrays)])
     expected = np.array([[1, 0.5, 1.5], [2, 2.5, 3.5], [3, 4.5, 5.5]], dtype=np.float32)
     assert found.dtype == np.float32 and np.array_equal(found, expected)
+
+
+def test_the_logged_models_pyfunc_stacks_every_column_kind_as_explicit_stacking_does() -> None:
+    """`sparkrunner_pyfunc` (what spark_udf and models serve run) on numbers, floats, arrays of doubles and of
+    floats and lists (a served request's vectors), stacked whole into the model's dtype: row by row, the same."""
+    from sparkrunner.ml import sparkrunner_pyfunc
+
+    rows = np.random.default_rng(0).random((5, 6))
+    frame = pd.DataFrame({
+        "a": rows[:, 0], "f": rows[:, 1].astype(np.float32), "ad": list(rows[:, 2:4]),
+        "af": list(rows[:, 4:5].astype(np.float32)), "v": [list(r) for r in rows[:, 5:]],
+    })  # fmt: skip
+    expected = np.array([[r[0], np.float32(r[1]), r[2], r[3], np.float32(r[4]), r[5]] for r in rows])
+    for dtype in (np.float32, np.float64):
+        found = sparkrunner_pyfunc.feature_matrix(frame, dtype)
+        assert found.dtype == dtype and np.array_equal(found, expected.astype(dtype))
 
 
 def test_column_widths_against_shapes_per_column_or_side_by_side() -> None:

@@ -29,10 +29,18 @@ def scored(
     check_scoring_columns(df, feature_cols, [names[key] for key in types])
     F = _functions(df)
     inputs = [_as_numbers(F, df, name) for name in feature_cols]
-    struct = "struct<" + ", ".join(f"{k}: {v}" for k, v in types.items()) + ">"
+    struct = _struct(types)
     frame = df.withColumn(_SCORED, _udf(df, scorer, feature_cols, struct)(*inputs))
     appended = [F.col(f"{_SCORED}.{key}").alias(names[key]) for key in types]
     return frame.select(*[F.col(f"`{c}`") for c in df.columns], *appended)
+
+
+def _struct(types: dict[str, Any]) -> Any:
+    """The UDF's return type: a ``StructType`` object (Spark Connect parses a DDL string through a classic
+    session, which a client built by ``pyspark.sql.connect`` alone lacks: SESSION_OR_CONTEXT_NOT_EXISTS)."""
+    from pyspark.sql.types import StructField, StructType
+
+    return StructType([StructField(key, kind) for key, kind in types.items()])
 
 
 def check_scoring_columns(df: Any, feature_cols: Sequence[str], output_cols: Sequence[str]) -> None:
@@ -53,7 +61,7 @@ def model_source(key: str, payload: bytes, spark: Any) -> ModelSource:
     return ModelSource(key, broadcast=spark.sparkContext.broadcast(payload))
 
 
-def _udf(df: Any, scorer: BatchScorer, feature_cols: Sequence[str], struct: str) -> Any:
+def _udf(df: Any, scorer: BatchScorer, feature_cols: Sequence[str], struct: Any) -> Any:
     """An iterator-of-batches UDF of `df`'s kind of session, nondeterministic: Spark keeps it in a projection of
     its own, so one call per row feeds every output column. An Arrow UDF where Spark has them (4.1 on): the
     feature arrays reach the model and the outputs leave it without pandas (2x the rows/s of a pandas UDF that
