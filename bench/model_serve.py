@@ -3,6 +3,7 @@ network): the median milliseconds of one ``/invocations`` request of a few rows,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any
 
 import numpy as np
 
@@ -26,6 +28,14 @@ def request_ms(
 ) -> dict[int, float]:
     """{rows: median ms of a request of that many rows of `width` floats in column ``x``} from a server of
     `uri` started (one worker) and stopped here."""
+    with tempfile.TemporaryFile() as log, serving(uri, log) as base:
+        return {n: _median_ms(f"{base}/invocations", _body(n, width), repeats) for n in rows}
+
+
+@contextlib.contextmanager
+def serving(uri: str, log: IO[bytes], start_timeout_s: float = START_TIMEOUT_S) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of ``mlflow models serve -m uri`` (this environment: --env-manager local; one
+    worker), once it answers /ping; its output goes to `log`; the server and its workers are stopped after."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -33,17 +43,14 @@ def request_ms(
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     command = [f"{bin_dir}/mlflow", "models", "serve", "-m", uri, "--env-manager", "local", "-h", "127.0.0.1",
                "-p", str(port), "-w", "1"]  # fmt: skip
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            _wait_ready(f"http://127.0.0.1:{port}/ping", server, log)
-            url = f"http://127.0.0.1:{port}/invocations"
-            return {n: _median_ms(url, _body(n, width), repeats) for n in rows}
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(30)
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_ready(f"{base}/ping", server, log, start_timeout_s)
+        yield base
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
 
 
 def _body(rows: int, width: int) -> bytes:
@@ -55,19 +62,20 @@ def _median_ms(url: str, body: bytes, repeats: int) -> float:
     times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
-        _post(url, body)
+        post(url, body)
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times[1:])
 
 
-def _post(url: str, body: bytes) -> Any:
+def post(url: str, body: bytes) -> Any:
+    """The JSON answer to `body` (JSON) posted to `url`."""
     request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.loads(answer.read())
 
 
-def _wait_ready(url: str, server: subprocess.Popen[bytes], log: Any) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def _wait_ready(url: str, server: subprocess.Popen[bytes], log: IO[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.poll() is not None:
             log.seek(0)
@@ -79,4 +87,4 @@ def _wait_ready(url: str, server: subprocess.Popen[bytes], log: Any) -> None:
                 return
         except OSError:
             time.sleep(0.5)
-    raise TimeoutError(f"mlflow models serve did not answer {url} within {START_TIMEOUT_S} s")
+    raise TimeoutError(f"mlflow models serve did not answer {url} within {timeout_s} s")

@@ -206,50 +206,11 @@ def _served(uri: str, body: dict[str, Any], tmp_path: Path) -> Any:
     """`body`'s answer from ``mlflow models serve -m uri`` (the venv's own environment: --env-manager local), on
     a port of its own; the server and its workers are stopped after."""
     import json
-    import signal
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
 
-    from tests.waiting import wait_until
+    from bench.model_serve import post, serving
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    bin_dir = os.path.dirname(sys.executable)  # mlflow execs uvicorn from the environment's bin
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    command = [f"{bin_dir}/mlflow", "models", "serve", "-m", uri, "--env-manager", "local", "-h", "127.0.0.1",
-               "-p", str(port), "-w", "1"]  # fmt: skip
-    with open(tmp_path / "serve.log", "w") as log:
-        server = subprocess.Popen(
-            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    try:
-        wait_until(
-            lambda: _answers(f"http://127.0.0.1:{port}/ping", server), 180, "mlflow models serve to start"
-        )
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/invocations",
-            json.dumps(body).encode(),
-            {"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.loads(answer.read())
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
-
-
-def _answers(url: str, server: Any) -> bool:
-    import urllib.request
-
-    assert server.poll() is None, f"mlflow models serve exited with {server.returncode}"
-    try:
-        with urllib.request.urlopen(url, timeout=5):
-            return True
-    except OSError:
-        return False
+    with open(tmp_path / "serve.log", "w+b") as log, serving(uri, log, start_timeout_s=180) as base:
+        return post(f"{base}/invocations", json.dumps(body).encode())
 
 
 def test_a_logged_models_requirements_pin_the_ranks_versions_else_the_drivers() -> None:
