@@ -36,7 +36,7 @@ from sparkrunner.driver.supervisor import Running, Supervisor, error_of
 from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
-from sparkrunner.placement import Placement
+from sparkrunner.placement import QuietPlacement
 from sparkrunner.timeouts import SUPERVISE_POLL_S
 
 TOTAL_LINES = 200_000
@@ -71,30 +71,16 @@ class _Counting(RunObserver):
             self.progress += 1
 
 
-class _SimulatedPlacement(Placement):
-    """The ranks live in the client processes: nothing to start, stop or ask. Subclassing the protocol lets
-    `mypy bench/scale.py` check that it is whole (a missing `cancelled` once hung the harness)."""
-
-    driver_host = bind_host = "127.0.0.1"
-    job_group = None
+class _SimulatedPlacement(QuietPlacement):
+    """The ranks live in the client processes: nothing to start, stop or ask. A subclass of the protocol (through
+    `QuietPlacement`), so `mypy bench/scale.py` checks that it is whole (a missing `cancelled` once hung the
+    harness)."""
 
     def check(self) -> None:
         pass
 
     def start(self, job: RankJob, description: str = "") -> None:
         pass
-
-    def failure(self, pid: int | None = None) -> str | None:
-        return None
-
-    def exit_code(self, rank: int, pid: int | None) -> int | None:
-        return None
-
-    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
-        return None
-
-    def cancelled(self) -> str | None:
-        return None
 
     def finished(self) -> bool:
         return False

@@ -47,3 +47,24 @@ class Placement(Protocol):
 
     def stop(self) -> None:
         """End every rank process of this placement; safe to call more than once."""
+
+
+class QuietPlacement(Placement):
+    """The base of a placement with no cluster to ask (the stand-ins tests and benchmarks run a controller with):
+    no Spark job, the loopback address, and nothing to say about failures, exit codes, decommissioned executors
+    or cancelled jobs. Subclasses say how they check, start, finish and stop."""
+
+    driver_host = bind_host = "127.0.0.1"
+    job_group = None
+
+    def failure(self, pid: int | None = None) -> str | None:
+        return None
+
+    def exit_code(self, rank: int, pid: int | None) -> int | None:
+        return None
+
+    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
+        return None
+
+    def cancelled(self) -> str | None:
+        return None

@@ -45,6 +45,7 @@ from sparkrunner.errors import (
 )
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.options import RunOptions
+from sparkrunner.placement import QuietPlacement
 from sparkrunner.placement.factory import ColdPlacements
 
 
@@ -56,12 +57,9 @@ Step = Outcome | BaseException | Callable[[AttemptChannel], Outcome]
 """One answer of a stand-in supervisor's `step()`: an outcome, an error it raises, or what a call returns."""
 
 
-class StandInPlacement:
+class StandInPlacement(QuietPlacement):
     """Stands in for a placement: starts no process; `check` raises what the test queued, `stop` (the shutdown)
     raises what it queued once."""
-
-    driver_host = bind_host = "127.0.0.1"
-    job_group = None
 
     def __init__(self, check_raises: BaseException | None = None, stop_raises: BaseException | None = None):
         self.check_raises, self.stop_raises = check_raises, stop_raises
@@ -80,18 +78,6 @@ class StandInPlacement:
         raises, self.stop_raises = self.stop_raises, None
         if raises is not None:
             raise raises
-
-    def failure(self, pid: int | None = None) -> str | None:
-        return None
-
-    def exit_code(self, rank: int, pid: int | None) -> int | None:
-        return None
-
-    def decommissioning(self, spark_task_ids: dict[int, int]) -> str | None:
-        return None
-
-    def cancelled(self) -> str | None:
-        return None
 
     def finished(self) -> bool:
         return True
