@@ -4,6 +4,8 @@ raise a typed error naming the column. In-process: no Spark (the Spark runs are 
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import cloudpickle
@@ -80,3 +82,27 @@ def test_feature_arrays_a_model_cannot_take_raise_naming_the_column(column: Any,
     batch = (column, pa.array([0.5, 0.5]))
     with pytest.raises(UnsupportedColumnError, match=f"'v'.*{problem}"):
         list(scorer(net(1), "bad-input", None).arrow(iter([batch]), ("v", "w")))
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_worker_that_loads_a_model_keeps_what_it_holds_out_of_later_collections() -> None:
+    """pyspark's worker collects garbage after every task: once a worker has loaded a model, what it holds (its
+    imports, the model) is frozen so those collections skip it, and garbage made before was collected, not kept
+    (Python's own freeze count and a weak reference are the oracles)."""
+    gc.disable()  # no automatic collection between the garbage's making and the load
+    before = gc.get_freeze_count()
+    garbage = weakref.ref(_Cycle())
+    try:
+        assert garbage() is not None
+        list(scorer(net(2), "freezing-worker", None).arrow(iter([arrays(3)]), ("v", "w")))
+        assert gc.get_freeze_count() > before
+        assert garbage() is None
+    finally:
+        gc.unfreeze()
+        gc.enable()
