@@ -60,6 +60,27 @@ class Message:
         _KINDS[kind] = cls
 
 
+@dataclass(frozen=True)
+class RankLaunch:
+    """When a rank's start passed each point, in seconds of its host's `time.monotonic()` (one clock for every
+    process of a Linux host): compare them with each other, or with another process's on the same host only.
+    None where the point did not happen (no barrier task on the driver, np < 0). A warm session's rank says when
+    its process started, before its first run."""
+
+    task_entered: float | None
+    """Its barrier task's function began (Spark runs)."""
+    addresses_exchanged: float | None
+    """The task learnt every rank's address (the address exchange over the driver channel)."""
+    spawned: float | None
+    """Its launcher asked for the rank's process (a new interpreter, or a fork of a zygote)."""
+    interpreter_up: float
+    """The process ran the first line of sparkrunner (its package's import began)."""
+    imports_done: float
+    """The bootstrap's imports were done (`sparkrunner.ranks.bootstrap.main` began)."""
+    connected: float
+    """Its output relay and its channel connection were open, just before it sent `Hello`."""
+
+
 # rank -> driver
 
 
@@ -72,6 +93,8 @@ class Hello(Message, kind="hello"):
     pid: int
     task: int | None
     """The barrier task that started the rank (None on the driver, np < 0)."""
+    launch: RankLaunch | None = None
+    """When the rank's start passed each point; None from a sender that does not time it."""
 
 
 @dataclass(frozen=True)

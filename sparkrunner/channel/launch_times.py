@@ -1,0 +1,37 @@
+"""A rank's launch times (`messages.RankLaunch`): its launcher passes its own in the rank's environment as it
+starts it, and the rank adds its own and sends them all in `Hello`. A few `time.monotonic()` calls, nothing more."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from sparkrunner.channel import messages as m
+from sparkrunner.channel.environment import Env
+
+
+def launcher_variable(task_times: tuple[float, float] | None) -> dict[str, str]:
+    """The variable a launcher adds to a rank's environment just before it starts the rank: its barrier task's
+    times (began, addresses exchanged; None on the driver) and now."""
+    entered, exchanged = task_times if task_times is not None else ("", "")
+    return {Env.LAUNCH_TIMES: f"{entered},{exchanged},{time.monotonic()}"}
+
+
+def rank_launch(interpreter_up: float, imports_done: float) -> m.RankLaunch:
+    """This rank's launch times so far (its `connected` is `imports_done` until `at_connect`)."""
+    entered, exchanged, spawned = (os.environ.get(Env.LAUNCH_TIMES) or ",,").split(",")
+    return m.RankLaunch(
+        _number(entered), _number(exchanged), _number(spawned), interpreter_up, imports_done, imports_done
+    )
+
+
+def at_connect(hello: m.Hello) -> m.Hello:
+    """`hello` with its launch's `connected` set to now: the rank is about to send it."""
+    if hello.launch is None:
+        return hello
+    return dataclasses.replace(hello, launch=dataclasses.replace(hello.launch, connected=time.monotonic()))
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text else None
