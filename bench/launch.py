@@ -21,13 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
 from bench.spark_session import quiet_session
-from bench.timing import timed
-from sparkrunner.observe.events import LaunchEvent
 from sparkrunner.observe.observers import RunObserver
+
+if TYPE_CHECKING:
+    from sparkrunner.observe.events import LaunchEvent
 
 MASTER = "local-cluster[2,1,1024]"
 NP = 2
@@ -188,6 +189,18 @@ def timed_once(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
+def interleaved(chosen: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Each contender's seconds, one warm-up each, then round after round of one call each: a load that comes
+    and goes on a shared machine falls on every contender alike, so their ratios hold."""
+    for fn in chosen.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in chosen}
+    for _ in range(repeats):
+        for name, fn in chosen.items():
+            times[name].append(timed_once(fn))
+    return times
+
+
 def contenders(spark: Any) -> dict[str, Callable[[], Any]]:
     from pyspark.ml.torch.distributor import TorchDistributor
 
@@ -232,17 +245,15 @@ def main() -> int:
     try:
         if not args.no_anatomy:
             parts = anatomy(args.repeats) + anatomy(args.repeats, tracking=False)
-        for name, fn in contenders(spark).items():
-            if args.only and name not in args.only:
-                continue
-            times = timed(fn, args.repeats)
+        chosen = {name: fn for name, fn in contenders(spark).items() if not args.only or name in args.only}
+        for name, times in interleaved(chosen, args.repeats).items():
             medians[name] = statistics.median(times)
             print(f"{name:<32} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
     finally:
         spark.stop()
     ours = medians.get("sparkrunner direct") or next(iter(medians.values()))
     print(
-        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each; ratio = their median / sparkrunner direct "
+        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each, interleaved; ratio = their median / sparkrunner direct "
         f"(or the first row timed)"
     )
     for name, median in medians.items():
