@@ -19,11 +19,10 @@ def launcher_variable(task_times: tuple[float, float] | None) -> dict[str, str]:
 
 
 def rank_launch(interpreter_up: float, imports_done: float) -> m.RankLaunch:
-    """This rank's launch times so far (its `connected` is `imports_done` until `at_connect`)."""
-    entered, exchanged, spawned = (os.environ.get(Env.LAUNCH_TIMES) or ",,").split(",")
-    return m.RankLaunch(
-        _number(entered), _number(exchanged), _number(spawned), interpreter_up, imports_done, imports_done
-    )
+    """This rank's launch times so far (its `connected` is `imports_done` until `at_connect`); its launcher's
+    are None where it set none (mpirun) or the variable is not one it wrote."""
+    entered, exchanged, spawned = _launcher_times(os.environ.get(Env.LAUNCH_TIMES, ""))
+    return m.RankLaunch(entered, exchanged, spawned, interpreter_up, imports_done, imports_done)
 
 
 def at_connect(hello: m.Hello) -> m.Hello:
@@ -33,5 +32,10 @@ def at_connect(hello: m.Hello) -> m.Hello:
     return dataclasses.replace(hello, launch=dataclasses.replace(hello.launch, connected=time.monotonic()))
 
 
-def _number(text: str) -> float | None:
-    return float(text) if text else None
+def _launcher_times(text: str) -> tuple[float | None, float | None, float | None]:
+    parts = text.split(",")
+    try:
+        entered, exchanged, spawned = (float(part) if part else None for part in parts)
+    except ValueError:
+        return None, None, None
+    return entered, exchanged, spawned
