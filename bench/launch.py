@@ -17,15 +17,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
 from bench.spark_session import quiet_session
-from bench.timing import timed
 from sparkrunner.observe.observers import RunObserver
+
+if TYPE_CHECKING:
+    from sparkrunner.observe.events import LaunchEvent
 
 MASTER = "local-cluster[2,1,1024]"
 NP = 2
@@ -70,30 +73,65 @@ def spark_floor(spark: Any) -> Callable[[], Any]:
 
 
 class Stamps(RunObserver):
-    """A run observer noting when (``time.perf_counter``) the driver's hooks fire: the run's own anatomy."""
+    """A run observer noting when (``time.monotonic``, the clock of the ranks' own launch times) the driver's
+    hooks fire, and the first rank's launch times: the run's own anatomy. On local-cluster the driver, the tasks
+    and the ranks share one host, so their monotonic clocks are one clock."""
 
     def __init__(self) -> None:
         super().__init__()
         self.at: dict[str, float] = {}
+        self._launches: dict[int, LaunchEvent] = {}
+        self._lock = threading.Lock()
 
     def on_start(self, record: Any) -> None:
-        self.at["on_start"] = time.perf_counter()
+        self.at["on_start"] = time.monotonic()
+
+    def on_rank_launch(self, rank: int, launch: LaunchEvent) -> None:
+        self._launches[rank] = launch
 
     def on_rank_start(self, rank: int) -> None:
-        self.at.setdefault("first rank connected", time.perf_counter())
-        self.at["last rank connected"] = time.perf_counter()
+        now = time.monotonic()
+        with self._lock:
+            if "first rank connected" not in self.at:
+                self.at["first rank connected"] = now
+                self.at.update(_launch_points(self._launches.get(rank)))
+            self.at["last rank connected"] = now
 
     def on_rank_exit(self, rank: int, error: Any) -> None:
-        self.at["last rank returned"] = time.perf_counter()
+        self.at["last rank returned"] = time.monotonic()
 
     def on_end(self, record: Any) -> None:
-        self.at["on_end"] = time.perf_counter()
+        self.at["on_end"] = time.monotonic()
+
+
+LAUNCH_POINTS = {
+    "task entered": "task_entered",
+    "addresses exchanged": "addresses_exchanged",
+    "spawned": "spawned",
+    "interpreter up": "interpreter_up",
+    "imports done": "imports_done",
+    "connected": "connected",
+}
+"""Anatomy point -> the `LaunchEvent` field it reads (the first rank's)."""
+
+
+def _launch_points(launch: LaunchEvent | None) -> dict[str, float]:
+    if launch is None:
+        return {}
+    found = {point: getattr(launch, name) for point, name in LAUNCH_POINTS.items()}
+    return {point: value for point, value in found.items() if value is not None}
 
 
 SEGMENTS = (
-    ("run() to on_start", "call", "on_start", "options, placement, the MLflow run, the pickled function"),
-    ("to first rank connected", "on_start", "first rank connected",
-     "barrier stage submitted, task start, rank process (fork of the zygote), its imports, channel handshake"),
+    ("run() to on_start", "call", "on_start", "options, placement, the MLflow run, pickling the function"),
+    ("barrier stage", "on_start", "task entered",
+     "stage submitted, its tasks started, their Python workers, the task function unpickled"),
+    ("address exchange", "task entered", "addresses exchanged", "channel: every task's Join, the driver's answer"),
+    ("task to spawn", "addresses exchanged", "spawned", "the task's services, the secret drop, the rank's environment"),
+    ("process start", "spawned", "interpreter up", "fork+exec of python, its site, up to sparkrunner's first line"),
+    ("imports", "interpreter up", "imports done", "what the rank bootstrap imports"),
+    ("rank connects", "imports done", "connected", "rank setup, output relay and channel connection (handshake)"),
+    ("hello delivered", "connected", "first rank connected", "channel: Hello reaches the driver"),
     ("to last rank connected", "first rank connected", "last rank connected", "the other rank's skew"),
     ("to last rank returned", "last rank connected", "last rank returned", "function loaded, run, result sent"),
     ("to on_end", "last rank returned", "on_end", "ranks exit, the stage ends, the MLflow run closes"),
@@ -102,22 +140,24 @@ SEGMENTS = (
 
 
 def anatomy(repeats: int, tracking: bool = True) -> list[str]:
-    """Median seconds of each segment of a noop np=2 direct run, on the driver's clock (one warm-up run)."""
+    """Median seconds of each segment of a noop np=2 direct run (one warm-up run), on the host's monotonic
+    clock: the driver's hooks and the first rank's launch times (task, rank)."""
     from sparkrunner import Runner
 
     runs = []
     for _ in range(repeats + 1):
         stamps = Stamps()
         runner = Runner(np=NP, launcher="direct", tracking=tracking, observers=[stamps])
-        stamps.at["call"] = time.perf_counter()
+        stamps.at["call"] = time.monotonic()
         runner.run(noop)
-        stamps.at["return"] = time.perf_counter()
+        stamps.at["return"] = time.monotonic()
         runs.append(stamps.at)
     runs = runs[1:]
     lines = [f"anatomy of sparkrunner direct{'' if tracking else ', no MLflow'} (median of {repeats}):"]
     for label, start, end, meaning in SEGMENTS:
-        seconds = statistics.median(r[end] - r[start] for r in runs)
-        lines.append(f"  {label:26s} {seconds:6.3f} s   {meaning}")
+        timed_runs = [r[end] - r[start] for r in runs if start in r and end in r]
+        seconds = f"{statistics.median(timed_runs):6.3f} s" if timed_runs else "     - "
+        lines.append(f"  {label:26s} {seconds}   {meaning}")
     lines.append(f"  {'whole run':26s} {statistics.median(r['return'] - r['call'] for r in runs):6.3f} s")
     lines += [f"  {label:26s} {seconds:6.3f} s" for label, seconds in process_costs(repeats).items()]
     return lines
@@ -147,6 +187,18 @@ def timed_once(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def interleaved(chosen: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Each contender's seconds, one warm-up each, then round after round of one call each: a load that comes
+    and goes on a shared machine falls on every contender alike, so their ratios hold."""
+    for fn in chosen.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in chosen}
+    for _ in range(repeats):
+        for name, fn in chosen.items():
+            times[name].append(timed_once(fn))
+    return times
 
 
 def contenders(spark: Any) -> dict[str, Callable[[], Any]]:
@@ -193,17 +245,15 @@ def main() -> int:
     try:
         if not args.no_anatomy:
             parts = anatomy(args.repeats) + anatomy(args.repeats, tracking=False)
-        for name, fn in contenders(spark).items():
-            if args.only and name not in args.only:
-                continue
-            times = timed(fn, args.repeats)
+        chosen = {name: fn for name, fn in contenders(spark).items() if not args.only or name in args.only}
+        for name, times in interleaved(chosen, args.repeats).items():
             medians[name] = statistics.median(times)
             print(f"{name:<32} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
     finally:
         spark.stop()
     ours = medians.get("sparkrunner direct") or next(iter(medians.values()))
     print(
-        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each; ratio = their median / sparkrunner direct "
+        f"\nnoop, np={NP}, {MASTER}, {args.repeats} warm runs each, interleaved; ratio = their median / sparkrunner direct "
         f"(or the first row timed)"
     )
     for name, median in medians.items():

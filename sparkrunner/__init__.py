@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+from sparkrunner.common import import_began as _import_began  # noqa: F401  (first: its clock starts here)
 from sparkrunner.common.lazy_exports import lazy_exports
 from sparkrunner.common.version import __version__ as __version__
 
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "AttemptRecord": "sparkrunner.observe.observers",
     "AnatomyEvent": "sparkrunner.observe.events",
+    "LaunchEvent": "sparkrunner.observe.events",
     "ProgressEvent": "sparkrunner.observe.events",
     "RunObserver": "sparkrunner.observe.observers",
     "RunRecord": "sparkrunner.observe.observers",
@@ -98,6 +100,7 @@ __all__ = [
     "HorovodRunner",
     "InvalidArgumentError",
     "KerasStrategyError",
+    "LaunchEvent",
     "LauncherUnavailableError",
     "MissingExtraError",
     "MlflowTracking",

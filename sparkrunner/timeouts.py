@@ -162,7 +162,7 @@ FOLDER_WATCH_POLL_S = _timing(
     "FOLDER_WATCH_POLL_S", 0.5, "a temp folder's watcher: between two looks at whether its maker ended"
 )
 DIRECT_POLL_S = _timing(
-    "DIRECT_POLL_S", 0.05, "the direct launcher: between two checks of its rank processes"
+    "DIRECT_POLL_S", 0.01, "the direct launcher: between two checks of its rank processes"
 )
 RUN_END_CONNECT_WAIT_S = _timing(
     "RUN_END_CONNECT_WAIT_S", 60.0, "a task, for task 0's run-end server to listen"

@@ -6,7 +6,6 @@ own types (`RankIndex`, `TaskIndex`) so that one is never passed for the other.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NewType
@@ -80,10 +79,14 @@ class Topology:
         return Topology(tuple(self.peers[i] for i in order))
 
     def to_json(self) -> str:
+        import json  # (here: a rank's start does not need it)
+
         return json.dumps([[p.host, list(p.ports), list(p.gpus), p.task] for p in self.peers])
 
     @classmethod
     def from_json(cls, text: str) -> Topology:
+        import json
+
         peers = json.loads(text)
         return cls(
             tuple(Peer(h, tuple(ports), tuple(gpus), TaskIndex(task)) for h, ports, gpus, task in peers)

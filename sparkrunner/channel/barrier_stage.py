@@ -7,7 +7,6 @@ that mpirun, which gives all ranks one environment, carries them too.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 
 from sparkrunner.channel.messages import SparkTask
@@ -27,10 +26,14 @@ class BarrierStage:
     tasks: list[SparkTask]
 
     def to_json(self) -> str:
+        import json  # (here: a rank's start does not need it)
+
         return json.dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> BarrierStage:
+        import json
+
         data = json.loads(text)
         tasks = [SparkTask(**task) for task in data.pop("tasks")]
         return cls(**data, tasks=tasks)

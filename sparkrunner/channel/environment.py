@@ -51,6 +51,8 @@ class Env:
     ZYGOTE_WARM = "SPARKRUNNER_ZYGOTE_WARM"  # comma-separated modules it imports later, once idle
     ZYGOTE_ROOM = "SPARKRUNNER_ZYGOTE_ROOM"  # padding: room in the zygote's environ block for a rank's own
     LEGACY_KERAS = "SPARKRUNNER_LEGACY_KERAS"  # "1": TF_USE_LEGACY_KERAS=1 is sparkrunner's choice (tf_env)
+    LAUNCH_TIMES = "SPARKRUNNER_LAUNCH_TIMES"  # set as a launcher starts a rank: its task's times and the
+    # spawn's (`sparkrunner.channel.launch_times`), which the rank sends on in HELLO
     DRIVER_ZYGOTE = (
         "SPARKRUNNER_DRIVER_ZYGOTE"  # "pid:start ticks" of the driver that keeps this import zygote
     )

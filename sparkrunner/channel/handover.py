@@ -14,10 +14,8 @@ lost executor leaves none behind either.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable
 
 from sparkrunner.channel.environment import Env
@@ -40,6 +38,8 @@ class SecretDrop:
 
     def __init__(self, within: str | None = None) -> None:
         """`within`: the folder to make it in (default: the temp dir), e.g. one removed when its maker is killed."""
+        import tempfile  # (here, as in the next function: ranks import this module only to take their secret)
+
         _remove_folders_of_ended_spawners()
         self.path = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-", dir=within)  # mode 0700
 
@@ -72,6 +72,9 @@ class SecretDrop:
 
 def _remove_folders_of_ended_spawners() -> None:
     """Remove this user's secret folders whose spawner process no longer exists."""
+    import glob
+    import tempfile
+
     for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{_FOLDER_PREFIX}*-*")):
         pid = os.path.basename(folder)[len(_FOLDER_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and _owned_by_me(folder) and not _alive(int(pid)):

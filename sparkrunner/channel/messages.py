@@ -12,16 +12,85 @@ import contextlib
 import types
 import typing
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import MISSING, FrozenInstanceError, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sparkrunner.channel.payload import RemoteError
 from sparkrunner.channel.transport import Connection, Handler, pickled
 from sparkrunner.errors import ChannelError
 
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
 
-@dataclass(frozen=True)
-class RankAddress:
+    def dataclass_transform(**_: Any) -> Callable[[Any], Any]:
+        return lambda decorator: decorator
+
+
+class _Record:
+    """The methods every message (and record a message carries) shares: `__init__`, `__repr__`, `__eq__` and
+    `__hash__` as a frozen dataclass has them, and no assignment after `__init__`."""
+
+    _names: ClassVar[tuple[str, ...]] = ()
+    _defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        if len(args) > len(cls._names):
+            raise TypeError(f"{cls.__name__}() takes {len(cls._names)} arguments, got {len(args)}")
+        values = dict(zip(cls._names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in cls._names or name in values:
+                raise TypeError(f"{cls.__name__}() got an unexpected or repeated argument {name!r}")
+            values[name] = value
+        for name in cls._names:
+            if name not in values:
+                if name not in cls._defaults:
+                    raise TypeError(f"{cls.__name__}() is missing argument {name!r}")
+                values[name] = cls._defaults[name]
+        self.__dict__.update((name, values[name]) for name in cls._names)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(self.__dict__[name] for name in self._names)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={value!r}" for name, value in zip(self._names, self._values(), strict=True)
+        )
+        return f"{type(self).__qualname__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # (same class)
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+R = TypeVar("R", bound=type)
+
+
+@dataclass_transform(frozen_default=True)
+def record(cls: R) -> R:
+    """A frozen dataclass of the protocol (`dataclasses.fields`, `replace` and ``match`` work on it) whose
+    methods are `_Record`'s: `@dataclass(frozen=True)` compiles six methods for each of the protocol's ~40
+    classes, a third of a rank's imports (2026-11-28); this generates none."""
+    made: Any = dataclass(init=False, repr=False, eq=False)(cls)  # the same class, its fields noted
+    found = fields(made)
+    made._names = tuple(f.name for f in found)
+    made._defaults = {f.name: f.default for f in found if f.default is not MISSING}
+    return cls
+
+
+@record
+class RankAddress(_Record):
     """Where one rank of a barrier task can be reached: the address its peers dial, its ports, its GPUs."""
 
     host: str
@@ -33,8 +102,8 @@ TaskEntries = list[RankAddress]
 """One barrier task's entries: one `RankAddress` per rank it starts."""
 
 
-@dataclass(frozen=True)
-class SparkTask:
+@record
+class SparkTask(_Record):
     """What Spark tells one barrier task about itself, passed on to the ranks' `BarrierTaskContext.get()`."""
 
     task_attempt_id: int
@@ -47,7 +116,7 @@ _KINDS: dict[str, type[Message]] = {}
 _FIELD_TYPES: dict[str, dict[str, Any]] = {}
 
 
-class Message:
+class Message(_Record):
     """Base of every message; a subclass names its wire kind: ``class Hello(Message, kind="hello")``."""
 
     kind: ClassVar[str]
@@ -60,10 +129,31 @@ class Message:
         _KINDS[kind] = cls
 
 
+@record
+class RankLaunch(_Record):
+    """When a rank's start passed each point, in seconds of its host's `time.monotonic()` (one clock for every
+    process of a Linux host): compare them with each other, or with another process's on the same host only.
+    None where the point did not happen (no barrier task on the driver, np < 0). A warm session's rank says when
+    its process started, before its first run."""
+
+    task_entered: float | None
+    """Its barrier task's function began (Spark runs)."""
+    addresses_exchanged: float | None
+    """The task learnt every rank's address (the address exchange over the driver channel)."""
+    spawned: float | None
+    """Its launcher asked for the rank's process (a new interpreter, or a fork of a zygote)."""
+    interpreter_up: float
+    """The process ran the first line of sparkrunner (its package's import began)."""
+    imports_done: float
+    """The bootstrap's imports were done (`sparkrunner.ranks.bootstrap.main` began)."""
+    connected: float
+    """Its output relay and its channel connection were open, just before it sent `Hello`."""
+
+
 # rank -> driver
 
 
-@dataclass(frozen=True)
+@record
 class Hello(Message, kind="hello"):
     """The first message of every rank on its own connection."""
 
@@ -72,16 +162,18 @@ class Hello(Message, kind="hello"):
     pid: int
     task: int | None
     """The barrier task that started the rank (None on the driver, np < 0)."""
+    launch: RankLaunch | None = None
+    """When the rank's start passed each point; None from a sender that does not time it."""
 
 
-@dataclass(frozen=True)
+@record
 class OutputStream(Message, kind="output_stream"):
     """The first message of a rank's output relay (its own connection)."""
 
     rank: int
 
 
-@dataclass(frozen=True)
+@record
 class Output(Message, kind="output"):
     """Lines the rank printed on `stream` ("stdout" or "stderr"), one message per read."""
 
@@ -89,7 +181,7 @@ class Output(Message, kind="output"):
     lines: list[str]
 
 
-@dataclass(frozen=True)
+@record
 class OutputUpdate(Message, kind="output_update"):
     """The latest ``\\r``-terminated progress update the rank printed on `stream`."""
 
@@ -97,7 +189,7 @@ class OutputUpdate(Message, kind="output_update"):
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class Stacks(Message, kind="stacks"):
     """The answer to `DumpStacks`: every thread's stack and where the main thread is."""
 
@@ -107,21 +199,21 @@ class Stacks(Message, kind="stacks"):
     where: str
 
 
-@dataclass(frozen=True)
+@record
 class Log(Message, kind="log"):
     """`log_to_driver`: shown on the driver whatever the verbosity."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class RankWarning(Message, kind="warning"):
     """Something the person should know (e.g. a host's GPUs left unused)."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class Progress(Message, kind="progress"):
     """`report_progress`: one training step finished, timed with the rank's own monotonic clock `t`."""
 
@@ -133,7 +225,7 @@ class Progress(Message, kind="progress"):
     metrics: dict[str, float]
 
 
-@dataclass(frozen=True)
+@record
 class StepAnatomy(Message, kind="step_anatomy"):
     """Where one rank's steps went over a window of steps (`final`: over the whole run), sent once per window.
 
@@ -154,7 +246,7 @@ class StepAnatomy(Message, kind="step_anatomy"):
     span_s: float
 
 
-@dataclass(frozen=True)
+@record
 class File(Message, kind="file"):
     """`send_file_to_driver`: a file's name and content."""
 
@@ -162,7 +254,7 @@ class File(Message, kind="file"):
     data: bytes
 
 
-@dataclass(frozen=True)
+@record
 class BarrierJoin(Message, kind="barrier_join"):
     """`BarrierTaskContext.get().barrier()` / `.allGather(message)` in a rank: the `round`-th call of this rank
     (from 0), by a rank of barrier task `partition`."""
@@ -172,14 +264,14 @@ class BarrierJoin(Message, kind="barrier_join"):
     message: str
 
 
-@dataclass(frozen=True)
+@record
 class Result(Message, kind="result"):
     """The rank's function returned: its pickled value (rank 0, or all ranks with `run_all`), else None."""
 
     value: bytes | None
 
 
-@dataclass(frozen=True)
+@record
 class Error(Message, kind="error"):
     """The rank's function (or its loading) raised."""
 
@@ -189,24 +281,24 @@ class Error(Message, kind="error"):
 # driver -> rank
 
 
-@dataclass(frozen=True)
+@record
 class Payload(Message, kind="payload"):
     """The pickled ``(fn, args, kwargs)`` to run."""
 
     call: bytes
 
 
-@dataclass(frozen=True)
+@record
 class Ack(Message, kind="ack"):
     """The driver has the rank's outcome: the rank may exit."""
 
 
-@dataclass(frozen=True)
+@record
 class Abort(Message, kind="abort"):
     """The run is over: the rank kills itself and its children now."""
 
 
-@dataclass(frozen=True)
+@record
 class Stop(Message, kind="stop"):
     """The attempt is ending: the rank gets SIGTERM, `stopping()` turns true, then a grace period."""
 
@@ -214,14 +306,14 @@ class Stop(Message, kind="stop"):
     """``"stop"`` (cancel, timeout, a peer's failure) or ``"rescale"`` (an elastic run changes its size)."""
 
 
-@dataclass(frozen=True)
+@record
 class DumpStacks(Message, kind="dump_stacks"):
     """Send the Python stack of every thread (`Stacks`), tagged with `request`."""
 
     request: int
 
 
-@dataclass(frozen=True)
+@record
 class BarrierRelease(Message, kind="barrier_release"):
     """Every rank reached barrier `round`: their messages, in partition order (then rank order)."""
 
@@ -232,7 +324,7 @@ class BarrierRelease(Message, kind="barrier_release"):
 # a warm session's home (driver) -> its long-lived ranks (`sparkrunner.ranks.warm`)
 
 
-@dataclass(frozen=True)
+@record
 class Serve(Message, kind="serve"):
     """Run the next run of the session: connect to its driver channel at `driver` ("host:port") with `secret`,
     its environment variables `env` set for the run's duration."""
@@ -245,7 +337,7 @@ class Serve(Message, kind="serve"):
 # a barrier task -> driver (its own connection, no Hello)
 
 
-@dataclass(frozen=True)
+@record
 class TaskReport(Message, kind="task_report"):
     """How a barrier task ended: its process's exit code and last output, or the task's own traceback."""
 
@@ -257,7 +349,7 @@ class TaskReport(Message, kind="task_report"):
     traceback: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Join(Message, kind="join"):
     """A barrier task's entries in the address exchange."""
 
@@ -270,7 +362,7 @@ class Join(Message, kind="join"):
 # driver -> a barrier task
 
 
-@dataclass(frozen=True)
+@record
 class Topology(Message, kind="topology"):
     """Every task's `Join` entries and Spark facts, in task order, once all of them joined."""
 
@@ -278,7 +370,7 @@ class Topology(Message, kind="topology"):
     spark: list[SparkTask]
 
 
-@dataclass(frozen=True)
+@record
 class RunOver(Message, kind="run_over"):
     """Every rank of the run reported and hung up: what still runs need not be waited for (mpirun held up by a
     daemon a rank forked). The driver's answer to a barrier task's `Wait`."""
@@ -287,14 +379,14 @@ class RunOver(Message, kind="run_over"):
 # mpirun's rsh agent <-> a barrier task's agent; a barrier task <-> barrier task 0 (mpirun launcher)
 
 
-@dataclass(frozen=True)
+@record
 class Exec(Message, kind="exec"):
     """Run this command on the agent's host."""
 
     argv: list[str]
 
 
-@dataclass(frozen=True)
+@record
 class Exit(Message, kind="exit"):
     """How a command (or the run's mpirun) ended."""
 
@@ -302,7 +394,7 @@ class Exit(Message, kind="exit"):
     tail: str
 
 
-@dataclass(frozen=True)
+@record
 class Wait(Message, kind="wait"):
     """Tell me when the run is over: asked of barrier task 0, once its mpirun ended (answered with `Exit`);
     asked of the driver, once every rank reported and hung up (answered with `RunOver`)."""
@@ -317,7 +409,7 @@ ZYGOTE_LOCK_SUFFIX = ".lock"
 """Beside a zygote's socket: the file its executor's tasks lock to start one zygote; the zygote removes both."""
 
 
-@dataclass(frozen=True)
+@record
 class Fork(Message, kind="fork"):
     """Fork a rank: run `argv` (``python -m module args...``) with `env` in `cwd`. The file descriptor for its
     stdout and stderr follows this message as SCM_RIGHTS ancillary data; answered with `Forked`, then `Exit`."""
@@ -327,7 +419,7 @@ class Fork(Message, kind="fork"):
     cwd: str
 
 
-@dataclass(frozen=True)
+@record
 class Forked(Message, kind="forked"):
     """The rank runs as process `pid` (a child of the zygote); its `Exit` follows on this connection."""
 
@@ -337,7 +429,7 @@ class Forked(Message, kind="forked"):
 # `sparkrunner.data.stream`: a rank <-> the driver's stream broker (the coordinator; no rows pass through it)
 
 
-@dataclass(frozen=True)
+@record
 class StreamOpen(Message, kind="stream_open"):
     """A rank starts a pass over the stream: its share is planned from these numbers, as on every rank, and the
     feeders push it to the rank's own server at `host`:`port`, naming the pass by `token`."""
@@ -355,12 +447,12 @@ class StreamOpen(Message, kind="stream_open"):
     """Set by `stream_reader` once the rank's server listens."""
 
 
-@dataclass(frozen=True)
+@record
 class StreamEnd(Message, kind="stream_end"):
     """The rank has every row of its share for this pass (so its leaving does not cancel the feeders)."""
 
 
-@dataclass(frozen=True)
+@record
 class StreamFailed(Message, kind="stream_failed"):
     """The broker to a rank: the pass failed (a feeder failed for good, a partition gave other rows than
     counted), why in words."""
@@ -368,7 +460,7 @@ class StreamFailed(Message, kind="stream_failed"):
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class StreamPassOver(Message, kind="stream_pass_over"):
     """The broker to a rank: its share is whole, and every feeder of the pass finished having given exactly
     the rows counted, so no row of the pass went to nobody."""
@@ -377,7 +469,7 @@ class StreamPassOver(Message, kind="stream_pass_over"):
 # a Spark feeder task -> a rank's stream server
 
 
-@dataclass(frozen=True)
+@record
 class FeedStart(Message, kind="feed_start"):
     """The first message of a feeder task: which pass of the rank (its token), partition and Spark attempt."""
 
@@ -387,7 +479,7 @@ class FeedStart(Message, kind="feed_start"):
     attempt: int
 
 
-@dataclass(frozen=True)
+@record
 class FeedBatch(Message, kind="feed_batch"):
     """The partition's rows ``[offset, offset + rows)`` as one Arrow IPC record batch; each is answered by a
     FeedAck."""
@@ -397,7 +489,7 @@ class FeedBatch(Message, kind="feed_batch"):
     ipc: bytes
 
 
-@dataclass(frozen=True)
+@record
 class FeedAck(Message, kind="feed_ack"):
     """The rank holds a batch: the feeder may send one more (the ack waits while the rank lags)."""
 
@@ -405,7 +497,7 @@ class FeedAck(Message, kind="feed_ack"):
 # a Spark feeder task -> the stream's broker (driver): so that a failed job names the partition that failed
 
 
-@dataclass(frozen=True)
+@record
 class FeederStarted(Message, kind="feeder_started"):
     """A feeder task began: its pass, its partition and Spark's attempt number of the task."""
 
@@ -415,7 +507,7 @@ class FeederStarted(Message, kind="feeder_started"):
     attempt: int
 
 
-@dataclass(frozen=True)
+@record
 class FeederFinished(Message, kind="feeder_finished"):
     """The feeder task of `partition` pushed all of its rows."""
 

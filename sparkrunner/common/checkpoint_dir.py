@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 from sparkrunner.channel.environment import Env
@@ -55,6 +53,8 @@ class RunCheckpoints:
         """The run's folder with the probe written; ``np > 0`` runs without `checkpoint_dir` get none."""
         if checkpoint_dir is None and not on_driver_only:
             return cls("", "", owned=False)
+        import tempfile  # (here: every rank imports this module, only the driver opens the folder)
+
         owned = checkpoint_dir is None
         prefix = f"sparkrunner-checkpoints-{run_id[:12]}-"
         folder = os.path.abspath(tempfile.mkdtemp(prefix=prefix) if owned else str(checkpoint_dir))
@@ -77,6 +77,8 @@ class RunCheckpoints:
         if not self.folder:
             return
         if self.owned:
+            import shutil
+
             shutil.rmtree(self.folder, ignore_errors=True)
         else:
             with contextlib.suppress(FileNotFoundError):

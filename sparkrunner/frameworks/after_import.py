@@ -3,13 +3,15 @@ pays nothing: the collective timing, the Trainer's progress callback, JAX's clus
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import importlib.abc
 
 
 def after_import(name: str, then: Callable[[ModuleType], None]) -> None:
@@ -20,9 +22,10 @@ def after_import(name: str, then: Callable[[ModuleType], None]) -> None:
         sys.meta_path.insert(0, _AfterImport(name, then))
 
 
-class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _AfterImport:
     """Lets the other finders find module `name`, runs it, then calls `then(module)`; once, when it is imported
-    (not when it is only looked for)."""
+    (not when it is only looked for). A finder and loader by its methods alone: `importlib.abc` (its base classes)
+    would cost every rank's start its imports (`importlib.resources`, `tempfile`)."""
 
     def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
         self._name, self._then = name, then
@@ -42,7 +45,7 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         finally:
             sys.meta_path.insert(place, self)
         if spec is not None and spec.loader is not None:
-            self._loader, spec.loader = spec.loader, self
+            self._loader, spec.loader = spec.loader, cast("importlib.abc.Loader", self)
         return spec
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:

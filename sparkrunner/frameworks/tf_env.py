@@ -4,7 +4,6 @@ Keras 3 trains on instead."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -32,6 +31,8 @@ WAYS_OUT = (
 
 
 def environment(topology: Topology, index: int) -> dict[str, str]:
+    import json  # (here: a rank's start does not need it)
+
     workers = [f"{peer.host}:{peer.ports[PortUse.TF_WORKER]}" for peer in topology.peers]
     config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
     return {"TF_CONFIG": json.dumps(config)}

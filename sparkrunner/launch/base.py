@@ -41,6 +41,9 @@ class RankJob:
     """The run's id (`RunRecord.run_id`), which every process of the run carries."""
     barrier_stage: str | None = None
     """Set by the barrier task: its stage's facts (`BarrierStage` JSON) for the ranks' `BarrierTaskContext`."""
+    task_times: tuple[float, float] | None = None
+    """Set by the barrier task: when it began and when its addresses were exchanged (`time.monotonic()`), which
+    its ranks send on in their `RankLaunch`."""
     zygote: ZygoteSpec | None = None
     """Set for direct Spark runs that may start again (`max_failures`, an np range): ranks fork from their
     executor's zygote; and for direct np < 0 runs that start warm: ranks fork from the driver's."""

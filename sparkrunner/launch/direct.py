@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from sparkrunner import frameworks
+from sparkrunner.channel import launch_times
 from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import (
@@ -39,6 +40,7 @@ class DirectLauncher(Launcher):
 
 
 def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
+    env = {**env, **launch_times.launcher_variable(None)}
     spec, forked = job.zygote, None
     if spec is not None and spec.socket is not None:
         reach = functools.partial(zygote_link.connect, spec.socket, spec.key)

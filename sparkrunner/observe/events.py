@@ -70,3 +70,30 @@ class AnatomyEvent:
     @classmethod
     def of(cls, message: Any) -> AnatomyEvent:
         return _copy(cls, message)
+
+
+@dataclass(frozen=True)
+class LaunchEvent:
+    """When a rank's start passed each point, in seconds of its host's monotonic clock (`time.monotonic()`, one
+    clock for every process of a Linux host: compare them with each other, or with the driver's own clock only
+    where the driver runs on the same host, as np < 0 and a local-cluster master do).
+
+    Attributes:
+        task_entered: its barrier task's function began (None on the driver, np < 0).
+        addresses_exchanged: the task learnt every rank's address over the driver channel (None on the driver).
+        spawned: its launcher asked for its process (None under mpirun, which starts it).
+        interpreter_up: the process began importing sparkrunner.
+        imports_done: the rank's imports were done.
+        connected: its output relay and channel connection were open; it was about to say hello.
+    """
+
+    task_entered: float | None
+    addresses_exchanged: float | None
+    spawned: float | None
+    interpreter_up: float
+    imports_done: float
+    connected: float
+
+    @classmethod
+    def of(cls, message: Any) -> LaunchEvent:
+        return _copy(cls, message)

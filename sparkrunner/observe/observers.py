@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from sparkrunner.errors import RankFailedError
-    from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
+    from sparkrunner.observe.events import AnatomyEvent, LaunchEvent, ProgressEvent
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,9 @@ class RunObserver:
         """Extra environment variables for every rank (read after `on_start`)."""
         return {}
 
+    def on_rank_launch(self, rank: int, launch: LaunchEvent) -> None:
+        """How a rank's start went, just before `on_rank_start` (when the rank timed it)."""
+
     def on_rank_start(self, rank: int) -> None:
         """A rank's process started and connected to the driver (it loads the function next)."""
 
@@ -152,6 +155,9 @@ class Observers(RunObserver):
                 extra = _guard_value(observer.rank_env)
                 env.update(extra if isinstance(extra, dict) else {})
         return env
+
+    def on_rank_launch(self, rank: int, launch: LaunchEvent) -> None:
+        self._each("on_rank_launch", rank, launch)
 
     def on_rank_start(self, rank: int) -> None:
         self._each("on_rank_start", rank)

@@ -19,7 +19,6 @@ import functools
 import os
 import queue
 import threading
-from decimal import Decimal
 from types import ModuleType
 from typing import Any
 
@@ -107,6 +106,8 @@ def _install(stage: BarrierStage, taskcontext: ModuleType) -> None:
         "addresses": list(stage.addresses),
     }
     if stage.cpu_amount is not None:
+        from decimal import Decimal  # (here: a rank's start does not need it)
+
         facts["cpuAmount"] = Decimal(stage.cpu_amount)
     for name, value in facts.items():
         setattr(context, f"_{name}", value)

@@ -11,17 +11,18 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
 
 from sparkrunner import channel, frameworks
-from sparkrunner.channel import handover
+from sparkrunner.channel import handover, launch_times
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import RemoteError, loads, user_frames
-from sparkrunner.common import version
+from sparkrunner.common import import_began, version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env
@@ -143,6 +144,7 @@ def _die_with_launcher() -> None:
 
 
 def main() -> int:
+    imports_done = time.monotonic()
     _die_with_launcher()
     graceful_stop.install(_die)
     rank.adopt_mpi_environment()
@@ -156,7 +158,8 @@ def main() -> int:
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
     secret = handover.take_run_secret(me.local_rank)
     task = os.environ.get(Env.STARTED_BY_TASK)
-    hello = m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None)
+    launch = launch_times.rank_launch(import_began.AT, imports_done)
+    hello = m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None, launch)
     echo = os.environ.get(Env.ECHO_OUTPUT) == "1"
     if os.environ.get(Env.WARM) == "1":  # a warm session's rank: DRIVER is the session's home
         relays = WarmRelay(me.rank, echo)
@@ -172,7 +175,7 @@ def _run_once(
     """One run: connect to its driver channel, fetch the payload, run it, report back; the exit code."""
     relay = open_relay(driver, secret)
     conn = channel.connect(driver, secret)
-    m.send(conn, hello)
+    m.send(conn, launch_times.at_connect(hello))
     if gpu_warning:
         m.send(conn, m.RankWarning(gpu_warning))
     first = m.receive(conn)

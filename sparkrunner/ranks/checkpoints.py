@@ -11,7 +11,6 @@ import contextlib
 import os
 import pickle
 import sys
-import tempfile
 import warnings
 from typing import Any
 
@@ -93,6 +92,8 @@ def _write_atomically(folder: str, state: Any, step: int) -> str:
     _remove_stale_temps(folder)
     use_torch = "torch" in sys.modules
     final = os.path.join(folder, f"checkpoint-{step:012d}.{'pt' if use_torch else 'pkl'}")
+    import tempfile  # (here: a rank's start does not need it)
+
     fd, temp = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -6,9 +6,9 @@ C code that released the GIL (sleep, a Gloo/NCCL collective) is still seen.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-import sysconfig
 import threading
 import traceback
 from types import FrameType
@@ -16,9 +16,17 @@ from typing import Any
 
 _OWN_THREAD_PREFIX = "sparkrunner-"
 _SPARKRUNNER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LIBRARY_DIRS = tuple(
-    {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-)
+
+
+@functools.cache
+def _library_dirs() -> tuple[str, ...]:
+    """The standard library's and the installed packages' folders (found when first asked: a rank's start
+    does not need them)."""
+    import sysconfig
+
+    return tuple(
+        {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    )
 
 
 def _is_user_file(filename: str) -> bool:
@@ -26,7 +34,7 @@ def _is_user_file(filename: str) -> bool:
     if filename.startswith("<"):
         return False
     path = os.path.realpath(filename)
-    return not path.startswith(_LIBRARY_DIRS) and not path.startswith(_SPARKRUNNER_DIR)
+    return not path.startswith(_library_dirs()) and not path.startswith(_SPARKRUNNER_DIR)
 
 
 def _short(filename: str) -> str:

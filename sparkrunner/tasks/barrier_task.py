@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import traceback
 from collections.abc import Iterable, Iterator
 
@@ -89,6 +90,7 @@ def split_gpus(task_gpus: tuple[str, ...], ranks: int) -> list[tuple[str, ...]]:
 
 def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, object]]:
     """Body of one barrier task; yields one record describing how this task's ranks ended."""
+    entered = time.monotonic()
     from pyspark import BarrierTaskContext
 
     ctx = BarrierTaskContext.get()
@@ -97,14 +99,17 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
     with hold_ports(
         launcher.ports_per_rank * job.ranks_per_task, own_ports(job.port_range), slot=index
     ) as held:
-        record = _run_task(ctx, job, launcher, held.ports)
+        record = _run_task(ctx, job, launcher, held.ports, entered)
     yield record
 
 
-def _run_task(ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...]) -> dict[str, object]:
-    """Exchange addresses, run this task's part of the launch, and say how its ranks ended."""
+def _run_task(
+    ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...], entered: float
+) -> dict[str, object]:
+    """Exchange addresses, run this task's part of the launch, and say how its ranks ended (`entered`: when the
+    task began, for its ranks' launch times)."""
     topology, first, stage = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
-    job = dataclasses.replace(job, barrier_stage=stage.to_json())
+    job = dataclasses.replace(job, barrier_stage=stage.to_json(), task_times=(entered, time.monotonic()))
     index = ctx.partitionId()  # type: ignore[attr-defined]
     host = topology.peers[first].host
     reported: list[TaskOutcome] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from sparkrunner import frameworks
+from sparkrunner.channel import launch_times
 from sparkrunner.launch.base import (
     RankJob,
     ReportFailure,
@@ -39,6 +40,7 @@ def run_direct_task(
 def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
     """Fork the rank from the executor's zygote when the run has one, else start it as a new process; echo: a
     copy of its output goes to the executor log."""
+    env = {**env, **launch_times.launcher_variable(job.task_times)}
     forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, 1)
     return forked or RankProcess(worker_command(), env, echo_to=1)
 

@@ -16,7 +16,7 @@ from sparkrunner.errors import ChannelError
 ENTRIES = [m.RankAddress("10.0.0.7", (40001, 40002), ("0",))]
 
 SAMPLES: list[m.Message] = [
-    m.Hello(rank=3, host="worker-1", pid=4242, task=1),
+    m.Hello(rank=3, host="worker-1", pid=4242, task=1, launch=m.RankLaunch(1.0, 1.5, 2.0, 2.25, 2.5, 2.75)),
     m.Hello(rank=0, host="driver", pid=7, task=None),
     m.OutputStream(rank=2),
     m.Output(stream="stderr", lines=["loss 0.5", "", "épsilon ✓"]),
@@ -104,10 +104,22 @@ def test_an_unknown_kind_is_a_channel_error_naming_it() -> None:
     ("kind", "data", "named"),
     [
         ("hello", {"rank": 0, "host": "h", "pid": 1}, "'hello'.*fields \\['host', 'pid', 'rank'\\]"),
-        ("hello", {"rank": 0, "host": "h", "pid": 1, "task": None, "extra": 1}, "'hello'.*extra"),
+        (
+            "hello",
+            {"rank": 0, "host": "h", "pid": 1, "task": None, "launch": None, "extra": 1},
+            "'hello'.*extra",
+        ),
         ("hello", ("stdout", ["line"]), "'hello'.*fields tuple"),
-        ("hello", {"rank": "0", "host": "h", "pid": 1, "task": None}, "'hello'.*wrong type for rank"),
-        ("hello", {"rank": True, "host": "h", "pid": 1, "task": None}, "'hello'.*wrong type for rank"),
+        (
+            "hello",
+            {"rank": "0", "host": "h", "pid": 1, "task": None, "launch": None},
+            "'hello'.*wrong type for rank",
+        ),
+        (
+            "hello",
+            {"rank": True, "host": "h", "pid": 1, "task": None, "launch": None},
+            "'hello'.*wrong type for rank",
+        ),
         ("output", {"stream": "stdout", "lines": "one line"}, "'output'.*wrong type for lines"),
         ("exit", {"code": None, "tail": ""}, "'exit'.*wrong type for code"),
         ("error", {"error": "ValueError: x"}, "'error'.*wrong type for error"),

@@ -111,3 +111,25 @@ def test_gpus_chosen_in_env_are_refused_where_sparkrunner_chooses_them(launcher:
     with pytest.raises(InvalidArgumentError, match=r"CUDA_VISIBLE_DEVICES .*use_gpu=False"):
         Runner(np=-2, launcher=launcher, env=gpus, use_gpu=False)
     Runner(np=-2, launcher=launcher, env=gpus)  # the driver's machine: the user's choice
+
+
+def test_a_jar_without_python_code_is_left_off_the_rank_pythonpath(tmp_path: Path) -> None:
+    """Spark's Python workers carry spark-core's jar on PYTHONPATH: a jar holding no Python file is dropped (it
+    could supply no module), one that ships a Python package stays, and so does every other entry. The oracle
+    is Python's own zipimport: what each entry can import."""
+    import zipfile
+    import zipimport
+
+    from sparkrunner.launch import user_env
+
+    classes, with_python, folder = tmp_path / "core.jar", tmp_path / "package.jar", tmp_path / "src"
+    with zipfile.ZipFile(classes, "w") as jar:
+        jar.writestr("org/apache/spark/SparkContext.class", b"\xca\xfe\xba\xbe")
+    with zipfile.ZipFile(with_python, "w") as jar:
+        jar.writestr("graphlib_x/__init__.py", "VALUE = 1\n")
+    assert zipimport.zipimporter(str(with_python)).find_spec("graphlib_x") is not None
+    assert zipimport.zipimporter(str(classes)).find_spec("SparkContext") is None
+    entries = user_env.python_path([os.pathsep.join(map(str, [classes, with_python, folder]))]).split(
+        os.pathsep
+    )
+    assert entries[:2] == [str(with_python), str(folder)] and str(classes) not in entries

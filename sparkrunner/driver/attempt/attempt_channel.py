@@ -21,7 +21,7 @@ from sparkrunner.driver.attempt.output import RankOutput
 from sparkrunner.driver.attempt.registry import RankRegistry
 from sparkrunner.driver.attempt.stacks import LiveRank, StackCollector, StackReport
 from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
-from sparkrunner.observe.events import AnatomyEvent, ProgressEvent
+from sparkrunner.observe.events import AnatomyEvent, LaunchEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.system import processes
 
@@ -132,6 +132,8 @@ class AttemptChannel:
             self.report.connected(hello)
             self.changed.notify_all()
         log.debug("rank %d connected from %s (pid %s)", hello.rank, hello.host, hello.pid)
+        if hello.launch is not None:
+            self._observer.on_rank_launch(hello.rank, LaunchEvent.of(hello.launch))
         self._observer.on_rank_start(hello.rank)
         m.send(conn, m.Payload(self._payload))
 
