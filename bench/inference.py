@@ -30,7 +30,6 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ import torch
 
 from bench import model_serve
 from bench.spark_session import checkout_on_pythonpath, gpu_conf, quiet_session
+from bench.timing import interleaved
 
 WIDTH = 64
 CLASSES = 10
@@ -202,21 +202,12 @@ def measure(
         load_file.write_text("")
         run()
         warm[label] = loads(load_file)
-    times: dict[str, list[float]] = {label: [] for label in passes}
-    for _ in range(repeats):
-        for label, run in passes.items():
-            times[label].append(_seconds(run))
+    times = interleaved(passes, repeats)
     return {label: (statistics.median(times[label]), *warm[label]) for label in passes}
 
 
 def _full_pass(out: Any) -> Callable[[], None]:
     return lambda: out.write.format("noop").mode("overwrite").save()
-
-
-def _seconds(run: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    run()
-    return time.perf_counter() - start
 
 
 def python_workers(spark: Any) -> int:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a script from anywhere
 from bench.spark_session import quiet_session
+from bench.timing import interleaved, seconds
 from sparkrunner.observe.observers import RunObserver
 
 if TYPE_CHECKING:
@@ -170,35 +171,17 @@ def process_costs(repeats: int) -> dict[str, float]:
 
     import cloudpickle
 
-    def seconds(fn: Callable[[], Any]) -> float:
-        return statistics.median(timed_once(fn) for _ in range(repeats))
+    def median(fn: Callable[[], Any]) -> float:
+        return statistics.median(seconds(fn) for _ in range(repeats))
 
     rank_imports = "import sparkrunner.ranks.bootstrap"
     return {
-        "(pickling the function)": seconds(lambda: cloudpickle.dumps(noop)),
-        "(python -c pass)": seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)),
-        "(python, rank imports)": seconds(
+        "(pickling the function)": median(lambda: cloudpickle.dumps(noop)),
+        "(python -c pass)": median(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)),
+        "(python, rank imports)": median(
             lambda: subprocess.run([sys.executable, "-c", rank_imports], check=True)
         ),
     }
-
-
-def timed_once(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def interleaved(chosen: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Each contender's seconds, one warm-up each, then round after round of one call each: a load that comes
-    and goes on a shared machine falls on every contender alike, so their ratios hold."""
-    for fn in chosen.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in chosen}
-    for _ in range(repeats):
-        for name, fn in chosen.items():
-            times[name].append(timed_once(fn))
-    return times
 
 
 def contenders(spark: Any) -> dict[str, Callable[[], Any]]:
@@ -246,6 +229,8 @@ def main() -> int:
         if not args.no_anatomy:
             parts = anatomy(args.repeats) + anatomy(args.repeats, tracking=False)
         chosen = {name: fn for name, fn in contenders(spark).items() if not args.only or name in args.only}
+        for fn in chosen.values():  # one warm-up each
+            fn()
         for name, times in interleaved(chosen, args.repeats).items():
             medians[name] = statistics.median(times)
             print(f"{name:<32} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
