@@ -40,7 +40,7 @@ class DirectLauncher(Launcher):
 
 
 def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
-    env = {**env, **launch_times.launcher_variable(None)}
+    env = {**env, **launch_times.launcher_variable(job.task_times)}  # None: no barrier task here
     spec, forked = job.zygote, None
     if spec is not None and spec.socket is not None:
         reach = functools.partial(zygote_link.connect, spec.socket, spec.key)
