@@ -104,11 +104,11 @@ def loaded(source: ModelSource) -> tuple[Any, str]:
             model = torch_forward.prepared(model, device)
         _LOADED[key] = model
         log.info("loaded model %s on %s", source.key, device)
-        freeze_objects()
+        _freeze_objects()
     return _LOADED[key], device
 
 
-def freeze_objects() -> None:
+def _freeze_objects() -> None:
     """Move every object this worker holds now (its imports, the models it keeps) out of the cyclic garbage
     collector's reach, for good: pyspark's worker runs a full collection after every task, which otherwise walks
     torch's and MLflow's objects each time (300k objects, 0.1-0.26 s a task on bench/inference.py's worker).
