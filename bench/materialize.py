@@ -36,7 +36,7 @@ def session(master: str) -> Any:
 
 
 def sparkrunner_writer(df: Any, target: Path) -> None:
-    from sparkrunner.data import storage
+    from sparkrunner.common import storage
     from sparkrunner.data.driver.write_progress import WriteProgress
     from sparkrunner.data.driver.writer import WriteOptions, write
 

@@ -11,6 +11,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from sparkrunner import timeouts
 from sparkrunner.channel.environment import CUDA_VISIBLE, GLOO_VARIABLES, Env
+from sparkrunner.common.checkpoint_folder import folder_at
 from sparkrunner.common.checks import PortRange, check_choice, check_number, configured_port_range
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
 
@@ -55,7 +56,7 @@ def check_range(size: SizeRange, per_task: int | None, checkpoint_dir: Any) -> N
     if checkpoint_dir is None:
         raise InvalidArgumentError(
             f"np=({size.least}, {size.most}) resizes the run by restarting it from its checkpoints: pass "
-            f"checkpoint_dir='/a/folder/every/executor/and/the/driver/can/read'"
+            f"checkpoint_dir='s3://bucket/prefix' (or a folder every executor and the driver can read)"
         )
     if per_task is not None and (size.least % per_task or size.most % per_task):
         raise InvalidArgumentError(
@@ -67,14 +68,15 @@ def check_checkpoint_dir(np: int, max_failures: int, checkpoint_dir: str | None)
     """Refuse, before anything starts, a Spark run that must resume but has nowhere to keep checkpoints."""
     if np > 0 and max_failures > 0 and checkpoint_dir is None:
         raise CheckpointDirError(
-            f"max_failures={max_failures} resumes failed attempts from checkpoints, which np > 0 runs keep in a "
-            f"folder that the driver and every executor can read: pass checkpoint_dir='/shared/path' (a mounted "
-            f"file system such as NFS, /dbfs/... on Databricks)"
+            f"max_failures={max_failures} resumes failed attempts from checkpoints, which np > 0 runs keep where "
+            f"the driver and every executor can read: pass checkpoint_dir='s3://bucket/prefix' (or gs://, "
+            f"abfss://, hdfs://, a mounted file system such as NFS, /dbfs/... on Databricks)"
         )
-    if checkpoint_dir is not None and (
-        not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir)
-    ):
-        raise CheckpointDirError(f"checkpoint_dir must be a folder path, not {checkpoint_dir!r}")
+    if checkpoint_dir is None:
+        return
+    if not isinstance(checkpoint_dir, (str, os.PathLike)) or not str(checkpoint_dir):
+        raise CheckpointDirError(f"checkpoint_dir must be a folder path or a URI, not {checkpoint_dir!r}")
+    folder_at(os.fspath(checkpoint_dir))  # a scheme nothing here opens fails now, naming what to install
 
 
 @dataclass(frozen=True)
@@ -287,8 +289,9 @@ class RunOptions:
     )
     checkpoint_dir: str | None = option(
         None,
-        "where `sparkrunner.save_checkpoint` writes. ``np < 0``: by default a folder made for the run (removed at "
-        "its end). ``np > 0``: a path the driver and every executor can read; required when ``max_failures > 0``.",
+        "where `sparkrunner.save_checkpoint` writes: a folder or a URI (``s3://``, ``gs://``, ``abfss://``, "
+        "``hdfs://``, any fsspec scheme). ``np < 0``: by default a folder made for the run (removed at its end). "
+        "``np > 0``: a location the driver and every executor can read; required when ``max_failures > 0``.",
     )
     stop_grace_s: float = option(
         timing="STOP_GRACE_S",

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.data.s3_server import S3Server, s3_server
 from tests.group_order import STARTS_OUTPUT, assign_groups, starts_line
 from tests.helpers import TEST_SESSION_ENV, leftover_rank_processes, stop_forgetting
 from tests.jvm_flags import jvm_options
@@ -129,6 +130,14 @@ def spark_local() -> Any:
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The materialize cache of the module's estimator fits (Parquet cached by query plan)."""
     return tmp_path_factory.mktemp("ml-store")
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3-API server (moto in server mode on 127.0.0.1 and a free port) with a bucket for the tests, for
+    the whole test run: the data path's and the checkpoints' tests share it."""
+    with s3_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -265,6 +265,11 @@ class BarrierJoin(Message, kind="barrier_join"):
 
 
 @record
+class GraceWanted(Message, kind="grace_wanted"):
+    """`main` handles stops (it called `stopping()` or `on_stop()`): a stop gives this rank its grace period."""
+
+
+@record
 class Result(Message, kind="result"):
     """The rank's function returned: its pickled value (rank 0, or all ranks with `run_all`), else None."""
 
@@ -304,6 +309,9 @@ class Stop(Message, kind="stop"):
 
     reason: str = "stop"
     """``"stop"`` (cancel, timeout, a peer's failure) or ``"rescale"`` (an elastic run changes its size)."""
+    peers_save: bool = False
+    """Some rank asked for a grace period (`GraceWanted`): under mpirun, where one rank's exit ends the job, a
+    rank that did not ask waits instead of ending at once, so that the ranks that save are not killed mid-save."""
 
 
 @record

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrunner.data import columns, storage
+from sparkrunner.common import storage
+from sparkrunner.data import columns
 from sparkrunner.errors import InvalidArgumentError
 
 # Written last by materialize: the files of one complete write (others in the folder are ignored).

@@ -26,7 +26,15 @@ from sparkrunner.common import import_began, version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env
-from sparkrunner.ranks import anatomy, barrier_context, fast_exit, graceful_stop, trainer_progress, warm
+from sparkrunner.ranks import (
+    anatomy,
+    barrier_context,
+    checkpoints,
+    fast_exit,
+    graceful_stop,
+    trainer_progress,
+    warm,
+)
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
@@ -62,8 +70,8 @@ class DriverWatch:
                         return
                     case m.Abort():
                         _die(1)
-                    case m.Stop(reason=reason):
-                        graceful_stop.request_stop(reason)
+                    case m.Stop(reason=reason, peers_save=peers_save):
+                        graceful_stop.request_stop(reason, peers_save)
                     case m.DumpStacks(request=request):
                         m.send(self._conn, m.Stacks(request=request, **thread_dump()))
                     case m.BarrierRelease():
@@ -110,7 +118,9 @@ def _outcome(payload: bytes, returns_value: bool) -> m.Result | m.Error:
         return m.Error(RemoteError.capture(exc))
     try:
         value = main(*args, **kwargs)
+        checkpoints.wait_for_background_save(graceful_stop.grace_seconds())  # its error is the rank's
     except BaseException as exc:  # report everything, SystemExit and KeyboardInterrupt included
+        _finish_background_save()
         exc = exc.with_traceback(user_frames(exc.__traceback__))
         return m.Error(RemoteError.capture_user_error(tf_env.explained(exc)))
     if not returns_value:
@@ -122,6 +132,15 @@ def _outcome(payload: bytes, returns_value: bool) -> m.Result | m.Error:
             f"the return value (a {type(value).__name__}) cannot be pickled: {exc}"
         )
         return m.Error(RemoteError.capture(note))
+
+
+def _finish_background_save() -> None:
+    """`main` failed: its checkpoint save in flight is still written (the next attempt resumes from it); the
+    error reported stays `main`'s."""
+    try:
+        checkpoints.wait_for_background_save(graceful_stop.grace_seconds())
+    except CheckpointDirError as exc:
+        rank.log_to_driver(f"the checkpoint being saved when main failed was lost: {exc}")
 
 
 def _wire_frameworks_under_mpirun() -> None:

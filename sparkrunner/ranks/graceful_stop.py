@@ -5,7 +5,10 @@ SIGTERM to itself, so `main` sees the same thing whoever stops it (Spark, a sche
 SIGTERM sets `stopping()`, runs the `on_stop` callbacks in the main thread, and arms a timer that kills the
 rank after ``stop_grace_s``. Executor decommissioning (SIGPWR, when it reaches the rank) takes the same path.
 A rank whose `main` never called `stopping()` or `on_stop()` cannot use a grace period: it dies at once, as
-before, so a failure is reported without waiting.
+before, so a failure is reported without waiting; it first lets its background checkpoint save (if one is in
+flight) finish within the grace period. Under mpirun, where one rank's exit makes Open MPI end every rank at
+once, such a rank does not end on a stop from the driver while a peer saves (the driver's `Stop` says so): it
+waits, and ends when the savers are done (the driver then aborts it) or with its own grace timer.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def stopping() -> bool:
 
     Calling it tells sparkrunner that `main` handles stops: from then on a stop gives it ``stop_grace_s``.
     """
-    _wants_grace.set()
+    if not _wants_grace.is_set():
+        _want_grace()
     return _stopping.is_set()
 
 
@@ -47,8 +51,19 @@ def stop_reason() -> str | None:
 
 def on_stop(callback: Callable[[], None]) -> None:
     """Call `callback()` (in the main thread) when this rank is asked to stop, e.g. to save a checkpoint."""
-    _wants_grace.set()
+    _want_grace()
     _callbacks.append(callback)
+
+
+def _want_grace() -> None:
+    """Note that `main` handles stops, and tell the driver, whose stops then wait for this rank's save."""
+    if _wants_grace.is_set():
+        return
+    _wants_grace.set()
+    from sparkrunner.channel import messages as m
+    from sparkrunner.ranks.api import send_to_driver
+
+    send_to_driver(m.GraceWanted())
 
 
 def grace_seconds() -> float:
@@ -83,18 +98,27 @@ def reset() -> bool:
     return _stopping.is_set()
 
 
-def request_stop(reason: str = "stop") -> None:
+def request_stop(reason: str = "stop", peers_save: bool = False) -> None:
     """Ask this rank to stop gracefully, from any thread (callbacks then run in the main thread); `reason` is
-    what `stop_reason()` says (``"rescale"`` when an elastic run changes its size)."""
-    global _reason
+    what `stop_reason()` says (``"rescale"`` when an elastic run changes its size). The driver's stops call it;
+    `peers_save`: some rank of the run saves in its grace period."""
+    global _reason, _hold
     if not _stopping.is_set():
         _reason = reason
+        _hold = peers_save and _exit_ends_peers()
     _begin_stop()
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _exit_ends_peers() -> bool:
+    """True under mpirun: Open MPI ends every rank at once when one exits non-zero."""
+    return "OMPI_COMM_WORLD_SIZE" in os.environ
+
+
 _die: Callable[[int], None] | None = None
 _begin_lock = threading.Lock()
+_hold = False
+"""This stop came from the driver while peers save, under mpirun: a rank that does not save waits, not ends."""
 
 
 def _begin_stop() -> bool:
@@ -103,13 +127,25 @@ def _begin_stop() -> bool:
         if _stopping.is_set():
             return False
         _stopping.set()
-    if _die is not None and not _wants_grace.is_set():
-        _die(128 + signal.SIGTERM)  # nothing in `main` listens for a stop: end now, as without a grace period
+    if _die is not None and not _wants_grace.is_set() and not _hold:
+        _end_without_grace(_die)
     if _die is not None:
         timer = threading.Timer(grace_seconds(), _die, args=(128 + signal.SIGTERM,))
         timer.daemon = True
         timer.start()
     return True
+
+
+def _end_without_grace(die: Callable[[int], None]) -> None:
+    """Nothing in `main` listens for a stop: end now, as without a grace period, once this rank's background
+    checkpoint save (if any) is written, within the grace period."""
+    from sparkrunner.ranks import checkpoints
+
+    try:
+        checkpoints.wait_for_background_save(grace_seconds())
+    except Exception:
+        log.exception("sparkrunner: the checkpoint being saved in the background was lost")
+    die(128 + signal.SIGTERM)
 
 
 def _watch_signals(reader: socket.socket, writer: socket.socket) -> None:

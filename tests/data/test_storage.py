@@ -9,7 +9,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from sparkrunner.data import NumpyLoader, ParquetData, materialize, storage
+from sparkrunner.common import storage
+from sparkrunner.data import NumpyLoader, ParquetData, materialize
 from sparkrunner.errors import DataNotSharedError, InvalidArgumentError
 from tests.data.readers import write_dataset
 from tests.data.s3_server import S3Server

@@ -3,7 +3,7 @@ takes the lease, prints ``leased``, and exits (leaving its lease file behind) wh
 
 import sys
 
-from sparkrunner.data import storage
+from sparkrunner.common import storage
 from sparkrunner.data.driver import cache_leases
 
 cache, key = sys.argv[1], sys.argv[2]

@@ -19,7 +19,7 @@ import re
 import uuid
 from typing import Any
 
-from sparkrunner.data import storage
+from sparkrunner.common import storage
 from sparkrunner.data.driver import plan_code
 from sparkrunner.data.driver.connect_plan import connect_plan
 from sparkrunner.errors import InvalidArgumentError

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner.data import storage
+from sparkrunner.common import storage
 from sparkrunner.system.processes import proc_stat
 
 LEASES = "_sparkrunner_leases"

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.channel.environment import Env
+from sparkrunner.common import storage
 from sparkrunner.common.checks import check_number
-from sparkrunner.data import storage
 from sparkrunner.data.dataset import MANIFEST, human_bytes
 from sparkrunner.data.driver import cache_leases
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning

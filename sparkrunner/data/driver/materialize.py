@@ -7,8 +7,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from sparkrunner.common import storage
 from sparkrunner.common.checks import check_number
-from sparkrunner.data import columns, storage
+from sparkrunner.data import columns
 from sparkrunner.data.dataset import ParquetData, read_manifest, scan
 from sparkrunner.data.driver import cache_leases, cache_store, host_check
 from sparkrunner.data.driver.cache_key import cache_key

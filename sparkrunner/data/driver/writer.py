@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrunner.data import shared, storage
+from sparkrunner.common import storage
+from sparkrunner.data import shared
 from sparkrunner.data.dataset import MANIFEST, DataFile, path_in
 from sparkrunner.data.driver.write_progress import WriteProgress
 

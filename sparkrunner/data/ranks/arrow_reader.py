@@ -13,10 +13,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import groupby
 from typing import Any
 
+from sparkrunner.common.storage import Location
 from sparkrunner.data.columns import Chunk, to_numpy
 from sparkrunner.data.dataset import ParquetData, path_in
 from sparkrunner.data.shards import Slice
-from sparkrunner.data.storage import Location
 
 # A remote file is fetched whole when the rank reads at least this share of its rows and it is no larger than
 # WHOLE_FILE_BYTES (at most two such files are held in memory: the one decoded and the one fetched ahead).

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from sparkrunner.common.storage import Location
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData, path_in
 from sparkrunner.data.shards import epoch_rng
-from sparkrunner.data.storage import Location
 from sparkrunner.errors import ReaderUnavailableError
 
 

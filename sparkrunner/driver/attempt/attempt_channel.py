@@ -116,6 +116,10 @@ class AttemptChannel:
                 self._observer.on_anatomy(rank, AnatomyEvent.of(message))
             case m.BarrierJoin():
                 self._barrier.join(conn, rank, message)
+            case m.GraceWanted():
+                with self.changed:
+                    self.report.ranks[rank].wants_grace = True
+                    self.changed.notify_all()
             case m.Result() | m.Error():
                 self._on_outcome(conn, rank, message)
             case m.File(name=name, data=data):
@@ -225,19 +229,25 @@ class AttemptChannel:
     def ask_ranks_to_stop(self, reason: str) -> None:
         """Tell every rank to stop gracefully: `stopping()` turns true, `stop_reason` is `reason`; the ranks
         decide how to end (save, return), within their grace period; nothing is aborted."""
-        self._server.broadcast(*m.encode(m.Stop(reason=reason)))
+        self._server.broadcast(*m.encode(self._stop(reason)))
 
     def stop_ranks(self, grace_s: float) -> None:
         """Ask every rank to stop (SIGTERM: `sparkrunner.stopping()` turns true), wait up to `grace_s` for
-        them to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace period."""
-        self._server.broadcast(*m.encode(m.Stop()))
+        the ranks that save to leave, then abort whatever is left. A second Ctrl-C skips the rest of the grace
+        period."""
+        self._server.broadcast(*m.encode(self._stop("stop")))
         # a stopped rank cannot act on it: continued, it reads the Stop (in Spark its task does this)
         processes.continue_stopped(self._ranks_on_this_machine())
         try:
             with self.changed:
-                self.changed.wait_for(self.report.all_gone, grace_s)
+                self.changed.wait_for(self.report.savers_gone, grace_s)
+                self.changed.wait_for(self.report.all_gone, 0 if self.report.any_wants_grace() else grace_s)
         finally:  # also on a second Ctrl-C, which then cuts the rest of the shutdown short
             self.abort_ranks()
+
+    def _stop(self, reason: str) -> m.Stop:
+        with self.changed:
+            return m.Stop(reason=reason, peers_save=self.report.any_wants_grace())
 
     def ranks_ended_here(self) -> bool:
         """True once every rank reported and ran on this machine (np < 0), and each one's process has ended:

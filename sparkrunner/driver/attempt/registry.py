@@ -23,6 +23,8 @@ class RankState:
     task: int | None = None
     """The barrier task that started this rank (None on the driver, np < 0)."""
     failed_at: float | None = None
+    wants_grace: bool = False
+    """`main` handles stops: a stop gives it `stop_grace_s` (`GraceWanted`)."""
 
 
 @dataclass
@@ -48,6 +50,13 @@ class RankRegistry:
     def all_gone(self) -> bool:
         """True when every rank that connected has disconnected again."""
         return all(s.gone for s in self.ranks.values())
+
+    def any_wants_grace(self) -> bool:
+        return any(s.wants_grace for s in self.ranks.values())
+
+    def savers_gone(self) -> bool:
+        """True when no rank that asked for a grace period is still connected: what is left only waits."""
+        return not any(s.wants_grace and not s.gone for s in self.ranks.values())
 
     def all_done(self) -> bool:
         return sum(1 for s in self.ranks.values() if s.done) == self.num_ranks

@@ -272,7 +272,7 @@ def _epoch_recorder(keras: Any, history: dict[str, list[float]], ended: EpochsEn
             if os.environ.get(Env.CHECKPOINT_DIR):
                 optimizer = [variable.numpy() for variable in _optimizer_variables(self.model)]
                 state = {"weights": self.model.get_weights(), "optimizer": optimizer, "epoch": epoch}
-                save_checkpoint({**state, "history": history}, step=epoch)
+                save_checkpoint({**state, "history": history}, step=epoch, background=True)
             ended.end(epoch)
 
     return EpochRecorder()

@@ -126,7 +126,7 @@ def _recorder(
             if os.environ.get(Env.CHECKPOINT_DIR):
                 optimizers = [o.state_dict() for o in trainer.optimizers]
                 state = {"model": module.state_dict(), "optimizers": optimizers, "epoch": epoch}
-                save_checkpoint({**state, "history": history}, step=epoch)
+                save_checkpoint({**state, "history": history}, step=epoch, background=True)
             if spec.verbose and trainer.global_rank == 0:
                 line = ", ".join(f"{k}={v:.4g}" for k, v in metrics.items())
                 log_to_driver(f"epoch {epoch + 1}/{spec.epochs}: {line}")

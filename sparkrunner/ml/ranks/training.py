@@ -280,4 +280,4 @@ def _resume(model: Any, optimizer: Any) -> tuple[int, dict[str, list[float]]]:
 def _checkpoint(model: Any, optimizer: Any, epoch: int, history: dict[str, list[float]]) -> None:
     if os.environ.get(Env.CHECKPOINT_DIR):
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}
-        save_checkpoint({**state, "history": history}, step=epoch)
+        save_checkpoint({**state, "history": history}, step=epoch, background=True)

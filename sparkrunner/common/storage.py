@@ -47,9 +47,9 @@ def resolve(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | No
     """The filesystem and path that `uri` names; InvalidArgumentError for a scheme nothing here can open."""
     text = os.fspath(uri)
     options = dict(storage_options or {})
-    scheme = urlsplit(text).scheme.lower() if "://" in text or text.startswith(("file:", "dbfs:")) else ""
+    scheme = scheme_of(text)
     if scheme in ("", "file"):
-        return _local(_local_path(text), options)
+        return _local(local_path(text), options)
     if scheme == "dbfs":
         return _local(_dbfs_path(text), options)
     parts = urlsplit(text)
@@ -64,6 +64,11 @@ def resolve(uri: str | os.PathLike[str], storage_options: Mapping[str, Any] | No
     return _fsspec(text, scheme, options)
 
 
+def scheme_of(text: str) -> str:
+    """The URI scheme of `text` in lower case ("file", "s3", ...), or "" for a plain path."""
+    return urlsplit(text).scheme.lower() if "://" in text or text.startswith(("file:", "dbfs:")) else ""
+
+
 def _local(path: str, options: dict[str, Any]) -> Location:
     import pyarrow.fs as pafs
 
@@ -74,7 +79,8 @@ def _local(path: str, options: dict[str, Any]) -> Location:
     return Location(path, path, pafs.LocalFileSystem())
 
 
-def _local_path(text: str) -> str:
+def local_path(text: str) -> str:
+    """The absolute path that a plain path or a file: URI names on this machine."""
     if text.startswith("file:"):
         text = "/" + urlsplit(text).path.lstrip("/")
     return os.path.abspath(os.path.expanduser(text))
