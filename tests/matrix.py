@@ -30,6 +30,9 @@ LAUNCHERS = [
     ),
 ]
 
+MPIRUN = LAUNCHERS[1:]
+"""mpirun alone, for a test whose direct cell is another test (which says so)."""
+
 RUNNABLE_LAUNCHERS: tuple[str, ...] = ("direct", *(("mpirun",) if _WHY_NO_MPIRUN is None else ()))
 """The launchers that can run here, for tests that draw one per run rather than parametrize."""
 

@@ -115,24 +115,32 @@ def test_a_classifier_named_by_its_probability_rule_scores_classes_and_probabili
 
 
 def test_a_fit_whose_rank_dies_resumes_from_its_latest_epoch(
-    spark_ml: Any, store: Path, tmp_path: Path
+    spark_ml: Any, store: Path, tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """np < 0, launcher direct, max_failures=1, the rows materialized. 400 rows, batch 20: 10 steps per epoch and
-    rank. Rank 1 exits at its 26th step (epoch 3 of 4) of attempt 0; the retry trains epochs 3 and 4 only (20
-    steps per rank, counted by a `KillPoint` in a Lightning callback, outside the estimator), from the checkpoint
-    the estimator's Lightning loop saved for epoch 2. (What an executor's loss adds, on Spark, is the same for
-    every estimator: tests/recovery/test_resume_spark.py.)"""
+    """np < 0, launcher direct, max_failures=1, the rows materialized, checkpoint_dir on the S3-API server (the
+    endpoint and keys in the environment). 400 rows, batch 20: 10 steps per epoch and rank. Rank 1 exits at its
+    26th step (epoch 3 of 4) of attempt 0; the retry trains epochs 3 and 4 only (20 steps per rank, counted by a
+    `KillPoint` in a Lightning callback, outside the estimator), from the checkpoint the estimator's Lightning
+    loop saved in the background for epoch 2, read back from the bucket. (What an executor's loss adds, on
+    Spark, is the same for every estimator: tests/recovery/test_resume_spark.py.)"""
+    from tests.common.test_checkpoint_folder import objects
     from tests.helpers import leftover_rank_processes
     from tests.ml.lightning_nets import Steps
     from tests.ml.nets import KillPoint, steps_logged
 
     log = tmp_path / "steps.txt"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    prefix = s3.new_prefix()
     model = LightningEstimator(
         model=LinearRegression(), callbacks=[Steps(KillPoint(str(log), crash_after=25))], log_model=False,
         feature_cols=["x"], label_cols=["y"], batch_size=20, epochs=4, np=-2, launcher="direct", max_failures=1,
-        checkpoint_dir=str(tmp_path / "checkpoints"), store=str(store), tracking=False, verbose=0,
+        checkpoint_dir=prefix, store=str(store), tracking=False, verbose=0,
     ).fit(linear_rows(spark_ml, 400))  # fmt: skip
     steps = steps_logged(log)
     assert steps.count((0, 1)) == 26 and steps.count((1, 0)) == steps.count((1, 1)) == 20, steps
     assert len(model.history["train_loss"]) == 4
+    assert [n for n in objects(s3, prefix) if n.endswith(".complete")] == [
+        "checkpoint-000000000002.pt.complete",
+        "checkpoint-000000000003.pt.complete",
+    ]
     assert leftover_rank_processes(grace_s=5.0) == {}

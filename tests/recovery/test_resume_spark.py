@@ -13,14 +13,18 @@ from typing import Any
 
 import pytest
 
+import sparkrunner
 from sparkrunner import Runner
-from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError
+from sparkrunner.errors import ExecutorDecommissionedError, RankFailedError, RunTimeoutError
 from sparkrunner.ml import TorchEstimator
 from sparkrunner.placement.slots import task_slots
+from tests.common.test_checkpoint_folder import objects
+from tests.data.s3_server import S3Server
 from tests.helpers import leftover_rank_processes
-from tests.matrix import LAUNCHERS
+from tests.matrix import MPIRUN
 from tests.ml.nets import CrashOnce, KillPoint, linear_rows, steps_logged
 from tests.recovery.processes import ExecutorKiller
+from tests.recovery.stop_saves import rank0_saves_on_stop, saved_state
 from tests.recovery.training import EPOCHS, FAILING_EPOCH, ddp_checkpointed
 from tests.waiting import wait_until
 
@@ -86,11 +90,12 @@ def run_signalling_rank1s_executor(
     return runner, result, signalled
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", MPIRUN)
 def test_ddp_resumes_after_a_rank_exits(
     spark_cluster: Any, tmp_path: Path, uninterrupted: dict[str, Any], launcher: str, caplog: Any
 ) -> None:
-    """Placement: Spark barrier stage (np=2). Rank 1 os._exit()s in epoch 3 of attempt 0 only."""
+    """Placement: Spark barrier stage (np=2), launcher mpirun, a local folder. Rank 1 os._exit()s in epoch 3 of
+    attempt 0 only. (launcher direct: the next test, on an object store.)"""
     runner = Runner(
         np=2, launcher=launcher, max_failures=1, checkpoint_dir=str(tmp_path), tracking=False, progress=False
     )
@@ -99,6 +104,56 @@ def test_ddp_resumes_after_a_rank_exits(
     said = [r.getMessage() for r in caplog.records if r.name.startswith("sparkrunner.")]
     assert any(m.startswith("attempt 0 failed") for m in said), said
     assert any(m.startswith("attempt 1 started") for m in said), said
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+@pytest.mark.parametrize("launcher", MPIRUN)
+def test_a_timeout_gives_the_saving_rank_its_grace_under_mpirun(
+    spark_cluster: Any, tmp_path: Path, launcher: str
+) -> None:
+    """Placement: Spark barrier stage (np=2), launcher mpirun; rank 0 alone saves in `on_stop` (1.5 s), rank 1
+    never looks at stops. Stopped by `timeout`, the save is complete (Open MPI would have killed rank 0 when
+    rank 1 exited) and a next run loads it. (direct in a barrier stage: test_attempts_local.py's
+    test_timeout_stops_ranks_gracefully_so_they_save[spark]; np<0: test_stop_saves.py.)"""
+    folder = tmp_path / "checkpoints"
+    runner = Runner(
+        np=2, launcher=launcher, timeout=20, stop_grace_s=20, checkpoint_dir=str(folder), tracking=False,
+        progress=False,
+    )  # fmt: skip
+    with pytest.raises(RunTimeoutError):
+        runner.run(rank0_saves_on_stop, str(tmp_path / "started"))
+    assert (tmp_path / "started.0").exists() and (tmp_path / "started.1").exists(), "the ranks never started"
+    state = saved_state(folder)
+    assert state["step"] > 0
+    loads = Runner(np=-1, launcher="direct", checkpoint_dir=str(folder), tracking=False, progress=False)
+    assert loads.run(sparkrunner.load_checkpoint) == state
+    assert leftover_rank_processes(grace_s=5.0) == {}
+
+
+def test_ddp_resumes_from_an_s3_checkpoint_dir_after_a_rank_is_killed(
+    spark_cluster: Any, s3: S3Server, uninterrupted: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Placement: Spark barrier stage (np=2), launcher direct, checkpoint_dir on the S3-API server. Rank 1
+    SIGKILLs itself in epoch 3 of attempt 0; attempt 1 resumes from the bucket and ends where an uninterrupted
+    run does. The executors get the server's endpoint and keys by `env=`, as a cluster's environment or
+    instance profile gives them; the bucket is read by the test with pyarrow's S3 filesystem."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    prefix = s3.new_prefix()
+    aws = {name: os.environ[name] for name in os.environ if name.startswith("AWS_")}
+    runner = Runner(
+        np=2,
+        launcher="direct",
+        max_failures=1,
+        checkpoint_dir=prefix,
+        env=aws,
+        tracking=False,
+        progress=False,
+    )
+    result = runner.run(ddp_checkpointed, "sigkill")
+    assert_resumed_at_failing_epoch(runner, result, uninterrupted)
+    assert objects(s3, prefix) == [
+        f"checkpoint-{step:012d}.pt{suffix}" for step in (EPOCHS - 1, EPOCHS) for suffix in ("", ".complete")
+    ]
     assert leftover_rank_processes(grace_s=5.0) == {}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ FAILING_EPOCH = 3
 def ddp_checkpointed(failure: str | None = None, marker: str = "") -> dict[str, Any]:
     """Fit a linear model with DDP (momentum SGD), saving a checkpoint at the end of every epoch.
 
-    `failure` acts in epoch 3 of attempt 0 only: ``"exit"``: rank 1 calls ``os._exit``; ``"wait_for_kill"``:
+    `failure` acts in epoch 3 of attempt 0 only: ``"exit"``: rank 1 calls ``os._exit``; ``"sigkill"``: rank 1
+    SIGKILLs itself; ``"wait_for_kill"``:
     rank 1 touches `marker` and both ranks wait there until they are stopped (the test kills or decommissions
     an executor meanwhile); ``"save_on_stop"``: the same, and rank 0 saves a checkpoint marked
     ``saved_on_stop`` when it is stopped. Rank 0 returns its final weights, which (attempt, epoch) pairs ran,
@@ -82,6 +84,8 @@ def _fail(failure: str, rank: int, marker: str, state: Any) -> None:
 
     if failure == "exit" and rank == 1:
         os._exit(7)
+    if failure == "sigkill" and rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
     if failure in ("wait_for_kill", "save_on_stop"):
         if rank == 1:
             Path(marker).touch()
