@@ -190,8 +190,10 @@ class StoreFolder(CheckpointFolder):
         return f"{self.uri}/{name}"
 
     def read(self, name: str) -> bytes:
-        with self._fs.open_input_stream(posixpath.join(self._path, name)) as stream:
-            return bytes(stream.read())
+        # a random-access file reads the object in one request; pyarrow's input stream, in many small ones
+        # (50 MB from the S3-API server: 0.14 s against 15 s, 2026-11-29)
+        with self._fs.open_input_file(posixpath.join(self._path, name)) as opened:
+            return bytes(opened.read())
 
     def remove(self, name: str) -> None:
         import pyarrow.fs as pafs

@@ -65,8 +65,9 @@ DEAD_RANK_ENDS_AT_ONCE = ("--mca", "odls_base_sigkill_timeout", "0")
 sleep again, then SIGKILL; mpirun exits, and prints the banner with the dead rank's exit code, only after that.
 The driver waits for that exit code (the error names it), so the default second made a run under mpirun end
 about 1 s later than under the direct launcher (bench/dead_rank.py). With 0 the peers get SIGTERM and SIGKILL
-together: a rank's death ends its peers at once, as Open MPI's job abort means to (the stops the driver sends, on
-a timeout, Ctrl-C or a cancelled job, still give them `stop_grace_s`)."""
+together: a rank's death ends its peers at once, as Open MPI's job abort means to. The driver's own stops (a
+timeout, Ctrl-C, a cancelled job, a resize) still give the ranks that save their `stop_grace_s`: a rank that does
+not save waits instead of exiting while a peer saves (`graceful_stop`), so its exit cannot trigger the abort."""
 
 
 def mpirun_command(
