@@ -165,7 +165,9 @@ def _die_with_launcher() -> None:
 def main() -> int:
     imports_done = time.monotonic()
     _die_with_launcher()
-    graceful_stop.install(_die)
+    graceful_stop.install(
+        _die, lambda: rank.send_to_driver(m.GraceWanted()), checkpoints.wait_for_background_save
+    )
     rank.adopt_mpi_environment()
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)

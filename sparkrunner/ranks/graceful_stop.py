@@ -60,10 +60,8 @@ def _want_grace() -> None:
     if _wants_grace.is_set():
         return
     _wants_grace.set()
-    from sparkrunner.channel import messages as m
-    from sparkrunner.ranks.api import send_to_driver
-
-    send_to_driver(m.GraceWanted())
+    if _tell_driver is not None:
+        _tell_driver()
 
 
 def grace_seconds() -> float:
@@ -71,14 +69,18 @@ def grace_seconds() -> float:
     return float(os.environ.get(Env.STOP_GRACE_S) or STOP_GRACE_S)
 
 
-def install(die: Callable[[int], None]) -> None:
+def install(
+    die: Callable[[int], None], tell_driver: Callable[[], object], finish_saves: Callable[[float], None]
+) -> None:
     """Called by the rank bootstrap: route SIGTERM (and SIGPWR) into the graceful stop, then `die(143)`.
+    `tell_driver()` says that `main` wants a grace period; `finish_saves(seconds)` waits for this rank's
+    background checkpoint save before a rank that wants none ends.
 
     The signal also wakes a watcher thread (through the wakeup fd), so the grace timer is armed even while the
     main thread is blocked in C code (a collective waiting on a dead peer) and cannot run Python handlers.
     """
-    global _die
-    _die = die
+    global _die, _tell_driver, _finish_saves
+    _die, _tell_driver, _finish_saves = die, tell_driver, finish_saves
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
@@ -116,6 +118,8 @@ def _exit_ends_peers() -> bool:
 
 
 _die: Callable[[int], None] | None = None
+_tell_driver: Callable[[], object] | None = None
+_finish_saves: Callable[[float], None] | None = None
 _begin_lock = threading.Lock()
 _hold = False
 """This stop came from the driver while peers save, under mpirun: a rank that does not save waits, not ends."""
@@ -139,10 +143,9 @@ def _begin_stop() -> bool:
 def _end_without_grace(die: Callable[[int], None]) -> None:
     """Nothing in `main` listens for a stop: end now, as without a grace period, once this rank's background
     checkpoint save (if any) is written, within the grace period."""
-    from sparkrunner.ranks import checkpoints
-
     try:
-        checkpoints.wait_for_background_save(grace_seconds())
+        if _finish_saves is not None:
+            _finish_saves(grace_seconds())
     except Exception:
         log.exception("sparkrunner: the checkpoint being saved in the background was lost")
     die(128 + signal.SIGTERM)

@@ -33,6 +33,8 @@ SAMPLES: list[m.Message] = [
     m.Ack(),
     m.Abort(),
     m.Stop(),
+    m.Stop(reason="rescale", peers_save=True),
+    m.GraceWanted(),
     m.DumpStacks(request=9),
     m.TaskReport(task=1, host="worker-1", launcher="mpirun", exit_code=-9, tail="last line"),
     m.TaskReport(task=0, host="worker-0", launcher="direct", traceback="Traceback ...\nOSError: x"),
