@@ -4,10 +4,10 @@ restarts, in each rank of `sparkrunner.compat.horovod_spark.run_elastic`.
 Horovod keeps a committed state in host memory and, when a worker is lost or added, rendezvouses again in place
 and restores it. Here a lost rank ends the attempt and the run starts again at the size the cluster has now, so
 the state has to outlive the processes: `state.commit()` also writes the committed state as the run's
-checkpoint, and the first ``sync`` of a state in a later attempt restores the last commit from it and calls the
-reset callbacks (`hvd.size()` is then the new size) before Horovod syncs it from rank 0. A commit while the
-driver asks the ranks to stop for a rescale ends the function on every rank (rank 0 decides, by Horovod's own
-broadcast), and the run restarts at the larger size from that commit.
+checkpoint, and when ``@hvd.elastic.run`` starts on a state in a later attempt the last commit is restored from
+it and the reset callbacks are called (`hvd.size()` is then the new size), before Horovod syncs it from rank 0.
+A commit while the driver asks the ranks to stop for a rescale ends the function on every rank (rank 0
+decides, by Horovod's own broadcast), and the run restarts at the larger size from that commit.
 """
 
 from __future__ import annotations
@@ -36,19 +36,21 @@ def run(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 @contextlib.contextmanager
 def _hooked() -> Iterator[None]:
-    """Horovod's `State.commit` and `State.sync` replaced by `_commit` and `_sync` while the function runs, and
-    its worker notification service (Horovod's elastic driver's channel to the workers) left unstarted."""
+    """While the function runs: Horovod's `State.commit` is `_commit`; the registration of a state with the worker
+    notification manager (the first thing ``@hvd.elastic.run`` does, before it syncs the state) restores the
+    last commit first; and the manager's service (Horovod's elastic driver's channel to the workers) is not
+    started."""
     from horovod.common.elastic import State
     from horovod.runner.elastic.worker import WorkerNotificationManager
 
     originals = {
         (State, "commit"): State.commit,
-        (State, "sync"): State.sync,
         (WorkerNotificationManager, "init"): WorkerNotificationManager.init,
+        (WorkerNotificationManager, "register_listener"): WorkerNotificationManager.register_listener,
     }
     State.commit = _commit
-    State.sync = _syncing(State.sync)
     WorkerNotificationManager.init = lambda self, *args, **kwargs: None
+    WorkerNotificationManager.register_listener = _restoring(WorkerNotificationManager.register_listener)
     try:
         yield
     finally:
@@ -67,16 +69,17 @@ def _commit(state: Any) -> None:
         raise _Rescale()
 
 
-def _syncing(sync: Callable[[Any], None]) -> Callable[[Any], None]:
-    """Horovod's `sync`, first restoring the last commit of an earlier attempt (once per state object)."""
+def _restoring(register: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    """Horovod's `register_listener`, after restoring the state from an earlier attempt's last commit (once per
+    state object)."""
 
-    def synced(state: Any) -> None:
+    def restored_first(manager: Any, state: Any) -> None:
         if not getattr(state, "_sparkrunner_restored", False):
             state._sparkrunner_restored = True
             _restore(state)
-        sync(state)
+        register(manager, state)
 
-    return synced
+    return restored_first
 
 
 def _restore(state: Any) -> None:
