@@ -123,7 +123,7 @@ def elastic_model_and_optimizer() -> tuple[Any, Any]:
 def horovod_elastic_training(marker_dir: str) -> dict[str, Any]:
     """Horovod Elastic code as its users write it (`hvd.elastic.TorchState` with a model, an optimizer with
     momentum and an epoch counter, a reset callback, ``@hvd.elastic.run``, a commit per epoch), plus the test's
-    marks in `marker_dir`: ``epochs`` (attempt, epoch, size: each epoch rank 0 trained), ``resets`` (attempt,
+    marks in `marker_dir`: ``epochs`` (attempt, epoch, size, when: each epoch rank 0 trained), ``resets`` (attempt,
     size: each reset callback's call), and ``kill``/``small`` for `tests.recovery.elastic_scenario.ExecutorHolder`."""
     import time
     from pathlib import Path
@@ -163,7 +163,7 @@ def horovod_elastic_training(marker_dir: str) -> dict[str, Any]:
             for p in state.model.parameters():
                 p.grad = hvd.allreduce(p.grad, op=hvd.Average)
             state.optimizer.step()
-            mark("epochs", f"{attempt} {state.epoch} {hvd.size()}")
+            mark("epochs", f"{attempt} {state.epoch} {hvd.size()} {time.time()!r}")
             state.epoch += 1
             state.commit()
             if attempt == 0 and state.epoch == KILL_AFTER_EPOCH:

@@ -6,6 +6,7 @@ wherever Horovod is installed)."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from tests.recovery.elastic_scenario import ExecutorHolder
 from tests.waiting import wait_until
 
 pytest.importorskip("horovod.torch")
+
+log = logging.getLogger("sparkrunner")
 
 CHOICES = {"direct": {"use_gloo": True}, "mpirun": {"use_mpi": True}}
 
@@ -107,10 +110,15 @@ def test_run_elastic_restores_the_last_commit_at_the_new_size_after_a_lost_execu
         wait_until(lambda: task_slots(spark_cluster.sparkContext) >= 2, 120, "2 task slots")
     assert holder.killed_at is not None and holder.held is not None, "no executor was killed and held back"
 
-    epochs = [tuple(map(int, line.split())) for line in (tmp_path / "epochs").read_text().splitlines()]
+    marks = [line.split() for line in (tmp_path / "epochs").read_text().splitlines()]
+    epochs = [tuple(map(int, fields[:3])) for fields in marks]
     resets = [tuple(map(int, line.split())) for line in (tmp_path / "resets").read_text().splitlines()]
     assert epochs == [(0, 0, 2), (0, 1, 2), (1, 2, 1), (1, 3, 1), (2, 4, 2), (2, 5, 2)]  # none trained twice
     assert resets == [(1, 1), (2, 2)]  # each later attempt restored a commit and called back at its size
+    first_after = min(float(fields[3]) for fields in marks if int(fields[0]) == 1)
+    log.info(
+        "run_elastic: a lost executor to the first epoch after it: %.1f s", first_after - holder.killed_at
+    )
     weight, bias = uninterrupted_training()
     assert [v["size"] for v in values] == [2, 2]
     for value in values:
