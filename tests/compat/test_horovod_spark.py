@@ -131,14 +131,15 @@ def test_run_elastic_restores_the_last_commit_at_the_new_size_after_a_lost_execu
     [
         ({"host_discovery_script": "discover.sh"}, "host_discovery_script=...) has no meaning here"),
         ({"min_num_proc": 3, "max_num_proc": 2}, "min_num_proc=3 is larger than max_num_proc=2"),
-        ({"num_proc": 3, "max_num_proc": 2}, "num_proc=3 is outside"),
+        ({"num_proc": 3, "min_num_proc": 1, "max_num_proc": 2}, "num_proc=3 is outside"),
         ({"min_num_proc": 0}, "min_num_proc has to be a positive integer"),
         ({"reset_limit": -1}, "reset_limit must be a whole number"),
         ({"elastic_timeout": 0}, "elastic_timeout must be a number of seconds"),
         ({"checkpoint_dir": None}, "pass checkpoint_dir="),
     ],
-    ids=lambda v: next(iter(v)) if isinstance(v, dict) else "",
-)
+    ids=["host_discovery_script", "min_above_max", "num_proc_outside", "min_num_proc", "reset_limit",
+         "elastic_timeout", "checkpoint_dir"],
+)  # fmt: skip
 def test_run_elastic_refuses_bad_input_by_name_before_anything_starts(
     spark_cluster: Any, tmp_path: Path, given: dict[str, Any], named: str
 ) -> None:
