@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import IO, TYPE_CHECKING, Any
 
 from sparkrunner.common.lazy_exports import lazy_exports
@@ -152,7 +153,8 @@ def run_elastic(
         env, stdout, stderr, verbose, nics: as for `run`.
         prefix_output_with_timestamp: accepted; sparkrunner prefixes each line with its rank.
         runner_options: `sparkrunner.Runner`'s own keywords; ``checkpoint_dir`` (a folder every executor and the
-            driver can read) is required.
+            driver can read) is required, except on a local master (``local[N]``, ``local-cluster[...]``), where
+            a folder is made for the run.
     """
     from sparkrunner.ml.entry import RankEntry
     from sparkrunner.runner import Runner
@@ -167,18 +169,36 @@ def run_elastic(
     restarts = RESET_LIMIT if reset_limit is None else _non_negative("reset_limit", reset_limit)
     if verbose >= 1:
         log.info("Running %s processes (Horovod Elastic, launcher direct)...", size)
-    runner = Runner(
-        size,
-        spark=spark,
-        launcher="direct",
-        horovod=True,
-        start_timeout=max(_start_timeout(start_timeout), _elastic_timeout(elastic_timeout)),
-        env={**(env or {}), **_nic_env(nics)},
-        max_failures=restarts,
-        **runner_options,
-    )
-    with redirect_stdout(stdout or sys.stdout), redirect_stderr(stderr or sys.stderr):
-        return runner.run_all(RankEntry(*_ELASTIC_ENTRY), fn, *args, **(kwargs or {}))
+    with _checkpoint_dir(spark, runner_options.pop("checkpoint_dir", None)) as folder:
+        runner = Runner(
+            size,
+            spark=spark,
+            launcher="direct",
+            horovod=True,
+            start_timeout=max(_start_timeout(start_timeout), _elastic_timeout(elastic_timeout)),
+            env={**(env or {}), **_nic_env(nics)},
+            max_failures=restarts,
+            checkpoint_dir=folder,
+            **runner_options,
+        )
+        with redirect_stdout(stdout or sys.stdout), redirect_stderr(stderr or sys.stderr):
+            return runner.run_all(RankEntry(*_ELASTIC_ENTRY), fn, *args, **(kwargs or {}))
+
+
+@contextmanager
+def _checkpoint_dir(spark: Any, given: str | None) -> Iterator[str]:
+    """Where the run's commits go: `given`; on a local master (one machine: the driver's temporary folder is the
+    executors'), by default a folder made for the run and removed at its end."""
+    if given is not None:
+        yield given
+        return
+    if not str(spark.conf.get("spark.master", "")).startswith("local"):
+        raise InvalidArgumentError(
+            "run_elastic keeps each state.commit() as a checkpoint of the run, which the next attempt restores: "
+            "pass checkpoint_dir='/a/folder/every/executor/and/the/driver/can/read'"
+        )
+    with tempfile.TemporaryDirectory(prefix="sparkrunner-elastic-") as folder:
+        yield folder
 
 
 def _refuse_no_meaning(given: Mapping[str, Any]) -> None:
@@ -189,11 +209,6 @@ def _refuse_no_meaning(given: Mapping[str, Any]) -> None:
             )
     if "np" in given:
         raise InvalidArgumentError("run_elastic(np=...): the size is num_proc, min_num_proc and max_num_proc")
-    if given.get("checkpoint_dir") is None:
-        raise InvalidArgumentError(
-            "run_elastic keeps each state.commit() as a checkpoint of the run, which the next attempt restores: "
-            "pass checkpoint_dir='/a/folder/every/executor/and/the/driver/can/read'"
-        )
 
 
 def _elastic_size(start: int, least: int | None, most: int | None) -> int | tuple[int, int]:

@@ -93,7 +93,8 @@ def test_run_elastic_restores_the_last_commit_at_the_new_size_after_a_lost_execu
     spark_cluster: Any, tmp_path: Path
 ) -> None:
     """Horovod Elastic code, unchanged, through `run_elastic` (launcher direct, Spark barrier stages of 2, 1,
-    then 2 tasks): an executor is killed right after a commit and its replacement held back, so the run goes on
+    then 2 tasks; the commits in the folder run_elastic makes on a local master): an executor is killed right
+    after a commit and its replacement held back, so the run goes on
     at 1 rank from that commit, then grows back to 2 when the replacement is let go. The only test that runs
     Horovod's `hvd.elastic.run` and `TorchState` across restarts. Oracles: the same training in this process
     without a restart (the weights), and the ranks' own marks (which epochs ran at which size, what the reset
@@ -102,8 +103,7 @@ def test_run_elastic_restores_the_last_commit_at_the_new_size_after_a_lost_execu
     try:
         values = horovod_spark.run_elastic(
             horovod_elastic_training, args=(str(tmp_path),), num_proc=2, min_num_proc=1, max_num_proc=2,
-            reset_limit=1, start_timeout=120, checkpoint_dir=str(tmp_path / "checkpoints"), tracking=False,
-            progress=False,
+            reset_limit=1, start_timeout=120, tracking=False, progress=False,
         )  # fmt: skip
     finally:
         holder.join()
@@ -135,16 +135,15 @@ def test_run_elastic_restores_the_last_commit_at_the_new_size_after_a_lost_execu
         ({"min_num_proc": 0}, "min_num_proc has to be a positive integer"),
         ({"reset_limit": -1}, "reset_limit must be a whole number"),
         ({"elastic_timeout": 0}, "elastic_timeout must be a number of seconds"),
-        ({"checkpoint_dir": None}, "pass checkpoint_dir="),
     ],
     ids=["host_discovery_script", "min_above_max", "num_proc_outside", "min_num_proc", "reset_limit",
-         "elastic_timeout", "checkpoint_dir"],
+         "elastic_timeout"],
 )  # fmt: skip
 def test_run_elastic_refuses_bad_input_by_name_before_anything_starts(
     spark_cluster: Any, tmp_path: Path, given: dict[str, Any], named: str
 ) -> None:
     """The function would leave a file behind if any rank ran it."""
-    arguments = {"num_proc": 2, "checkpoint_dir": str(tmp_path / "checkpoints"), **given}
+    arguments = {"num_proc": 2, **given}
     with pytest.raises(InvalidArgumentError, match=re.escape(named)):
         horovod_spark.run_elastic(touch_file, args=(str(tmp_path / "ran"),), **arguments)
     assert not (tmp_path / "ran").exists()
