@@ -23,6 +23,8 @@ fetch horovod/integration/common.py horovod/horovod/v0.28.1/test/utils/common.py
 # Horovod's own Spark examples (tests/compat/upstream_examples.py), run with one import line changed
 fetch horovod/examples/spark/pytorch/pytorch_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_spark_mnist.py
+fetch horovod/examples/spark/pytorch/pytorch_lightning_spark_mnist.py \
+  horovod/horovod/v0.28.1/examples/spark/pytorch/pytorch_lightning_spark_mnist.py
 fetch horovod/examples/spark/keras/keras_spark_mnist.py \
   horovod/horovod/v0.28.1/examples/spark/keras/keras_spark_mnist.py
 fetch horovod/examples/spark/keras/keras_spark_rossmann_estimator.py \

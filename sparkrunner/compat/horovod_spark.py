@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import IO, TYPE_CHECKING, Any
 
 from sparkrunner.common.lazy_exports import lazy_exports
@@ -39,7 +40,26 @@ _LAZY = {
 
 __getattr__ = lazy_exports(__name__, _LAZY)
 
-__all__ = ["KerasEstimator", "KerasModel", "TorchEstimator", "TorchModel", "run"]
+__all__ = ["KerasEstimator", "KerasModel", "TorchEstimator", "TorchModel", "run", "run_elastic"]
+
+RESET_LIMIT = 10
+"""Restarts a `run_elastic` run allows when its `reset_limit` is None (Horovod's None: no limit); a rescale to
+more slots is not counted."""
+_ELASTIC_ENTRY = ("sparkrunner.ranks.horovod_elastic", "run")
+"""The rank-side wrapper that ties Horovod's elastic states to the run's checkpoints."""
+_NO_MEANING_HERE = {
+    "host_discovery_script": "sparkrunner sizes the run by Spark's free task slots: set min_num_proc/max_num_proc",
+    "discovery": "sparkrunner sizes the run by Spark's free task slots: set min_num_proc/max_num_proc",
+    "hosts": "the ranks run in Spark tasks, where Spark places them: set num_proc",
+    "hostfile": "the ranks run in Spark tasks, where Spark places them: set num_proc",
+    "slots": "each rank is one Spark task slot: set num_proc",
+    "cooldown_range": "a lost executor's slots come back when Spark gives them back; nothing to cool down",
+    "blacklist_cooldown_range": "a lost executor's slots come back when Spark gives them back; nothing to cool down",
+    "use_mpi": "Horovod Elastic runs on Gloo (sparkrunner's direct launcher), as Horovod's own",
+    "extra_mpi_args": "Horovod Elastic runs on Gloo (sparkrunner's direct launcher), as Horovod's own",
+}
+"""Elastic arguments of Horovod's other launchers (horovodrun, horovod.run) that mean nothing on Spark, and what
+to use instead."""
 
 
 def run(
@@ -93,6 +113,133 @@ def run(
     )
     with redirect_stdout(stdout or sys.stdout), redirect_stderr(stderr or sys.stderr):
         return runner.run_all(fn, *args, **(kwargs or {}))
+
+
+def run_elastic(
+    fn: Callable[..., Any],
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    num_proc: int | None = None,
+    min_num_proc: int | None = None,
+    max_num_proc: int | None = None,
+    start_timeout: float | None = None,
+    elastic_timeout: float | None = None,
+    reset_limit: int | None = None,
+    env: Mapping[str, str] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    verbose: int = 1,
+    nics: Sequence[str] | None = None,
+    prefix_output_with_timestamp: bool = False,
+    min_np: int | None = None,
+    max_np: int | None = None,
+    **runner_options: Any,
+) -> list[Any]:
+    """Run Horovod Elastic code (``@hvd.elastic.run`` over ``hvd.elastic.TorchState`` / ``ObjectState``)
+    unchanged on `num_proc` ranks in Spark barrier stages; every rank's value of the last attempt, in order.
+
+    A lost rank ends the attempt and the next starts at the slots there are (at least `min_num_proc`), from the
+    last ``state.commit()`` (kept as the run's checkpoint), calling the state's reset callbacks; slots that come
+    back (up to `max_num_proc`) grow the run at the next commit (docs/elastic.md, "Horovod Elastic").
+
+    Args:
+        num_proc: the ranks to start with; default ``spark.default.parallelism``.
+        min_num_proc, max_num_proc: the range of sizes (default: `num_proc`); ``min_np``/``max_np``: their
+            old names, as in Horovod.
+        start_timeout: seconds for the ranks to start; default ``HOROVOD_SPARK_START_TIMEOUT``, else 600.
+        elastic_timeout: seconds a restart waits for `min_num_proc` slots; default ``HOROVOD_ELASTIC_TIMEOUT``,
+            else 600. sparkrunner has one wait for both: the larger of the two bounds every attempt.
+        reset_limit: restarts after lost ranks (`Runner`'s `max_failures`); None: `RESET_LIMIT`.
+        env, stdout, stderr, verbose, nics: as for `run`.
+        prefix_output_with_timestamp: accepted; sparkrunner prefixes each line with its rank.
+        runner_options: `sparkrunner.Runner`'s own keywords; ``checkpoint_dir`` (a folder every executor and the
+            driver can read) is required, except on a local master (``local[N]``, ``local-cluster[...]``), where
+            a folder is made for the run.
+    """
+    from sparkrunner.ml.entry import RankEntry
+    from sparkrunner.runner import Runner
+
+    _refuse_no_meaning(runner_options)
+    spark = find_spark_session()
+    size = _elastic_size(
+        _num_proc(spark, num_proc),
+        min_num_proc if min_num_proc is not None else min_np,
+        max_num_proc if max_num_proc is not None else max_np,
+    )
+    restarts = RESET_LIMIT if reset_limit is None else _non_negative("reset_limit", reset_limit)
+    if verbose >= 1:
+        log.info("Running %s processes (Horovod Elastic, launcher direct)...", size)
+    with _checkpoint_dir(spark, runner_options.pop("checkpoint_dir", None)) as folder:
+        runner = Runner(
+            size,
+            spark=spark,
+            launcher="direct",
+            horovod=True,
+            start_timeout=max(_start_timeout(start_timeout), _elastic_timeout(elastic_timeout)),
+            env={**(env or {}), **_nic_env(nics)},
+            max_failures=restarts,
+            checkpoint_dir=folder,
+            **runner_options,
+        )
+        with redirect_stdout(stdout or sys.stdout), redirect_stderr(stderr or sys.stderr):
+            return runner.run_all(RankEntry(*_ELASTIC_ENTRY), fn, *args, **(kwargs or {}))
+
+
+@contextmanager
+def _checkpoint_dir(spark: Any, given: str | None) -> Iterator[str]:
+    """Where the run's commits go: `given`; on a local master (one machine: the driver's temporary folder is the
+    executors'), by default a folder made for the run and removed at its end."""
+    if given is not None:
+        yield given
+        return
+    if not str(spark.conf.get("spark.master", "")).startswith("local"):
+        raise InvalidArgumentError(
+            "run_elastic keeps each state.commit() as a checkpoint of the run, which the next attempt restores: "
+            "pass checkpoint_dir='/a/folder/every/executor/and/the/driver/can/read'"
+        )
+    with tempfile.TemporaryDirectory(prefix="sparkrunner-elastic-") as folder:
+        yield folder
+
+
+def _refuse_no_meaning(given: Mapping[str, Any]) -> None:
+    for name in given:
+        if name in _NO_MEANING_HERE:
+            raise InvalidArgumentError(
+                f"run_elastic({name}=...) has no meaning here: {_NO_MEANING_HERE[name]}"
+            )
+    if "np" in given:
+        raise InvalidArgumentError("run_elastic(np=...): the size is num_proc, min_num_proc and max_num_proc")
+
+
+def _elastic_size(start: int, least: int | None, most: int | None) -> int | tuple[int, int]:
+    """`Runner`'s `np` for Horovod's sizes: a fixed size, or the range ``(least, most)``."""
+    low = start if least is None else positive_int("min_num_proc", least)
+    high = start if most is None else positive_int("max_num_proc", most)
+    if low > high:
+        raise InvalidArgumentError(f"min_num_proc={low} is larger than max_num_proc={high}")
+    if not low <= start <= high:
+        raise InvalidArgumentError(f"num_proc={start} is outside min_num_proc={low} .. max_num_proc={high}")
+    return high if low == high else (low, high)
+
+
+def _non_negative(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{name} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _elastic_timeout(elastic_timeout: float | None) -> float:
+    if elastic_timeout is not None:
+        if (
+            isinstance(elastic_timeout, bool)
+            or not isinstance(elastic_timeout, (int, float))
+            or elastic_timeout <= 0
+        ):
+            raise InvalidArgumentError(
+                f"elastic_timeout must be a number of seconds > 0, not {elastic_timeout!r}"
+            )
+        return float(elastic_timeout)
+    return float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", START_TIMEOUT_S))
 
 
 def _num_proc(spark: Any, num_proc: int | None) -> int:

@@ -17,6 +17,10 @@ from sparkrunner.compat.horovod_estimators import TorchModel, as_drop_in
 from sparkrunner.compat.horovod_params import translated
 from sparkrunner.ml.driver import lightning_estimator
 
+MIN_PL_VERSION = "2.0.0"
+"""The oldest ``pytorch_lightning`` the estimator runs with (Horovod's constant of the same name, for the same
+check; Horovod's was 1.3.8, sparkrunner's Trainer arguments are Lightning 2's)."""
+
 _ALSO = ("callbacks", "trainer_args", "input_shapes", "label_shapes", "inmemory_cache_all")
 """What sparkrunner's LightningEstimator honours besides Horovod's common names."""
 _NOT_PASSED = ("optimizer", "loss", "loss_constructors", "metrics")
@@ -105,4 +109,4 @@ def _lightning_params(given: dict[str, Any]) -> dict[str, Any]:
     return translated(rest, _ALSO, _NOT_PASSED)
 
 
-__all__ = ["TorchEstimator", "TorchModel"]
+__all__ = ["MIN_PL_VERSION", "TorchEstimator", "TorchModel"]

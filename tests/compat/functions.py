@@ -96,3 +96,87 @@ def horovod_rank_value(base: int, factor: int = 1) -> dict[str, Any]:
         "sum": total.item(),
         "controller": "mpi" if hvd.mpi_enabled() else "gloo",
     }
+
+
+ELASTIC_EPOCHS, KILL_AFTER_EPOCH, HOLD_AT_EPOCH = 6, 2, 4
+"""Horovod Elastic's run on two executors: attempt 0 (2 ranks) loses an executor right after the commit of epoch
+2; the smaller attempt (1 rank) waits at epoch 4 for the slots to come back and the rescale; the last attempt
+(2 ranks) trains epochs 4 and 5."""
+
+
+def elastic_batch(epoch: int) -> tuple[Any, Any]:
+    """Epoch `epoch`'s batch, the same on every rank (so the averaged gradient is the same at any size)."""
+    import torch
+
+    x = torch.rand(32, 3, generator=torch.Generator().manual_seed(epoch))
+    return x, x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3
+
+
+def elastic_model_and_optimizer() -> tuple[Any, Any]:
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    return model, torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+
+
+def horovod_elastic_training(marker_dir: str) -> dict[str, Any]:
+    """Horovod Elastic code as its users write it (`hvd.elastic.TorchState` with a model, an optimizer with
+    momentum and an epoch counter, a reset callback, ``@hvd.elastic.run``, a commit per epoch), plus the test's
+    marks in `marker_dir`: ``epochs`` (attempt, epoch, size, when: each epoch rank 0 trained), ``resets`` (attempt,
+    size: each reset callback's call), and ``kill``/``small`` for `tests.recovery.elastic_scenario.ExecutorHolder`."""
+    import time
+    from pathlib import Path
+
+    import horovod.torch as hvd
+    import torch
+
+    import sparkrunner
+
+    hvd.init()
+    attempt = sparkrunner.rank_context().attempt
+    marks = Path(marker_dir)
+
+    def mark(name: str, line: str) -> None:
+        if hvd.rank() == 0:
+            with (marks / name).open("a") as f:
+                f.write(line + "\n")
+
+    def wait_for_the_stop() -> None:
+        while not sparkrunner.stopping():
+            time.sleep(0.02)
+
+    model, optimizer = elastic_model_and_optimizer()
+    state = hvd.elastic.TorchState(model=model, optimizer=optimizer, epoch=0)
+    state.register_reset_callbacks([lambda: mark("resets", f"{attempt} {hvd.size()}")])
+
+    @hvd.elastic.run
+    def train(state: Any) -> None:
+        while state.epoch < ELASTIC_EPOCHS:
+            if hvd.size() < 2 and state.epoch == HOLD_AT_EPOCH:
+                mark("small", "")  # the held executor is let go; the driver asks for a rescale
+                wait_for_the_stop()
+                state.commit()  # ends the function on every rank: the run grows back from here
+            x, y = elastic_batch(state.epoch)
+            state.optimizer.zero_grad()
+            torch.nn.functional.mse_loss(state.model(x), y).backward()
+            for p in state.model.parameters():
+                p.grad = hvd.allreduce(p.grad, op=hvd.Average)
+            state.optimizer.step()
+            mark("epochs", f"{attempt} {state.epoch} {hvd.size()} {time.time()!r}")
+            state.epoch += 1
+            state.commit()
+            if attempt == 0 and state.epoch == KILL_AFTER_EPOCH:
+                mark("kill", "")  # rank 1's executor is killed: the attempt ends
+                wait_for_the_stop()
+                raise RuntimeError("stopped after losing an executor")
+
+    train(state)
+    return {"weight": model.weight.detach().flatten().tolist(), "bias": model.bias.item(), "size": hvd.size()}
+
+
+def touch_file(path: str) -> None:
+    """Leaves `path` behind: a rank ran."""
+    from pathlib import Path
+
+    Path(path).touch()

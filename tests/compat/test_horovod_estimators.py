@@ -14,7 +14,7 @@ import torch
 
 from sparkrunner.compat.horovod_spark import TorchEstimator, TorchModel
 from sparkrunner.errors import InvalidArgumentError
-from tests.ml.nets import BIAS, WEIGHTS, LockedMSE, forward, linear_rows
+from tests.ml.nets import BIAS, WEIGHTS, LockedMSE, class_rows, classifier, forward, linear_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 store_module = pytest.importorskip("horovod.spark.common.store")
@@ -78,6 +78,28 @@ def test_fp16_compression_averages_the_gradients_in_half_precision_on_the_cpu(
     trained = torch.cat([p.detach().reshape(-1) for p in model.getModel().parameters()])
     assert int(torch.count_nonzero(trained)) == 4
     assert torch.equal(trained.half().float(), trained), trained.tolist()
+
+
+def test_a_scalar_double_label_reaches_a_horovod_style_loss_function_as_horovod_gives_it(
+    spark_local: Any, tmp_path: Path
+) -> None:
+    """np=-1, launcher direct. Horovod's torch reader gives a scalar label column as one float a row, and its
+    MNIST example casts it in its loss (``F.nll_loss(output, target.long())``): a double label from libsvm.
+    Oracle: the rule that made the labels, on new points (scoring is the other tests')."""
+    from pyspark.sql import functions as F
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(classifier(), torch.nn.LogSoftmax(dim=1))
+    model = TorchEstimator(
+        np=-1, launcher="direct", store=str(tmp_path / "store"), model=net,
+        optimizer=torch.optim.Adam(net.parameters(), lr=0.05),
+        loss=lambda output, target: torch.nn.functional.nll_loss(output, target.long()),
+        feature_cols=["a", "b"], label_cols=["label"], batch_size=40, epochs=8, verbose=0, tracking=False,
+    ).fit(class_rows(spark_local, 800).withColumn("label", F.col("label").cast("double")))  # fmt: skip
+
+    points = np.random.default_rng(5).random((200, 2), dtype=np.float32)
+    predicted = forward(model.getModel(), points).argmax(axis=1)
+    assert np.mean(predicted == (points.sum(axis=1) > 1)) > 0.9
 
 
 def test_a_torch_model_built_by_hand_with_horovods_keywords_scores_as_horovods_does(spark_local: Any) -> None:

@@ -276,6 +276,28 @@ functions' TensorFlow ops become Keras' own (`tf.keras.ops` is `keras.ops` under
 which run on the torch backend the ranks train Keras 3 on."""
 
 
+LIGHTNING_2 = {
+    """        def validation_epoch_end(self, outputs):
+            avg_loss = torch.stack([x['val_loss'] for x in outputs]).mean() if len(outputs) > 0 else float('inf')
+            self.log('avg_val_loss', avg_loss)
+""": "",
+    """        def on_init_start(self, trainer):
+            print('Starting to init trainer!')
+
+        def on_init_end(self, trainer):
+            print('Trainer is initialized.')
+
+        def on_epoch_end(self, trainer, model):
+            print('A train or eval epoch ended.')
+            self.epcoh_end_counter += 1
+""": "",
+    "            assert self.epcoh_end_counter == self.train_epcoh_end_counter + self.validation_epoch_end_counter": "",
+}
+"""The Lightning example's hooks that Lightning 2 removed (it refuses a module or callback that defines them),
+deleted: the module's ``validation_epoch_end`` and the callback's ``on_init_start``, ``on_init_end`` and
+``on_epoch_end``, with the callback's one assertion about the latter's count (always 0 without it)."""
+
+
 def _rossmann_into(workdir: Path) -> None:
     rossmann_stand_in(workdir / "data")
 
@@ -290,6 +312,21 @@ EXAMPLES = [
         data=_mnist_into,
         # it imports Horovod's own Store and SparkBackend (horovod.spark), which the drop-in accepts
         requires=("horovod.spark", "torch"),
+    ),
+    Example(
+        name="Horovod pytorch_lightning_spark_mnist",
+        source="horovod/examples/spark/pytorch/pytorch_lightning_spark_mnist.py",
+        origin="horovod/horovod@v0.28.1:examples/spark/pytorch/pytorch_lightning_spark_mnist.py",
+        imports={
+            "import horovod.spark.lightning as hvd": "import sparkrunner.compat.horovod_spark_lightning as hvd",
+            "from horovod.spark.lightning.estimator import MIN_PL_VERSION": (
+                "from sparkrunner.compat.horovod_spark_lightning import MIN_PL_VERSION"
+            ),
+            **LIGHTNING_2,
+        },
+        args=_mnist_args,
+        data=_mnist_into,
+        requires=("horovod.spark", "torch", "pytorch_lightning"),  # Horovod's Store and SparkBackend
     ),
     *(
         Example(

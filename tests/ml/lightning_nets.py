@@ -12,7 +12,7 @@ from tests.ml.nets import KillPoint, TwoInputs, classifier
 
 
 class LinearRegression(pl.LightningModule):
-    """y ~ x . w + b on the batch's ``x`` (float32 (rows, 3)) and ``y`` (float32 (rows, 1)) columns."""
+    """y ~ x . w + b on the batch's ``x`` (float32 (rows, 3)) and ``y`` (float32 (rows,)) columns."""
 
     def __init__(self, lr: float = 0.1) -> None:
         super().__init__()
@@ -24,12 +24,12 @@ class LinearRegression(pl.LightningModule):
         return self.layer(x)
 
     def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
-        loss = torch.nn.functional.mse_loss(self(batch["x"]), batch["y"])
+        loss = torch.nn.functional.mse_loss(self(batch["x"]).squeeze(1), batch["y"])
         self.log("train_loss", loss, on_epoch=True, on_step=False, sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], _: int) -> None:
-        loss = torch.nn.functional.mse_loss(self(batch["x"]), batch["y"])
+        loss = torch.nn.functional.mse_loss(self(batch["x"]).squeeze(1), batch["y"])
         self.log("val_loss", loss, on_epoch=True, sync_dist=True)
 
     def configure_optimizers(self) -> Any:
@@ -37,7 +37,8 @@ class LinearRegression(pl.LightningModule):
 
 
 class TwoClasses(pl.LightningModule):
-    """Logits of two classes from the ``a`` and ``b`` columns side by side (`tests.ml.nets.class_rows`)."""
+    """Logits of two classes from the ``a`` and ``b`` columns (each ``(rows,)``) side by side
+    (`tests.ml.nets.class_rows`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -47,7 +48,7 @@ class TwoClasses(pl.LightningModule):
         return self.net(x)
 
     def training_step(self, batch: dict[str, torch.Tensor], _: int) -> torch.Tensor:
-        features = torch.cat([batch["a"], batch["b"]], dim=1)
+        features = torch.stack([batch["a"], batch["b"]], dim=1)
         loss = torch.nn.functional.cross_entropy(self(features), batch["label"])
         self.log("train_loss", loss, on_epoch=True, on_step=False, sync_dist=True)
         return loss

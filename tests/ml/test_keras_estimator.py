@@ -102,7 +102,11 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
 ) -> None:
     """np=2 on Spark, tf_keras, with BatchNormalization (its moving statistics are read across the workers, a
     collective every rank must join at the end), a custom activation given through custom_objects (the ranks,
-    the driver and the scoring workers rebuild the model with it) and Horovod's BestModelCheckpoint."""
+    the driver and the scoring workers rebuild the model with it) and Horovod's BestModelCheckpoint. The label
+    is a double column, as Horovod's examples read it from libsvm, into Keras' sparse loss (Horovod's contract:
+    a scalar column of any numeric type is one value a row)."""
+    from pyspark.sql import functions as F
+
     keras.utils.set_random_seed(0)
     net = keras.Sequential(
         [
@@ -118,7 +122,7 @@ def test_a_classifier_trained_in_a_barrier_stage_gives_classes_and_probabilities
         validation=0.2, np=2, launcher="direct", store=str(store), tracking=False, verbose=0,
         custom_objects={"tf_scaled_tanh": tf_scaled_tanh},
         checkpoint_callback=BestModelCheckpoint(monitor="val_accuracy"),
-    ).fit(class_rows(spark_ml, 1600))  # fmt: skip
+    ).fit(class_rows(spark_ml, 1600).withColumn("label", F.col("label").cast("double")))  # fmt: skip
 
     assert set(model.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
     assert max(model.history["val_accuracy"]) > 0.9

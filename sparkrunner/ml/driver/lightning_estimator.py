@@ -26,8 +26,9 @@ class LightningEstimator(Estimator, LightningParams, SavedParams):
     """Trains a ``pytorch_lightning.LightningModule`` on `np` ranks; `fit(df)` returns a `TorchModel`.
 
     ``training_step``/``validation_step`` receive each batch as ``{column: tensor}`` (as Horovod's Lightning
-    estimator gives them): feature and float columns as float32 ``(rows, width)``, integer labels as int64
-    ``(rows,)``; with `input_shapes`, each feature column in its shape ``(rows, *shape)``. ``forward`` receives
+    estimator gives them): a scalar column ``(rows,)``, an array or vector column ``(rows, n)``, integer labels as
+    int64 and every other column as float32; with `input_shapes` (`label_shapes`), each feature (label) column in
+    its shape ``(rows, *shape)``. ``forward`` receives
     the `feature_cols` side by side as one float32 matrix (what `transform` scores), or with `input_shapes` one
     tensor per feature column in its shape, as Horovod passes them. What the module logs per epoch (``self.log``) becomes the model's `history`. See docs/ml.md.
     """

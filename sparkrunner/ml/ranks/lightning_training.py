@@ -13,7 +13,6 @@ import cloudpickle
 import numpy as np
 
 from sparkrunner.channel.environment import Env
-from sparkrunner.ml import features
 from sparkrunner.ml.ranks.training import Batches, Data, loaders, model_inputs
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ranks.api import log_to_driver, rank_context
@@ -69,9 +68,8 @@ def _output_size(module: Any, spec: TrainSpec, loader: Batches) -> int:
 
 
 def _batches(spec: TrainSpec, loader: Batches) -> Any:
-    """A DataLoader of ``{column: tensor}`` batches (Horovod's Lightning estimator's shape): feature and float
-    columns as float32 ``(rows, width)`` (features in their `input_shapes`), integer label columns as int64
-    ``(rows,)``; a new shuffle each epoch."""
+    """A DataLoader of ``{column: tensor}`` batches in Horovod's Lightning estimator's shapes (`_tensor`); a new
+    shuffle each epoch."""
     import torch
 
     class Batches(torch.utils.data.IterableDataset):
@@ -90,14 +88,14 @@ def _batches(spec: TrainSpec, loader: Batches) -> Any:
 
 
 def _tensor(spec: TrainSpec, column: str, values: np.ndarray) -> Any:
+    """One column of a batch as Horovod's reader gives it: a scalar column (any numeric type) ``(rows,)``, an
+    array or vector column ``(rows, n)``, in its `input_shapes`/`label_shapes` shape when one is given; integer
+    label columns as int64 (class indices), every other column as float32 (the module's parameters' type)."""
     import torch
 
-    if column in spec.label_cols and np.issubdtype(values.dtype, np.integer) and values.ndim == 1:
-        tensor = torch.from_numpy(values.astype(np.int64))
-    elif column == spec.sample_weight_col:
-        return torch.from_numpy(values.astype(np.float32))
-    else:
-        tensor = torch.from_numpy(features.matrix([values]))
+    integer_label = column in spec.label_cols and np.issubdtype(values.dtype, np.integer)
+    rows = values if values.ndim == 1 else values.reshape(len(values), -1)
+    tensor = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64 if integer_label else np.float32))
     shape = _shape(spec, column)
     return tensor if shape is None else tensor.reshape(len(values), *shape)
 
