@@ -62,8 +62,7 @@ def _commit(state: Any) -> None:
     """Horovod's commit (save to host memory, check for host updates), then the saved state as the run's
     checkpoint; a rescale asked for (as rank 0 saw it, on every rank) ends the function after it."""
     state.save()
-    # background=True once checkpoints save in the background
-    save_checkpoint(_snapshot(state))
+    save_checkpoint(_snapshot(state), background=True)  # copied now, written while training goes on
     state.check_host_updates()
     if state._bcast_object(stopping()):
         raise _Rescale()
