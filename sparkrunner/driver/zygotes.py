@@ -113,13 +113,15 @@ class ZygoteLease:
 class ImportsKey:
     """Everything that decides what a local rank imports: the interpreter, the working folder (the first entry
     of a ``-m`` process's sys.path), the temp dir (torch._dynamo keeps its cache folder's path from there), the
-    run's ``env=``, the PYTHONPATH (this process's sys.path included) and thread counts ranks get, and the
-    preloadable modules the function imports."""
+    variables read at import that ranks get (`zygote_link.IMPORT_VARIABLES`: the PYTHONPATH, this process's
+    sys.path included, the thread counts, torch's and the math libraries' switches; from the run's ``env=`` and
+    this process's environment now), and the preloadable modules the function imports. Nothing else of the
+    environment: a sweep's per-run ``env=`` values, and variables this process sets later, reach each forked rank
+    in its own environment, as a cold rank's."""
 
     interpreter: str
     cwd: str
     temp_dir: str
-    env: tuple[tuple[str, str], ...]
     imports_env: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
 
@@ -140,7 +142,6 @@ class DriverZygote:
         self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
         env = {
             **os.environ,
-            **dict(key.env),
             **dict(key.imports_env),
             **zygote_link.zygote_variables(self.spec, path, me),
             Env.DRIVER_ZYGOTE: me,
@@ -225,7 +226,6 @@ class DriverZygoteUse:
             sys.executable,
             os.getcwd(),
             tempfile.gettempdir(),
-            tuple(sorted(options.env.items())),
             tuple(sorted(imports_env.items())),
             modules,
         )
