@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,8 +72,12 @@ def _preloads(main: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The modules a zygote imports for `main` before its first fork (those of `PRELOADABLE` it imports) and
     once idle after it (`WARM_LATER`)."""
     imported = imported_modules(main) or frozenset()
-    later = (module for name in sorted(imported) for module in WARM_LATER.get(name, ()))
-    return tuple(name for name in PRELOADABLE if name in imported), tuple(dict.fromkeys(later))
+    return tuple(name for name in PRELOADABLE if name in imported), _warm_later(imported)
+
+
+def _warm_later(imported: Iterable[str]) -> tuple[str, ...]:
+    """What a zygote imports once idle for code that imports `imported` (`WARM_LATER`)."""
+    return tuple(dict.fromkeys(module for name in sorted(imported) for module in WARM_LATER.get(name, ())))
 
 
 class ZygoteLease:
@@ -139,7 +144,10 @@ class DriverZygote:
         )
         me = zygote_link.process_identity(os.getpid())
         path = zygote_link.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
-        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
+        # once idle it imports what its modules' users load on first use (torch._dynamo for DDP, FSDP and
+        # torch.compile; the Hugging Face Trainer), for the next runs: a function of its own adds no zygote
+        warm = _warm_later(key.modules)
+        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, warm, socket=path)
         env = {
             **os.environ,
             **dict(key.imports_env),
@@ -218,8 +226,6 @@ class DriverZygoteUse:
     """A run's use of the driver's zygote (direct, np < 0): acquired by its first attempt, released at its end."""
 
     def __init__(self, main: Any, options: RunOptions) -> None:
-        # no WARM_LATER here: DDP in a rank forked after the driver's zygote imported torch._dynamo hung in gloo
-        # (tests/observe/test_anatomy.py's untimed DDP, the third of three runs in one driver): ranks import it
         modules, _ = _preloads(main)
         imports_env = local_imports_environment(dict(options.env), abs(options.np))
         self._key = ImportsKey(

@@ -34,18 +34,32 @@ from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KIL
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PRELOADABLE = ("numpy", "scipy", "torch", "torchvision")
-"""Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported."""
+PRELOADABLE = (
+    "numpy",
+    "scipy",
+    "torch",
+    "torchvision",
+    "pytorch_lightning",
+    "lightning",
+    "transformers",
+    "accelerate",
+)
+"""Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported (none starts
+a thread, opens a socket or initialises CUDA when imported: tests/ranks/test_zygote.py checks the zygote a rank
+was forked from). Not DeepSpeed: its import counts the devices and starts its accelerator."""
 
 WARM_LATER = {
     "torch": ("torch._dynamo",),
+    "transformers": ("transformers.trainer",),
     "sparkrunner": ("pyarrow.dataset", "pyarrow.parquet"),
     "pyarrow": ("pyarrow.dataset", "pyarrow.parquet"),
 }
-"""What a zygote imports once idle after its first forks, for the ranks of later attempts, when the run's code
-imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
-torch.compile load torch._dynamo (2-3 s); sparkrunner's data readers load pyarrow's dataset and Parquet modules.
-None starts a thread when imported."""
+"""What a zygote imports once idle after its first forks, for the ranks of later runs and attempts, when the run's
+code imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
+torch.compile load torch._dynamo (2-3 s; the deadlock once seen at the end of DDP in ranks forked after it is
+torch's, and guarded in every rank: `sparkrunner.ranks.torch_guard`); the Hugging Face Trainer
+transformers.trainer (3-4 s); sparkrunner's data readers pyarrow's dataset and Parquet modules (pyarrow's
+allocator without its background thread: `sparkrunner.ranks.zygote`)."""
 
 IMPORT_VARIABLES = (
     "TMPDIR",

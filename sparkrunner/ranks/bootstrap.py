@@ -26,7 +26,15 @@ from sparkrunner.common import import_began, version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import horovod_env, jax_env, tf_env
-from sparkrunner.ranks import anatomy, barrier_context, fast_exit, graceful_stop, trainer_progress, warm
+from sparkrunner.ranks import (
+    anatomy,
+    barrier_context,
+    fast_exit,
+    graceful_stop,
+    torch_guard,
+    trainer_progress,
+    warm,
+)
 from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
@@ -153,6 +161,7 @@ def main() -> int:
     jax_env.register_on_import()
     barrier_context.install_on_import()
     trainer_progress.install()
+    torch_guard.install()
     me = rank.rank_context()
     tf_env.announce_legacy_keras(me.rank, rank.log_to_driver)
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)

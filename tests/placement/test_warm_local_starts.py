@@ -1,6 +1,6 @@
 """np < 0 direct runs fork their ranks from an import zygote the driver process keeps (`sparkrunner.driver.zygotes`,
-docs/elastic.md "Local runs start warm"): a later run's ranks are children of the same zygote and find torch imported
-(torch._dynamo not: each rank loads it); a changed variable read at import (in ``env=`` or set in the driver later)
+docs/elastic.md "Local runs start warm"): a later run's ranks are children of the same zygote and find torch imported,
+and torch._dynamo, which the idle zygote imported, with no thread besides its own at the fork; a changed variable read at import (in ``env=`` or set in the driver later)
 gets a new zygote started with it, and no more than `KEPT` stay, while any other per-run ``env=`` value or later
 driver variable reaches the ranks of the same zygote; ``cold_start=True`` starts each rank as a child of the driver;
 the zygote ends with its driver process. Oracles: each rank's own report of its parent pid, of its environment, of
@@ -42,6 +42,14 @@ def torch_report() -> tuple[int, bool, bool]:
     return os.getppid(), had_torch, had_dynamo
 
 
+def zygote_threads() -> tuple[int, int, bool]:
+    """In a rank: its parent (the zygote), the zygote's threads now (/proc, native ones included: it forks from
+    this state), and whether CUDA was initialised in what the rank inherited."""
+    import torch
+
+    return os.getppid(), len(os.listdir(f"/proc/{os.getppid()}/task")), torch.cuda.is_initialized()
+
+
 def parent() -> int:
     return os.getppid()
 
@@ -52,11 +60,11 @@ def test_a_later_run_forks_from_the_same_zygote_and_does_not_import_torch_again(
     assert not rank_processes(), "an idle zygote between runs is no leftover rank"
     (zygote,) = {ppid for ppid, _, _ in first}
     assert zygote in zygotes and parent_of(zygote) == os.getpid(), (first, zygotes)
-    # the driver's zygote never imports torch._dynamo, even idle past ZYGOTE_WARM_AFTER_S (a user's next cell):
-    # DDP in ranks forked after that import hung
+    # idle past ZYGOTE_WARM_AFTER_S (a user's next cell), the zygote imports torch._dynamo
     threading.Event().wait(ZYGOTE_WARM_AFTER_S + 0.5)
     later = _runner().run_all(torch_report)
-    assert later == [(zygote, True, False)] * 2, later
+    assert later == [(zygote, True, True)] * 2, later
+    assert _runner().run_all(zygote_threads) == [(zygote, 1, False)] * 2, "one thread at the fork, no CUDA"
     retried = _runner(max_failures=1).run_all(torch_report)
     assert {ppid for ppid, _, _ in retried} == {zygote}, "a run that may retry forks from the zygote too"
 
