@@ -175,3 +175,25 @@ def test_the_zygote_ends_with_its_driver_process() -> None:
     finally:
         driver.kill()
         driver.wait()
+
+
+def lightning_and_trainer_report() -> tuple[int, int, list[bool]]:
+    """In a rank: its parent, the parent's threads, and whether Lightning, transformers and the Hugging Face
+    Trainer's module were imported before this function imports them."""
+    had = [name in sys.modules for name in ("pytorch_lightning", "transformers", "transformers.trainer")]
+    import pytorch_lightning
+    import transformers
+
+    assert pytorch_lightning.Trainer and transformers.Trainer
+    return os.getppid(), len(os.listdir(f"/proc/{os.getppid()}/task")), had
+
+
+def test_lightning_and_transformers_are_preloaded_and_the_trainer_module_warmed_once_idle() -> None:
+    """What no torch-only test checks: the framework modules a Lightning or Hugging Face function imports are in the
+    zygote before its first fork (the Trainer's module once idle), with one thread at the fork."""
+    first = _runner().run_all(lightning_and_trainer_report)
+    (zygote,) = {ppid for ppid, _, _ in first}
+    assert [had for _, _, had in first] == [[True, True, False]] * 2, first
+    threading.Event().wait(ZYGOTE_WARM_AFTER_S + 0.5)
+    later = _runner().run_all(lightning_and_trainer_report)
+    assert later == [(zygote, 1, [True, True, True])] * 2, later
