@@ -113,11 +113,11 @@ class Zygote:
                 self._warm_up()
 
     def _warm_up(self) -> None:
-        """Once idle for ZYGOTE_WARM_AFTER_S with no rank running (whose end it would report late meanwhile),
-        import the modules ranks load on first use (once). If that started a thread, Python's or a native one (a
-        library's pool or background thread), a fork would copy it half: the zygote forks no more (the ranks it
-        forked run on, later ones start cold)."""
-        if not self._warm or self._ranks or time.monotonic() - self._last_request < ZYGOTE_WARM_AFTER_S:
+        """Once idle for ZYGOTE_WARM_AFTER_S after its last fork, import the modules ranks load on first use
+        (once), while the ranks it forked run: a retry after their failure then forks at once. If that started a
+        thread, Python's or a native one (a library's pool or background thread), a fork would copy it half: the
+        zygote forks no more (the ranks it forked run on, later ones start cold)."""
+        if not self._warm or time.monotonic() - self._last_request < ZYGOTE_WARM_AFTER_S:
             return
         before = native_threads()
         _preload(self._warm)
