@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -71,8 +72,12 @@ def _preloads(main: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The modules a zygote imports for `main` before its first fork (those of `PRELOADABLE` it imports) and
     once idle after it (`WARM_LATER`)."""
     imported = imported_modules(main) or frozenset()
-    later = (module for name in sorted(imported) for module in WARM_LATER.get(name, ()))
-    return tuple(name for name in PRELOADABLE if name in imported), tuple(dict.fromkeys(later))
+    return tuple(name for name in PRELOADABLE if name in imported), _warm_later(imported)
+
+
+def _warm_later(imported: Iterable[str]) -> tuple[str, ...]:
+    """What a zygote imports once idle for code that imports `imported` (`WARM_LATER`)."""
+    return tuple(dict.fromkeys(module for name in sorted(imported) for module in WARM_LATER.get(name, ())))
 
 
 class ZygoteLease:
@@ -113,13 +118,15 @@ class ZygoteLease:
 class ImportsKey:
     """Everything that decides what a local rank imports: the interpreter, the working folder (the first entry
     of a ``-m`` process's sys.path), the temp dir (torch._dynamo keeps its cache folder's path from there), the
-    run's ``env=``, the PYTHONPATH (this process's sys.path included) and thread counts ranks get, and the
-    preloadable modules the function imports."""
+    variables read at import that ranks get (`zygote_link.IMPORT_VARIABLES`: the PYTHONPATH, this process's
+    sys.path included, the thread counts, torch's and the math libraries' switches; from the run's ``env=`` and
+    this process's environment now), and the preloadable modules the function imports. Nothing else of the
+    environment: a sweep's per-run ``env=`` values, and variables this process sets later, reach each forked rank
+    in its own environment, as a cold rank's."""
 
     interpreter: str
     cwd: str
     temp_dir: str
-    env: tuple[tuple[str, str], ...]
     imports_env: tuple[tuple[str, str], ...]
     modules: tuple[str, ...]
 
@@ -137,10 +144,12 @@ class DriverZygote:
         )
         me = zygote_link.process_identity(os.getpid())
         path = zygote_link.abstract_socket(f"driver:{me}:{os.urandom(8).hex()}")
-        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, socket=path)
+        # once idle it imports what its modules' users load on first use (torch._dynamo for DDP, FSDP and
+        # torch.compile; the Hugging Face Trainer), for the next runs: a function of its own adds no zygote
+        warm = _warm_later(key.modules)
+        self.spec = ZygoteSpec("", secret, (LOOPBACK, self._server.port), key.modules, warm, socket=path)
         env = {
             **os.environ,
-            **dict(key.env),
             **dict(key.imports_env),
             **zygote_link.zygote_variables(self.spec, path, me),
             Env.DRIVER_ZYGOTE: me,
@@ -217,15 +226,12 @@ class DriverZygoteUse:
     """A run's use of the driver's zygote (direct, np < 0): acquired by its first attempt, released at its end."""
 
     def __init__(self, main: Any, options: RunOptions) -> None:
-        # no WARM_LATER here: DDP in a rank forked after the driver's zygote imported torch._dynamo hung in gloo
-        # (tests/observe/test_anatomy.py's untimed DDP, the third of three runs in one driver): ranks import it
         modules, _ = _preloads(main)
         imports_env = local_imports_environment(dict(options.env), abs(options.np))
         self._key = ImportsKey(
             sys.executable,
             os.getcwd(),
             tempfile.gettempdir(),
-            tuple(sorted(options.env.items())),
             tuple(sorted(imports_env.items())),
             modules,
         )

@@ -34,21 +34,59 @@ from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KIL
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-PRELOADABLE = ("numpy", "scipy", "torch", "torchvision")
-"""Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported."""
+PRELOADABLE = (
+    "numpy",
+    "scipy",
+    "torch",
+    "torchvision",
+    "pytorch_lightning",
+    "lightning",
+    "transformers",
+    "accelerate",
+)
+"""Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported (none starts
+a thread, opens a socket or initialises CUDA when imported: tests/ranks/test_zygote.py checks the zygote a rank
+was forked from). Not DeepSpeed: its import counts the devices and starts its accelerator."""
 
 WARM_LATER = {
     "torch": ("torch._dynamo",),
+    "transformers": ("transformers.trainer",),
     "sparkrunner": ("pyarrow.dataset", "pyarrow.parquet"),
     "pyarrow": ("pyarrow.dataset", "pyarrow.parquet"),
 }
-"""What a zygote imports once idle after its first forks, for the ranks of later attempts, when the run's code
-imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
-torch.compile load torch._dynamo (2-3 s); sparkrunner's data readers load pyarrow's dataset and Parquet modules.
-None starts a thread when imported."""
+"""What a zygote imports once idle after its first forks, for the ranks of later runs and attempts, when the run's
+code imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
+torch.compile load torch._dynamo (2-3 s; the deadlock once seen at the end of DDP in ranks forked after it is
+torch's, and guarded in every rank: `sparkrunner.ranks.torch_guard`); the Hugging Face Trainer
+transformers.trainer (3-4 s); sparkrunner's data readers pyarrow's dataset and Parquet modules (pyarrow's
+allocator without its background thread: `sparkrunner.ranks.zygote`)."""
 
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-"""Read when numpy or torch is imported: the zygote takes the ranks' values, so a forked rank's pools match."""
+IMPORT_VARIABLES = (
+    "TMPDIR",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+IMPORT_PREFIXES = (
+    "PYTHON",  # the interpreter's own (PYTHONPATH, PYTHONHASHSEED, PYTHONWARNINGS, ...): read when it starts
+    "OMP_",  # OpenMP's (OMP_NUM_THREADS, ...): read when torch's or numpy's runtime loads
+    "KMP_",  # Intel OpenMP's
+    "MKL_",  # MKL's (MKL_NUM_THREADS, MKL_THREADING_LAYER, ...)
+    "OPENBLAS_",  # OpenBLAS's (OPENBLAS_NUM_THREADS, ...): numpy's and scipy's pools are made at import
+    "GOTO_",
+    "TORCH_",  # torch's switches read at import (TORCH_LOGS, TORCH_SHOW_CPP_STACKTRACES, ...)
+    "PYTORCH_",
+    "TORCHDYNAMO_",  # torch._dynamo's and inductor's configs are read when they are imported
+    "TORCHINDUCTOR_",
+    "HF_",  # huggingface_hub's constants (HF_HOME, HF_HUB_OFFLINE, ...) are read at import
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+)
+"""The variables that decide what a preloaded module becomes when it is imported (its thread pools, caches and
+switches), named or by prefix: a zygote takes the ranks' values before importing, and one is kept for each set of
+values. Every other variable reaches a forked rank as it reaches a cold one: the zygote's environment is replaced
+by the rank's after the fork (`sparkrunner.ranks.zygote.become_rank`). docs/elastic.md, "Local runs start warm"."""
 
 _ROOM = 64 * 1024
 """Bytes of padding in the zygote's environment (and a little in its argv): a forked rank writes its own there."""
@@ -241,8 +279,13 @@ def start_zygote(env: Mapping[str, str], key: bytes) -> subprocess.Popen[bytes] 
 
 
 def imports_environment(rank_env: Mapping[str, str]) -> dict[str, str]:
-    """What of a rank's environment a zygote takes before importing: its PYTHONPATH and thread counts."""
-    return {name: rank_env[name] for name in ("PYTHONPATH", *THREAD_VARIABLES) if name in rank_env}
+    """What of a rank's environment a zygote takes before importing: the variables read at import
+    (`IMPORT_VARIABLES`, `IMPORT_PREFIXES`: the PYTHONPATH and thread counts among them)."""
+    return {
+        name: value
+        for name, value in sorted(rank_env.items())
+        if name in IMPORT_VARIABLES or name.startswith(IMPORT_PREFIXES)
+    }
 
 
 def zygote_variables(spec: ZygoteSpec, path: str, watched: str) -> dict[str, str]:

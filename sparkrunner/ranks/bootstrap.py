@@ -32,6 +32,7 @@ from sparkrunner.ranks import (
     checkpoints,
     fast_exit,
     graceful_stop,
+    torch_guard,
     trainer_progress,
     warm,
 )
@@ -174,6 +175,7 @@ def main() -> int:
     jax_env.register_on_import()
     barrier_context.install_on_import()
     trainer_progress.install()
+    torch_guard.install()
     me = rank.rank_context()
     tf_env.announce_legacy_keras(me.rank, rank.log_to_driver)
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)

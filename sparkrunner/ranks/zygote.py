@@ -73,6 +73,11 @@ def _preload(modules: list[str]) -> None:
             importlib.import_module(name)
 
 
+def native_threads() -> int:
+    """This process's threads, native ones included (a library's pool started by an import is no Python thread)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def _modules(variable: str) -> list[str]:
     return [name for name in os.environ.get(variable, "").split(",") if name]
 
@@ -108,17 +113,19 @@ class Zygote:
                 self._warm_up()
 
     def _warm_up(self) -> None:
-        """Once idle for ZYGOTE_WARM_AFTER_S, import the modules ranks load on first use (once). If that started
-        a Python thread, a fork would copy it half: the zygote forks no more (the ranks it forked run on, later
-        ones start cold)."""
+        """Once idle for ZYGOTE_WARM_AFTER_S after its last fork, import the modules ranks load on first use
+        (once), while the ranks it forked run: a retry after their failure then forks at once. If that started a
+        thread, Python's or a native one (a library's pool or background thread), a fork would copy it half: the
+        zygote forks no more (the ranks it forked run on, later ones start cold)."""
         if not self._warm or time.monotonic() - self._last_request < ZYGOTE_WARM_AFTER_S:
             return
+        before = native_threads()
         _preload(self._warm)
         self._warm = []
-        if threading.active_count() != 1:
+        if threading.active_count() != 1 or native_threads() != before:
             log.warning(
                 "sparkrunner's zygote forks no more ranks (%d threads after its later imports): they start cold",
-                threading.active_count(),
+                native_threads(),
             )
             self._forks = False
 
@@ -321,11 +328,19 @@ def main() -> int:
     """Serve in a temp folder of the zygote's own, which goes with it (and which its forked ranks leave). The
     driver's zygote serves in the driver's temp dir, where its ranks would start cold: it leaves nothing there
     (its socket is abstract), and what its imports write is what a cold rank's would."""
+    _quiet_allocators()
     if Env.DRIVER_ZYGOTE in os.environ:
         return _serve()
     with WatchedFolder("sparkrunner-zygote-") as temp:
         _use_temp_dir(temp.path)
         return _serve()
+
+
+def _quiet_allocators() -> None:
+    """pyarrow's jemalloc starts a background thread when pyarrow is imported (its default pool is another
+    allocator): a fork would copy it half. Off in the zygote, before any import (a forked rank keeps it off: jemalloc
+    read its settings once, here)."""
+    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
 
 
 def _use_temp_dir(path: str) -> None:
