@@ -2,12 +2,15 @@
 (in its ``code/`` folder, as a top-level module: it imports nothing of sparkrunner), so it loads wherever MLflow
 and the model's framework do: ``mlflow.pyfunc.load_model``, ``mlflow.pyfunc.spark_udf``, ``mlflow models serve``.
 
+A process keeps the few models it used last (`model_cache`, which travels beside this file as
+``sparkrunner_model_cache.py``; where sparkrunner is installed its own copy is used).
+
 It takes what the estimator takes: a DataFrame of the feature columns by name (numbers, arrays, ML vectors as
 arrays), side by side in the signature's order, or a ready feature matrix; either is cast to the model's own
 floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts,
 `TORCH_BATCH_ROWS` rows at a time for torch. Whole columns are stacked at once (no Python step per row), and a
-process loads a model once: ``spark_udf`` loads it again for every task, which Spark runs in the same Python
-workers.
+process loads a model once while it keeps it: ``spark_udf`` loads it again for every task, which Spark runs in
+the same Python workers.
 """
 
 from __future__ import annotations
@@ -17,6 +20,11 @@ import os
 from typing import Any
 
 import numpy as np
+
+try:  # one implementation, sparkrunner's where it is installed
+    from sparkrunner.ml import model_cache
+except ImportError:  # elsewhere, the copy in the model's code/ folder (on sys.path while MLflow loads it)
+    import sparkrunner_model_cache as model_cache  # type: ignore[import-not-found,no-redef]
 
 FLAVOR_LOADERS = {
     "pytorch": "mlflow.pytorch",
@@ -32,8 +40,12 @@ TORCH_BATCH_ROWS = 1024
 """Rows per call of a torch model's pyfunc: Spark hands over 10,000-row batches, on which a small convolutional
 network runs ~2x slower per row than on 1,024 (docs/benchmarks.md). Keras predicts in batches of its own."""
 
-_LOADED: dict[tuple[str, tuple[tuple[str, int], ...], str], FeatureColumns] = {}
-"""(model path, its files' mtimes, model config) -> the loaded model, for the life of this process."""
+MODEL_CACHE_COPY = "sparkrunner_model_cache.py"
+"""The name `model_cache` has in a logged model's ``code/`` folder."""
+
+MODELS = model_cache.ModelCache()
+"""(model path, its files' mtimes, model config) -> the loaded model: the few this process used last
+(``SPARKRUNNER_SCORING_*`` in its environment sets how many)."""
 
 
 class FeatureColumns:
@@ -80,11 +92,10 @@ def _two_d(values: np.ndarray, dtype: Any) -> np.ndarray:
 
 def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
     """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``): the model
-    at `path`, loaded once per process and model files."""
+    at `path`, loaded once per process and model files while the process keeps it."""
     key = (os.path.realpath(path), _file_times(path), repr(sorted((model_config or {}).items())))
-    if key not in _LOADED:
-        _LOADED[key] = _load(path, model_config)
-    return _LOADED[key]
+    limits = model_cache.Limits.from_environment()
+    return MODELS.get(key, lambda: _load(path, model_config), limits)  # type: ignore[no-any-return]
 
 
 def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
