@@ -14,7 +14,6 @@ It imports nothing of sparkrunner: a logged model's pyfunc (`sparkrunner_pyfunc`
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -56,13 +55,17 @@ class Limits:
         except ValueError:
             count = 0
         if count < 1:
-            raise ValueError(f"{names[0]}={models!r}: give the number of models a worker keeps, >= 1 (e.g. 3)")
+            raise ValueError(
+                f"{names[0]}={models!r}: give the number of models a worker keeps, >= 1 (e.g. 3)"
+            )
         try:
             fraction = DEFAULT_SHARE if share in (None, "") else float(str(share))
         except ValueError:
             fraction = 0.0
         if not 0 < fraction <= 1:
-            raise ValueError(f"{names[1]}={share!r}: give a share of the worker's memory, 0 < share <= 1 (e.g. 0.5)")
+            raise ValueError(
+                f"{names[1]}={share!r}: give a share of the worker's memory, 0 < share <= 1 (e.g. 0.5)"
+            )
         return cls(count, fraction)
 
     @classmethod
@@ -163,12 +166,10 @@ class ModelCache:
 
 def _give_back_memory() -> None:
     """Freed host heap back to the system (glibc keeps it otherwise), and torch's cached CUDA blocks."""
-    libc_name = ctypes.util.find_library("c")
-    if libc_name and sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(libc_name).malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
-            pass
+    if sys.platform.startswith("linux"):
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # glibc's (musl has none)
+        if trim is not None:
+            trim(0)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -198,7 +199,8 @@ def _raw(model: Any) -> Any:
 
 
 def _torch_bytes(module: Any) -> tuple[int, dict[str, int]]:
-    host, device = 0, {}
+    host = 0
+    device: dict[str, int] = {}
     for tensor in _tensors(module):
         size = tensor.numel() * tensor.element_size()
         if tensor.device.type == "cpu":

@@ -24,7 +24,7 @@ import numpy as np
 try:  # one implementation, sparkrunner's where it is installed
     from sparkrunner.ml import model_cache
 except ImportError:  # elsewhere, the copy in the model's code/ folder (on sys.path while MLflow loads it)
-    import sparkrunner_model_cache as model_cache  # type: ignore[import-not-found,no-redef]
+    import sparkrunner_model_cache as model_cache  # type: ignore[no-redef]
 
 FLAVOR_LOADERS = {
     "pytorch": "mlflow.pytorch",
@@ -95,7 +95,7 @@ def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> Featu
     at `path`, loaded once per process and model files while the process keeps it."""
     key = (os.path.realpath(path), _file_times(path), repr(sorted((model_config or {}).items())))
     limits = model_cache.Limits.from_environment()
-    return MODELS.get(key, lambda: _load(path, model_config), limits)  # type: ignore[no-any-return]
+    return MODELS.get(key, lambda: _load(path, model_config), limits)
 
 
 def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
