@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,9 @@ FLAVOR_LOADERS = {
     "tensorflow": "mlflow.tensorflow",
 }
 """The flavors whose own pyfunc this one wraps (the flavor is named in the pyfunc config's ``flavor`` key)."""
+
+BACKEND_KEY = "keras_backend"
+"""The pyfunc configuration key of a Keras 3 model's backend: it loads on the one it was saved on."""
 
 CUSTOM_OBJECTS = "custom_objects.cloudpickle"
 """A Keras 3 model's ``custom_objects`` (cloudpickle), beside its MLmodel: in scope while it loads."""
@@ -99,7 +103,10 @@ def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> Featu
 
 
 def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
-    flavor = _flavor_of(path)
+    conf = _pyfunc_conf(path)
+    flavor = str(conf["sparkrunner_flavor"])
+    if flavor == "keras":
+        _use_keras_backend(conf.get(BACKEND_KEY))
     load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
     with _custom_objects_scope(path):
         inner = load(path, model_config) if flavor == "pytorch" else load(path)
@@ -129,17 +136,32 @@ def _custom_objects_scope(path: str) -> Any:
     return contextlib.nullcontext()
 
 
-def _flavor_of(path: str) -> str:
-    """The flavor whose files sit at `path`: named in the model's MLmodel, in the folder above or at `path`."""
+def _pyfunc_conf(path: str) -> dict[str, Any]:
+    """The model's pyfunc configuration (its flavor, `BACKEND_KEY`): in its MLmodel, in the folder above or at
+    `path` (the files of the flavor)."""
     import yaml
 
     for folder in (os.path.dirname(path.rstrip("/")), path):
         conf = os.path.join(folder, "MLmodel")
         if os.path.exists(conf):
             with open(conf) as f:
-                flavors = yaml.safe_load(f)["flavors"]
-            return str(flavors["python_function"]["sparkrunner_flavor"])
+                return dict(yaml.safe_load(f)["flavors"]["python_function"])
     raise FileNotFoundError(f"no MLmodel file at or above {path}")
+
+
+def _use_keras_backend(backend: str | None) -> None:
+    """Keras 3 on `backend` (the one the model was saved on): set before Keras is imported, or a clear error
+    where this process already imported it on another."""
+    if backend is None:
+        return
+    keras = sys.modules.get("keras")
+    if keras is None:
+        os.environ["KERAS_BACKEND"] = backend
+    elif keras.backend.backend() != backend:
+        raise RuntimeError(
+            f"this model was saved on Keras' {backend!r} backend, and this process imported Keras on "
+            f"{keras.backend.backend()!r}: load it in a process with KERAS_BACKEND={backend}"
+        )
 
 
 def _dtype(flavor: str, model: Any) -> Any:

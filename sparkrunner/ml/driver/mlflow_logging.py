@@ -156,4 +156,8 @@ class _FeatureColumnsFlavor:
         shutil.copy(model_cache.__file__, code / sparkrunner_pyfunc.MODEL_CACHE_COPY)
         conf = mlflow_model.flavors[pyfunc.FLAVOR_NAME]
         conf.update(loader_module="sparkrunner_pyfunc", code="code", sparkrunner_flavor=self.name)
+        if self.name == "keras":  # MLflow records it but loads on whichever backend the loading process has
+            import keras
+
+            conf[sparkrunner_pyfunc.BACKEND_KEY] = keras.backend.backend()
         mlflow_model.save(str(Path(path) / MLMODEL_FILE_NAME))
