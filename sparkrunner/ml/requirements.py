@@ -20,6 +20,7 @@ import pickle
 import re
 import sys
 import types
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -133,19 +134,22 @@ def _functions_of(cls: type) -> list[Any]:
 def _names_in(namespaces: Iterable[dict[str, Any]]) -> set[str]:
     """The modules the values of `namespaces` (module or function globals) are or come from."""
     found = set()
-    for namespace in namespaces:
-        for value in list(namespace.values()):
-            try:
-                owner = (
-                    value.__name__
-                    if isinstance(value, types.ModuleType)
-                    else getattr(value, "__module__", None)
-                )
-            except Exception:  # a lazy module that refuses attributes (TensorFlow's Keras 3 stand-ins raise)
-                continue
-            if isinstance(owner, str) and owner.split(".")[0] in sys.modules:  # not Cython's "View" and such
-                found.add(owner)
+    with warnings.catch_warnings():  # a deprecated alias warns when looked at (torch.distributed.reduce_op)
+        warnings.simplefilter("ignore")
+        for namespace in namespaces:
+            for value in list(namespace.values()):
+                owner = _module_of(value)
+                if owner is not None and owner.split(".")[0] in sys.modules:  # not Cython's "View" and such
+                    found.add(owner)
     return found
+
+
+def _module_of(value: Any) -> str | None:
+    try:
+        owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    except Exception:  # a lazy module that refuses attributes (TensorFlow's Keras 3 stand-ins raise)
+        return None
+    return owner if isinstance(owner, str) else None
 
 
 def _normalized(name: str) -> str:
