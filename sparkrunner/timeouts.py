@@ -217,6 +217,10 @@ BARRIER_SYNC_TIMEOUT_S = _timing(
 )  # fmt: skip
 PREFETCH_POLL_S = _timing("PREFETCH_POLL_S", 0.1, "the data prefetch thread: between two looks for a stop")
 PREFETCH_JOIN_S = _timing("PREFETCH_JOIN_S", 30.0, "for the data prefetch thread to end when iteration stops")
+BUILD_LOCK_MIN_AGE_S = _timing(
+    "BUILD_LOCK_MIN_AGE_S", 10.0, "a rank that imports DeepSpeed: how old a torch extension build lock no process "
+    "holds open must be before it is removed as stale (its builder was killed halfway)"
+)  # fmt: skip
 
 
 def markdown_table() -> str:

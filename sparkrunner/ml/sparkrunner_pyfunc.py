@@ -2,21 +2,30 @@
 (in its ``code/`` folder, as a top-level module: it imports nothing of sparkrunner), so it loads wherever MLflow
 and the model's framework do: ``mlflow.pyfunc.load_model``, ``mlflow.pyfunc.spark_udf``, ``mlflow models serve``.
 
+A process keeps the few models it used last (`model_cache`, which travels beside this file as
+``sparkrunner_model_cache.py``; where sparkrunner is installed its own copy is used).
+
 It takes what the estimator takes: a DataFrame of the feature columns by name (numbers, arrays, ML vectors as
 arrays), side by side in the signature's order, or a ready feature matrix; either is cast to the model's own
 floating-point type (Spark hands a column of doubles to a float32 module), then the flavor's own pyfunc predicts,
 `TORCH_BATCH_ROWS` rows at a time for torch. Whole columns are stacked at once (no Python step per row), and a
-process loads a model once: ``spark_udf`` loads it again for every task, which Spark runs in the same Python
-workers.
+process loads a model once while it keeps it: ``spark_udf`` loads it again for every task, which Spark runs in
+the same Python workers.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 from typing import Any
 
 import numpy as np
+
+try:  # one implementation, sparkrunner's where it is installed
+    from sparkrunner.ml import model_cache
+except ImportError:  # elsewhere, the copy in the model's code/ folder (on sys.path while MLflow loads it)
+    import sparkrunner_model_cache as model_cache  # type: ignore[no-redef]
 
 FLAVOR_LOADERS = {
     "pytorch": "mlflow.pytorch",
@@ -25,6 +34,9 @@ FLAVOR_LOADERS = {
 }
 """The flavors whose own pyfunc this one wraps (the flavor is named in the pyfunc config's ``flavor`` key)."""
 
+BACKEND_KEY = "keras_backend"
+"""The pyfunc configuration key of a Keras 3 model's backend: it loads on the one it was saved on."""
+
 CUSTOM_OBJECTS = "custom_objects.cloudpickle"
 """A Keras 3 model's ``custom_objects`` (cloudpickle), beside its MLmodel: in scope while it loads."""
 
@@ -32,8 +44,12 @@ TORCH_BATCH_ROWS = 1024
 """Rows per call of a torch model's pyfunc: Spark hands over 10,000-row batches, on which a small convolutional
 network runs ~2x slower per row than on 1,024 (docs/benchmarks.md). Keras predicts in batches of its own."""
 
-_LOADED: dict[tuple[str, tuple[tuple[str, int], ...], str], FeatureColumns] = {}
-"""(model path, its files' mtimes, model config) -> the loaded model, for the life of this process."""
+MODEL_CACHE_COPY = "sparkrunner_model_cache.py"
+"""The name `model_cache` has in a logged model's ``code/`` folder."""
+
+MODELS = model_cache.ModelCache()
+"""(model path, its files' mtimes, model config) -> the loaded model: the few this process used last
+(``SPARKRUNNER_SCORING_*`` in its environment sets how many)."""
 
 
 class FeatureColumns:
@@ -80,15 +96,17 @@ def _two_d(values: np.ndarray, dtype: Any) -> np.ndarray:
 
 def _load_pyfunc(path: str, model_config: dict[str, Any] | None = None) -> FeatureColumns:
     """What ``mlflow.pyfunc.load_model`` calls (this module is the pyfunc flavor's ``loader_module``): the model
-    at `path`, loaded once per process and model files."""
+    at `path`, loaded once per process and model files while the process keeps it."""
     key = (os.path.realpath(path), _file_times(path), repr(sorted((model_config or {}).items())))
-    if key not in _LOADED:
-        _LOADED[key] = _load(path, model_config)
-    return _LOADED[key]
+    limits = model_cache.Limits.from_environment()
+    return MODELS.get(key, lambda: _load(path, model_config), limits)
 
 
 def _load(path: str, model_config: dict[str, Any] | None) -> FeatureColumns:
-    flavor = _flavor_of(path)
+    conf = _pyfunc_conf(path)
+    flavor = str(conf["sparkrunner_flavor"])
+    if flavor == "keras":
+        _use_keras_backend(conf.get(BACKEND_KEY))
     load = importlib.import_module(FLAVOR_LOADERS[flavor])._load_pyfunc
     with _custom_objects_scope(path):
         inner = load(path, model_config) if flavor == "pytorch" else load(path)
@@ -118,17 +136,32 @@ def _custom_objects_scope(path: str) -> Any:
     return contextlib.nullcontext()
 
 
-def _flavor_of(path: str) -> str:
-    """The flavor whose files sit at `path`: named in the model's MLmodel, in the folder above or at `path`."""
+def _pyfunc_conf(path: str) -> dict[str, Any]:
+    """The model's pyfunc configuration (its flavor, `BACKEND_KEY`): in its MLmodel, in the folder above or at
+    `path` (the files of the flavor)."""
     import yaml
 
     for folder in (os.path.dirname(path.rstrip("/")), path):
         conf = os.path.join(folder, "MLmodel")
         if os.path.exists(conf):
             with open(conf) as f:
-                flavors = yaml.safe_load(f)["flavors"]
-            return str(flavors["python_function"]["sparkrunner_flavor"])
+                return dict(yaml.safe_load(f)["flavors"]["python_function"])
     raise FileNotFoundError(f"no MLmodel file at or above {path}")
+
+
+def _use_keras_backend(backend: str | None) -> None:
+    """Keras 3 on `backend` (the one the model was saved on): set before Keras is imported, or a clear error
+    where this process already imported it on another."""
+    if backend is None:
+        return
+    keras = sys.modules.get("keras")
+    if keras is None:
+        os.environ["KERAS_BACKEND"] = backend
+    elif keras.backend.backend() != backend:
+        raise RuntimeError(
+            f"this model was saved on Keras' {backend!r} backend, and this process imported Keras on "
+            f"{keras.backend.backend()!r}: load it in a process with KERAS_BACKEND={backend}"
+        )
 
 
 def _dtype(flavor: str, model: Any) -> Any:

@@ -25,7 +25,7 @@ from sparkrunner.channel.payload import RemoteError, loads, user_frames
 from sparkrunner.common import import_began, version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
-from sparkrunner.frameworks import horovod_env, jax_env, tf_env
+from sparkrunner.frameworks import deepspeed_env, horovod_env, jax_env, tf_env
 from sparkrunner.ranks import (
     anatomy,
     barrier_context,
@@ -173,6 +173,7 @@ def main() -> int:
     _wire_frameworks_under_mpirun()
     gpu_warning = gpus.pin_rank_gpus(os.environ)
     jax_env.register_on_import()
+    deepspeed_env.remove_stale_build_locks_on_import()
     barrier_context.install_on_import()
     trainer_progress.install()
     torch_guard.install()

@@ -79,6 +79,58 @@ def test_scoring_model_builds_once_per_python_worker(spark_ml: Any, tmp_path: Pa
     assert str(os.getpid()) not in pids and 1 <= len(pids) < 12
 
 
+MODEL_MB = 21
+"""Each model of the bounded-memory test: Linear(2048, 2560), 5.2M float32 weights."""
+
+
+def _big_model(seed: int) -> Any:
+    def build() -> torch.nn.Module:
+        torch.manual_seed(seed)
+        return torch.nn.Linear(2048, 2560)
+
+    return build
+
+
+def _worker_pid(model: Any, x: np.ndarray) -> np.ndarray:
+    return np.full((len(x), 1), os.getpid(), dtype=np.float64)
+
+
+def _rss_mb(pid: int) -> float:
+    """A process's resident set, read from /proc by the test itself."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+def test_reused_python_workers_keep_three_models_and_give_the_others_memory_back(spark_ml: Any) -> None:
+    """Eight distinct 21 MB models, each scored by both Python workers of one application (reused): once a worker
+    holds three (the default count), its RSS grows by less than two models' worth however many more it scores
+    (kept for good, the five more added 100 MB), and never exceeds the budget (its RSS with one model, plus the
+    two more it keeps) by more than a margin of one model (the next one is built before the oldest goes). The workers' pids come back as the prediction; their RSS is read from
+    /proc. A wrong count setting is refused before any job. Checks what no in-process test can: Spark's real,
+    reused workers and the memory the operating system sees."""
+    from sparkrunner.errors import InvalidArgumentError
+    from sparkrunner.ml.model_cache import MODELS_CONF
+
+    frame = spark_ml.range(0, 2, numPartitions=2).selectExpr("cast(id as double) as x")
+    rss: dict[int, list[float]] = {}
+    for seed in range(8):
+        model = ScoringModel(builder=_big_model(seed), predict_fn=_worker_pid, feature_cols=["x"])
+        for row in model.transform(frame).collect():
+            rss.setdefault(int(row["prediction"]), []).append(_rss_mb(int(row["prediction"])))
+    full = {pid: sizes for pid, sizes in rss.items() if len(sizes) >= 6}
+    assert full, f"no worker scored six or more of the models: {rss}"
+    for pid, sizes in full.items():
+        growth = max(sizes[3:]) - sizes[2]
+        assert growth < 2 * MODEL_MB, f"worker {pid} grew {growth:.0f} MB after its third model: {sizes}"
+        assert max(sizes) < sizes[0] + 2 * MODEL_MB + MODEL_MB, f"worker {pid} over its budget: {sizes}"
+    spark_ml.conf.set(MODELS_CONF, "0")
+    try:
+        with pytest.raises(InvalidArgumentError, match=MODELS_CONF):
+            ScoringModel(builder=_big_model(0), feature_cols=["x"]).transform(frame)
+    finally:
+        spark_ml.conf.unset(MODELS_CONF)
+
+
 def mixed_rows(spark: Any, rows: int, partitions: int = 4, seed: int = 0) -> Any:
     """`linear_rows`' x as every kind of feature column the estimator takes: a double, a float, an ML vector,
     an array of doubles and an array of floats (y stays x . WEIGHTS + BIAS)."""

@@ -1,6 +1,9 @@
 """Ctrl-C during a Spark Connect run (tests/scenarios/connect/test_connect_runner.py): `connect_ctrl_c.py URL`; the
-tagged job and every rank must end (the test asks the server for its active jobs afterwards)."""
+tagged job and every rank must end (the test asks the server for its active jobs afterwards). SIGUSR1 prints every
+thread's stack (the test asks for them when the client has not ended)."""
 
+import faulthandler
+import signal
 import sys
 import time
 
@@ -8,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from sparkrunner import Runner
 
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 
 

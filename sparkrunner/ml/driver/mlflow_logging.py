@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkrunner.data import columns
-from sparkrunner.ml import features, requirements, sparkrunner_pyfunc
+from sparkrunner.ml import features, model_cache, requirements, sparkrunner_pyfunc
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 
@@ -153,6 +153,11 @@ class _FeatureColumnsFlavor:
         code = Path(path) / "code"
         code.mkdir(exist_ok=True)
         shutil.copy(sparkrunner_pyfunc.__file__, code / "sparkrunner_pyfunc.py")
+        shutil.copy(model_cache.__file__, code / sparkrunner_pyfunc.MODEL_CACHE_COPY)
         conf = mlflow_model.flavors[pyfunc.FLAVOR_NAME]
         conf.update(loader_module="sparkrunner_pyfunc", code="code", sparkrunner_flavor=self.name)
+        if self.name == "keras":  # MLflow records it but loads on whichever backend the loading process has
+            import keras
+
+            conf[sparkrunner_pyfunc.BACKEND_KEY] = keras.backend.backend()
         mlflow_model.save(str(Path(path) / MLMODEL_FILE_NAME))

@@ -5,6 +5,7 @@ DataFrame."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -14,6 +15,7 @@ from sparkrunner.data import columns
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import outputs
 from sparkrunner.ml.driver import checks
+from sparkrunner.ml.model_cache import MODELS_CONF, SHARE_CONF, Limits
 from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
 from sparkrunner.placement.sessions import is_connect_session
 
@@ -30,9 +32,19 @@ def scored(
     F = _functions(df)
     inputs = [_as_numbers(F, df, name) for name in feature_cols]
     struct = _struct(types)
+    scorer = replace(scorer, limits=cache_limits(df.sparkSession))
     frame = df.withColumn(_SCORED, _udf(df, scorer, feature_cols, struct)(*inputs))
     appended = [F.col(f"{_SCORED}.{key}").alias(names[key]) for key in types]
     return frame.select(*[F.col(f"`{c}`") for c in df.columns], *appended)
+
+
+def cache_limits(spark: Any) -> Limits:
+    """How many models (and how much memory) each Python worker keeps, from the session's Spark settings
+    (``spark.conf.set`` works too): a clear error before any job when one is wrong."""
+    try:
+        return Limits.parse(spark.conf.get(MODELS_CONF, None), spark.conf.get(SHARE_CONF, None), "conf")
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
 
 
 def _struct(types: dict[str, Any]) -> Any:

@@ -1,9 +1,9 @@
-"""Scoring in Spark's Python workers: each worker loads a model once (a module-level cache keyed by the
-model's id) and reuses it for every task and Arrow batch it scores, on the task's GPU when Spark assigned one."""
+"""Scoring in Spark's Python workers: each worker loads a model once and reuses it for every task and Arrow batch
+it scores, on the task's GPU when Spark assigned one, while it stays among the few models a worker keeps
+(`model_cache`: least recently used out beyond a count and a share of the worker's and the GPU's memory)."""
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -13,15 +13,17 @@ import cloudpickle
 import numpy as np
 
 from sparkrunner.data import columns
+from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, outputs
+from sparkrunner.ml.model_cache import Limits, ModelCache
 from sparkrunner.ml.tasks import torch_forward
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
 
 log = logging.getLogger(__name__)
 
-_LOADED: dict[tuple[str, str], Any] = {}
-"""(model id, device) -> the model, for as long as this Python worker lives (Spark reuses workers across
-tasks with spark.python.worker.reuse, its default)."""
+MODELS = ModelCache(freeze=True)
+"""(model id, device) -> the model, in this Python worker (Spark reuses workers across tasks with
+spark.python.worker.reuse, its default): a bounded set, frozen out of the collector's walks while kept."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class BatchScorer:
             than a forward pass; default: ``model(features)`` for torch modules, else ``model.predict``.
         input_shapes: each feature column's row shape: a torch module's ``forward`` gets one tensor per column
             in its shape (Horovod's `input_shapes`), not the matrix.
+        limits: how many models (and how much memory) a worker keeps: the Spark settings `transform` read
+            (``spark.sparkrunner.scoring.*``), else the worker's environment.
     """
 
     source: ModelSource
@@ -58,11 +62,12 @@ class BatchScorer:
     probability: str | None
     predict: Callable[[Any, np.ndarray], Any] | None = None
     input_shapes: tuple[tuple[int, ...], ...] | None = None
+    limits: Limits | None = None
 
     def arrow(self, batches: Iterator[Any], names: Sequence[str]) -> Iterator[Any]:
         """An Arrow array per feature column (named `names`) in, a struct array out: whole buffers both ways,
         no pandas and no Python object per row."""
-        model, device = loaded(self.source)
+        model, device = loaded(self.source, self.limits)
         for batch in batches:
             arrays = batch if isinstance(batch, tuple) else (batch,)
             x = features.matrix([columns.column_to_numpy(n, a) for n, a in zip(names, arrays, strict=True)])
@@ -72,7 +77,7 @@ class BatchScorer:
         """A pandas Series per feature column in, a frame out (Spark before 4.1, which has no Arrow UDFs)."""
         import pandas as pd
 
-        model, device = loaded(self.source)
+        model, device = loaded(self.source, self.limits)
         for batch in batches:
             series = (batch,) if isinstance(batch, pd.Series) else tuple(batch)
             x = features.matrix([features.from_pandas(s) for s in series])
@@ -94,27 +99,23 @@ class BatchScorer:
         return np.asarray(model.predict(x))
 
 
-def loaded(source: ModelSource) -> tuple[Any, str]:
-    """The model of `source` on this task's device, loaded on this worker's first call only."""
+def loaded(source: ModelSource, limits: Limits | None = None) -> tuple[Any, str]:
+    """The model of `source` on this task's device, loaded on this worker's first call only (or again after it
+    left the worker's kept models)."""
     device = task_device()
-    key = (source.key, device)
-    if key not in _LOADED:
-        model = _load(source)
-        if torch_forward.is_module(model):
-            model = torch_forward.prepared(model, device)
-        _LOADED[key] = model
-        log.info("loaded model %s on %s", source.key, device)
-        _freeze_objects()
-    return _LOADED[key], device
+    return MODELS.get((source.key, device), lambda: _prepared(source, device), limits or _limits()), device
 
 
-def _freeze_objects() -> None:
-    """Move every object this worker holds now (its imports, the models it keeps) out of the cyclic garbage
-    collector's reach, for good: pyspark's worker runs a full collection after every task, which otherwise walks
-    torch's and MLflow's objects each time (300k objects, 0.1-0.26 s a task on bench/inference.py's worker).
-    Objects made later are collected as before; garbage is collected first, so none is kept."""
-    gc.collect()
-    gc.freeze()
+def _prepared(source: ModelSource, device: str) -> Any:
+    model = _load(source)
+    return torch_forward.prepared(model, device) if torch_forward.is_module(model) else model
+
+
+def _limits() -> Limits:
+    try:
+        return Limits.from_environment()
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
 
 
 def _load(source: ModelSource) -> Any:
