@@ -132,11 +132,7 @@ def _write(folder: CheckpointFolder, name: str, state: Any, keep: int, use_torch
     """Write `state` as `name`, then remove the older checkpoints beyond the newest `keep`."""
 
     def dump(stream: Any) -> None:
-        if use_torch and not stream.seekable():  # torch.save wants a seekable file; an upload stream is not
-            buffer = io.BytesIO()
-            sys.modules["torch"].save(state, buffer)
-            stream.write(buffer.getbuffer())
-        elif use_torch:
+        if use_torch:
             sys.modules["torch"].save(state, stream)
         else:
             pickle.dump(state, stream, protocol=pickle.HIGHEST_PROTOCOL)
