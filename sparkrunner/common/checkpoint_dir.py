@@ -93,7 +93,7 @@ class RunCheckpoints:
             shutil.rmtree(self.folder, ignore_errors=True)
         else:
             try:
-                folder_at(self.folder).remove(os.path.basename(self.probe))
+                folder_at(self.folder).remove(_probe_name(self.probe))
             except OSError as exc:  # the run's outcome stands; a probe left on a store is one small object
                 log.warning("could not remove %s: %s", self.probe, exc)
 
@@ -106,7 +106,7 @@ def verify_on_rank() -> None:
         return
     import socket
 
-    name = probe.rsplit("/", 1)[-1]
+    name = _probe_name(probe)
     try:
         seen = folder_at(location).exists(name)
     except (OSError, ValueError, ImportError) as exc:
@@ -122,6 +122,11 @@ def verify_on_rank() -> None:
             f"object store (s3://bucket/prefix, gs://, abfss://, hdfs://) or a file system they all mount (NFS, "
             f"/dbfs/...)."
         )
+
+
+def _probe_name(probe: str) -> str:
+    """The probe file's name in the folder, from its full path or URI."""
+    return probe.rsplit("/", 1)[-1]
 
 
 def list_sharded(folder: CheckpointFolder) -> list[CheckpointFile]:

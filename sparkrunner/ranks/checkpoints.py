@@ -19,6 +19,7 @@ import pickle
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from sparkrunner.channel.environment import Env
@@ -67,7 +68,8 @@ def save_checkpoint(
     name = f"checkpoint-{int(step):012d}.{'pt' if use_torch else 'pkl'}"
     if not background:
         return _write(folder, name, state, keep, use_torch)
-    _BACKGROUND.start(folder, name, snapshot(state), keep, use_torch)
+    copied = _snapshot(state)
+    _BACKGROUND.start(lambda: _write(folder, name, copied, keep, use_torch))
     return folder.child(name).uri
 
 
@@ -99,21 +101,21 @@ def wait_for_background_save(timeout: float | None = None) -> None:
     _BACKGROUND.wait(timeout)
 
 
-def snapshot(state: Any) -> Any:
+def _snapshot(state: Any) -> Any:
     """A copy of `state` that training cannot change: tensors detached and copied to host memory, numpy arrays
     copied, containers rebuilt; any other object deep-copied."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(state, torch.Tensor):
         return state.detach().to("cpu", copy=True)
     if isinstance(state, dict):
-        copied = type(state)() if type(state) is not dict else {}
+        copied = type(state)()
         for key, value in state.items():
-            copied[key] = snapshot(value)
+            copied[key] = _snapshot(value)
         return copied
     if isinstance(state, list):
-        return [snapshot(v) for v in state]
+        return [_snapshot(v) for v in state]
     if isinstance(state, tuple):
-        values = [snapshot(v) for v in state]
+        values = [_snapshot(v) for v in state]
         return type(state)(*values) if hasattr(state, "_fields") else type(state)(values)
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(state, numpy.ndarray):
@@ -159,18 +161,15 @@ class _BackgroundSave:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def start(self, folder: CheckpointFolder, name: str, state: Any, keep: int, use_torch: bool) -> None:
+    def start(self, write: Callable[[], object]) -> None:
         self._thread = threading.Thread(
-            target=self._run,
-            args=(folder, name, state, keep, use_torch),
-            name="sparkrunner-checkpoint",
-            daemon=True,
+            target=self._run, args=(write,), name="sparkrunner-checkpoint", daemon=True
         )
         self._thread.start()
 
-    def _run(self, folder: CheckpointFolder, name: str, state: Any, keep: int, use_torch: bool) -> None:
+    def _run(self, write: Callable[[], object]) -> None:
         try:
-            _write(folder, name, state, keep, use_torch)
+            write()
         except BaseException as exc:  # raised by the next save or at the end of `main`, never dropped
             self._error = exc
 
@@ -186,9 +185,6 @@ class _BackgroundSave:
         error, self._error = self._error, None
         if error is not None:
             raise CheckpointDirError(f"the background checkpoint save failed: {error}") from error
-
-    def in_flight(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
 
 _BACKGROUND = _BackgroundSave()
