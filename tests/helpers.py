@@ -22,7 +22,8 @@ _RUN_ID_PREFIX = b"SPARKRUNNER_RUN_ID="
 _DRIVER_ZYGOTE_PREFIX = b"SPARKRUNNER_DRIVER_ZYGOTE="
 
 
-def _environ_of(pid: str) -> list[bytes] | None:
+def environ_of(pid: str) -> list[bytes] | None:
+    """Process `pid`'s environment as ``NAME=value`` entries, read from /proc; None when it ended or is a zombie."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read().split(b"\0")
@@ -46,7 +47,7 @@ def rank_processes(run_id: str | None = None) -> dict[int, str]:
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
-        env = _environ_of(pid)
+        env = environ_of(pid)
         if env is None or session not in env:
             continue
         if not any(e.startswith(_RUN_ID_PREFIX) if wanted is None else _names_run(e, wanted) for e in env):
@@ -66,7 +67,7 @@ def driver_zygotes(driver_pid: int | None = None) -> dict[int, int]:
     session = f"{TEST_SESSION_ENV}={os.environ[TEST_SESSION_ENV]}".encode()
     found: dict[int, int] = {}
     for pid in os.listdir("/proc"):
-        env = _environ_of(pid) if pid.isdigit() else None
+        env = environ_of(pid) if pid.isdigit() else None
         if env is None or session not in env:
             continue
         for entry in env:

@@ -56,20 +56,21 @@ TORCH_CACHE = f"torchinductor_{getpass.getuser()}"
 DDP rank, or the driver's import zygote warming it for later runs), never a leftover of a run."""
 
 
-def _temp_entries() -> set[str]:
+def temp_entries() -> set[str]:
     return set(os.listdir(tempfile.gettempdir())) - {TORCH_CACHE}
 
 
-def _shm_entries() -> set[str]:
+def shm_entries() -> set[str]:
     return set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
 
 
-def _shm_in_use() -> set[str]:
-    """The /dev/shm entries some live process maps or holds open (/proc/*/maps and /proc/*/fd): those belong to a
-    run still going, such as another pytest worker's 4-rank mpirun run, not to a run that ended."""
+def shm_in_use(exclude: frozenset[int] | set[int] = frozenset()) -> set[str]:
+    """The /dev/shm entries some live process (but those in `exclude`) maps or holds open (/proc/*/maps and
+    /proc/*/fd): those belong to a run still going, such as another pytest worker's 4-rank mpirun run, not to a
+    run that ended."""
     used: set[str] = set()
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
+        if proc.name.isdigit() and int(proc.name) not in exclude:
             with contextlib.suppress(OSError):
                 used.update(_shm_names((proc / "maps").read_text().splitlines()))
             with contextlib.suppress(OSError):
@@ -98,14 +99,14 @@ class Leftovers:
     """The machine before a run; `after(run_folder)` lists what the run left (empty when nothing), waiting up to
     `LEFTOVER_GRACE_S`."""
 
-    temp: set[str] = field(default_factory=_temp_entries)
-    shm: set[str] = field(default_factory=_shm_entries)
+    temp: set[str] = field(default_factory=temp_entries)
+    shm: set[str] = field(default_factory=shm_entries)
 
     def now(self, folders: set[str], ports: set[int]) -> list[str]:
         found = [f"process {pid}: {cmd}" for pid, cmd in rank_processes().items()]
-        found += [f"temp entry {name}" for name in sorted(_temp_entries() - self.temp)]
+        found += [f"temp entry {name}" for name in sorted(temp_entries() - self.temp)]
         found += [f"rank temp folder {path}" for path in sorted(folders) if os.path.exists(path)]
-        found += [f"/dev/shm/{name}" for name in sorted(_shm_entries() - self.shm - _shm_in_use())]
+        found += [f"/dev/shm/{name}" for name in sorted(shm_entries() - self.shm - shm_in_use())]
         return found + [f"port {port} still bound" for port in sorted(ports) if not bindable(port)]
 
     def after(self, run_folder: Path) -> list[str]:

@@ -27,9 +27,9 @@ THREADS_BACK_S = 30.0
 """How long the driver's threads get to end after the last run (idle pools, py4j's callback connections)."""
 
 
-def _status(field_name: str) -> int:
-    """A number from /proc/self/status (`Threads`, `VmRSS` in kB): the kernel's count, not Python's."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def proc_status(field_name: str, pid: int | str = "self") -> int:
+    """A number from /proc/PID/status (`Threads`, `VmRSS` in kB): the kernel's count, not Python's."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(f"{field_name}:"):
             return int(line.split()[1])
     raise KeyError(field_name)
@@ -47,8 +47,8 @@ class Cell:
 
 @dataclass
 class Soak:
-    """`runs` runs of np=2 ranks in `spark` (the two-host fixture's `NetnsCluster` as `cluster`, if there),
-    faults (`plan`) and launchers drawn with `seed`. Call after one warm-up run, so the baseline counts the pools a first
+    """`runs` runs of `np` ranks (2: in `spark`, the two-host fixture's `NetnsCluster` as `cluster` if there; -2:
+    on the driver's machine), faults (`plan`) and launchers drawn with `seed`. Call after one warm-up run, so the baseline counts the pools a first
     run starts (py4j's, Spark's Python workers)."""
 
     spark: Any
@@ -57,18 +57,21 @@ class Soak:
     faults: tuple[str, ...] = SOAK_FAULTS
     launchers: tuple[str, ...] = LAUNCHER_NAMES
     cluster: Any = None
+    np: int = 2
     table: dict[tuple[str, str], Cell] = field(default_factory=lambda: defaultdict(Cell))
     leftovers: list[str] = field(default_factory=list)
 
     def run(self) -> None:
-        threads, rss_kb = _status("Threads"), _status("VmRSS")
+        threads, rss_kb = proc_status("Threads"), proc_status("VmRSS")
         draw = random.Random(self.seed)
         for number, fault in enumerate(self.plan(draw)):
             self.one(fault, draw.choice(self.launchers), number)
-        if not poll_until(lambda: _status("Threads") <= threads, THREADS_BACK_S):
+        if not poll_until(lambda: proc_status("Threads") <= threads, THREADS_BACK_S):
             names = sorted(t.name for t in threading.enumerate())
-            self.leftovers.append(f"driver threads {_status('Threads')} > {threads} at the start: {names}")
-        growth = (_status("VmRSS") - rss_kb) / 1024
+            self.leftovers.append(
+                f"driver threads {proc_status('Threads')} > {threads} at the start: {names}"
+            )
+        growth = (proc_status("VmRSS") - rss_kb) / 1024
         if growth >= RSS_GROWTH_MB:
             self.leftovers.append(f"the driver's RSS grew {growth:.0f} MB")
 
@@ -83,8 +86,10 @@ class Soak:
             folder, checkpoints = Path(scratch, "run"), Path(scratch, "checkpoints")
             folder.mkdir()
             before = Leftovers()
-            outcome = run_with_fault(fault, launcher, 2, folder, self.spark, str(checkpoints), self.cluster)
-            wrong = judge(fault, outcome, in_spark=True)
+            outcome = run_with_fault(
+                fault, launcher, self.np, folder, self.spark, str(checkpoints), self.cluster
+            )
+            wrong = judge(fault, outcome, in_spark=self.np > 0)
             left = before.after(folder)
         cell = self.table[fault, launcher]
         cell.runs += 1
