@@ -8,10 +8,12 @@ own box. Every time in the page is in milliseconds (steps) or seconds (the run's
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkrunner.channel.environment import Env
@@ -23,6 +25,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _ERROR_CHARS = 2000
+REPORTS_KEPT = 100
+"""Reports kept in the report folder, newest first: a driver that lives for days (a notebook's) writes one a run,
+so the oldest beyond this count are deleted (a tracked run's report stays in its MLflow run)."""
 _PAGE_STYLE = (
     "<style>body{font-family:sans-serif;margin:0 auto;max-width:1000px;padding:1em;color:#222;line-height:1.4}"
     "h1{font-size:1.5em;overflow-wrap:anywhere}h2{font-size:1.15em;margin-top:1.6em}"
@@ -49,7 +54,20 @@ def save_report(record: RunRecord, timeline: Timeline, stragglers: list[str]) ->
     path = os.path.join(folder, f"sparkrunner-{record.run_id}.html")
     with open(path, "w", encoding="utf-8") as f:
         f.write(render(record, timeline, stragglers))
+    _delete_oldest(folder, REPORTS_KEPT)
     return path
+
+
+def _delete_oldest(folder: str, keep: int) -> None:
+    """Delete the reports (``sparkrunner-*.html``) of `folder` but the `keep` newest; any other file stays. A
+    report another driver deletes meanwhile is passed over."""
+    reports = []
+    for report in Path(folder).glob("sparkrunner-*.html"):
+        with contextlib.suppress(OSError):
+            reports.append((report.stat().st_mtime_ns, report))
+    for _, report in sorted(reports)[:-keep]:
+        with contextlib.suppress(OSError):
+            report.unlink()
 
 
 def render(record: RunRecord, timeline: Timeline, stragglers: list[str]) -> str:
