@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-from tests.helpers import TEST_SESSION_ENV, environ_of
+from tests.helpers import session_processes
 from tests.scenarios.faults.leftovers import TORCH_CACHE, shm_entries, shm_in_use, temp_entries
 from tests.scenarios.faults.soak import proc_status
 
@@ -56,24 +54,6 @@ BOUNDS: dict[str, Bound] = {
 """Each quantity sampled and its bound over the warm-up's maximum."""
 
 
-def _ours() -> Iterator[tuple[int, str]]:
-    """This driver's live processes other than itself (pid, command line): those carrying its session tag."""
-    tag = f"{TEST_SESSION_ENV}={os.environ[TEST_SESSION_ENV]}".encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        env = environ_of(name)
-        if env is None or tag not in env:
-            continue
-        try:
-            yield (
-                int(name),
-                Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"),
-            )
-        except OSError:
-            continue
-
-
 def _rss_mb(pid: int | str) -> float:
     try:
         return proc_status("VmRSS", pid) / 1024
@@ -84,7 +64,7 @@ def _rss_mb(pid: int | str) -> float:
 def sample(shm_before: set[str]) -> dict[str, float]:
     """Each quantity of `BOUNDS` now; /dev/shm counts the entries new since `shm_before` and held by no process
     but this driver's (another user of the machine's entries left out)."""
-    processes = dict(_ours())
+    processes = {pid: cmd for pid, _, cmd in session_processes()}
     kinds = {
         "driver JVM MB": lambda cmd: "org.apache.spark.deploy.SparkSubmit" in cmd,
         "executor JVMs MB": lambda cmd: EXECUTOR_JVM in cmd,

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,29 +36,34 @@ def environ_of(pid: str) -> list[bytes] | None:
     return env
 
 
-def rank_processes(run_id: str | None = None) -> dict[int, str]:
-    """This test session's live processes that carry a sparkrunner run id (when `run_id` is given: that run's, its
-    later attempts' (``<run_id>-attempt1``) and its zygotes' (``<run_id>-zygote``) only).
-
-    Scans /proc itself: the tests' oracle is independent of the library's own clean-up code.
-    """
+def session_processes() -> Iterator[tuple[int, list[bytes], str]]:
+    """This test session's live processes but this one: (pid, environment entries, command line), from /proc."""
     session = f"{TEST_SESSION_ENV}={os.environ[TEST_SESSION_ENV]}".encode()
-    wanted = None if run_id is None else _RUN_ID_PREFIX + run_id.encode()
-    found: dict[int, str] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         env = environ_of(pid)
         if env is None or session not in env:
             continue
-        if not any(e.startswith(_RUN_ID_PREFIX) if wanted is None else _names_run(e, wanted) for e in env):
-            continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                found[int(pid)] = f.read().replace(b"\0", b" ").decode(errors="replace")
+                yield int(pid), env, f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-    return found
+
+
+def rank_processes(run_id: str | None = None) -> dict[int, str]:
+    """This test session's live processes that carry a sparkrunner run id (when `run_id` is given: that run's, its
+    later attempts' (``<run_id>-attempt1``) and its zygotes' (``<run_id>-zygote``) only).
+
+    Scans /proc itself: the tests' oracle is independent of the library's own clean-up code.
+    """
+    wanted = None if run_id is None else _RUN_ID_PREFIX + run_id.encode()
+    return {
+        pid: cmd
+        for pid, env, cmd in session_processes()
+        if any(e.startswith(_RUN_ID_PREFIX) if wanted is None else _names_run(e, wanted) for e in env)
+    }
 
 
 def driver_zygotes(driver_pid: int | None = None) -> dict[int, int]:
