@@ -176,11 +176,12 @@ def score(spark: Any, seed: int) -> str | None:
 class OneDriver:
     """The mixed operations in one driver and one application: the np=2 and np=-2 runs are two `Soak`s (their
     faults and launchers drawn as the chaos soak draws them, their outcomes and leftovers judged by it), the
-    other operations' failures listed; `rows` holds the samples."""
+    other operations' failures listed; `rows` holds the samples. `ops`: a count (the kinds drawn in rounds,
+    `kinds`) or the kinds themselves."""
 
-    def __init__(self, spark: Any, ops: int, seed: int) -> None:
+    def __init__(self, spark: Any, ops: int | list[str], seed: int) -> None:
         self.spark, self.draw = spark, random.Random(seed)
-        self.plan = kinds(ops, self.draw)
+        self.plan = kinds(ops, self.draw) if isinstance(ops, int) else ops
         self.soaks = {
             "cluster": Soak(spark, self.plan.count("cluster"), seed, SOAK_FAULTS, RUNNABLE_LAUNCHERS),
             "local": Soak(spark, self.plan.count("local"), seed, LOCAL_FAULTS, RUNNABLE_LAUNCHERS, np=-2),

@@ -193,8 +193,9 @@ def described(commands: dict[int, str]) -> str:
 
 
 class OutputTail:
-    """Drains a process's output pipe (read end `fd`, owned from now on) into a bounded tail of lines, copying
-    each chunk to `echo_to` when given; a reader thread does it, so the writer never blocks on a full pipe."""
+    """Drains a process's output pipe (read end `fd`, owned from now on: closed at the pipe's end) into a bounded
+    tail of lines, copying each chunk to `echo_to` when given; a reader thread does it, so the writer never blocks
+    on a full pipe."""
 
     def __init__(self, fd: int, echo_to: int | None = None, tail_lines: int = 200) -> None:
         self.tail: deque[str] = deque(maxlen=tail_lines)
@@ -207,16 +208,19 @@ class OutputTail:
     def _drain(self) -> None:
         """Keep the last lines (each cut to a bound, progress updates left out) in linear time."""
         splitter = LineSplitter()
-        while True:
-            self._reading.set()
-            chunk = os.read(self._fd, 65536)
-            self._reading.clear()
-            if not chunk:
-                break
-            self.tail.extend(splitter.feed(chunk)[0])
-            if self._echo_to is not None:
-                with contextlib.suppress(OSError):
-                    os.write(self._echo_to, chunk)
+        try:
+            while True:
+                self._reading.set()
+                chunk = os.read(self._fd, 65536)
+                self._reading.clear()
+                if not chunk:
+                    break
+                self.tail.extend(splitter.feed(chunk)[0])
+                if self._echo_to is not None:
+                    with contextlib.suppress(OSError):
+                        os.write(self._echo_to, chunk)
+        finally:
+            os.close(self._fd)  # a driver that lives for days starts thousands of ranks
         last = splitter.flush()
         if last is not None:
             self.tail.append(last)
@@ -278,7 +282,8 @@ class RankProcess:
             cwd=cwd,
         )
         assert self.popen.stdout is not None
-        self.output = OutputTail(self.popen.stdout.fileno(), echo_to, tail_lines)
+        self.output = OutputTail(os.dup(self.popen.stdout.fileno()), echo_to, tail_lines)
+        self.popen.stdout.close()  # the tail owns the pipe's read end now
 
     @property
     def pid(self) -> int:

@@ -25,7 +25,7 @@ import pytest
 from sparkrunner import Runner
 from sparkrunner.driver.zygotes import KEPT
 from sparkrunner.timeouts import ZYGOTE_WARM_AFTER_S
-from tests.helpers import driver_zygotes, parent_of, rank_processes, start_driver, wait_for_line
+from tests.helpers import driver_zygotes, fd_targets, parent_of, rank_processes, start_driver, wait_for_line
 from tests.waiting import poll_until, wait_until
 
 
@@ -54,8 +54,15 @@ def parent() -> int:
     return os.getppid()
 
 
+def _pipes() -> int:
+    """This process's open pipe descriptors (/proc/self/fd)."""
+    return sum(target.startswith("pipe:") for target in fd_targets(os.getpid()))
+
+
 def test_a_later_run_forks_from_the_same_zygote_and_does_not_import_torch_again() -> None:
+    """Also: the later runs' forked ranks leave no output pipe open in the driver (one a rank, once)."""
     first = _runner().run_all(torch_report)
+    pipes = _pipes()
     zygotes = driver_zygotes(os.getpid())
     assert not rank_processes(), "an idle zygote between runs is no leftover rank"
     (zygote,) = {ppid for ppid, _, _ in first}
@@ -67,6 +74,7 @@ def test_a_later_run_forks_from_the_same_zygote_and_does_not_import_torch_again(
     assert _runner().run_all(zygote_threads) == [(zygote, 1, False)] * 2, "one thread at the fork, no CUDA"
     retried = _runner(max_failures=1).run_all(torch_report)
     assert {ppid for ppid, _, _ in retried} == {zygote}, "a run that may retry forks from the zygote too"
+    assert poll_until(lambda: _pipes() <= pipes, 5), f"{_pipes()} pipes open, {pipes} after the first run"
 
 
 def test_cold_start_starts_every_rank_as_a_new_interpreter() -> None:
