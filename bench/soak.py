@@ -9,10 +9,11 @@ application (local-cluster[2,1,1024]): np=2 runs there and np=-2 runs on this ma
 above and either launcher, estimator fits, scorings of a new model each (`ScoringModel`, reused Python workers)
 and a CrossValidator; every `--every` operations it samples what the driver and its processes hold
 (bench/footprint.py) and prints the samples and, per quantity, whether it stayed within its bound of the warm-up's
-maximum (the first `--warm-up` operations), with its slope per 100 operations.
+maximum (the warm-up: by default until every kind of operation has run on every launcher, so that every pool,
+zygote and cache such an operation starts belongs to it), with its slope per 100 operations.
 
 Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.soak --runs 40 [--seed 1] [--only local|two-hosts]``, or
-``PYTHONPATH=$PWD .venv/bin/python -m bench.soak --one-driver [--ops 200] [--every 10] [--warm-up 20]``.
+``PYTHONPATH=$PWD .venv/bin/python -m bench.soak --one-driver [--ops 200] [--every 10] [--warm-up N]``.
 """
 
 from __future__ import annotations
@@ -189,6 +190,8 @@ class OneDriver:
         self.faults = {name: iter(soak.plan(self.draw)) for name, soak in self.soaks.items()}
         self.failures: list[str] = []
         self.rows: list[tuple[int, dict[str, float]]] = []
+        self.done: list[tuple[str, str]] = []
+        """Each operation's kind and launcher, in order."""
 
     def run(self, every: int) -> None:
         shm_before = shm_entries()
@@ -202,6 +205,7 @@ class OneDriver:
 
     def one(self, kind: str, number: int) -> None:
         launcher = self.draw.choice(RUNNABLE_LAUNCHERS)
+        self.done.append((kind, launcher))
         if kind in self.soaks:
             self.soaks[kind].one(next(self.faults[kind]), launcher, number)
             return
@@ -216,6 +220,16 @@ class OneDriver:
         if wrong:
             self.failures.append(f"operation {number} ({kind}, {launcher}): {wrong}")
 
+    def warmed_up(self) -> int:
+        """The operations until every kind has run on every launcher (all of them, if some never did)."""
+        wanted = {(kind, launcher) for kind in self.plan for launcher in RUNNABLE_LAUNCHERS}
+        met: set[tuple[str, str]] = set()
+        for number, done in enumerate(self.done, 1):
+            met.add(done)
+            if met == wanted:
+                return number
+        return len(self.done)
+
     def report(self, warm_up: int) -> str:
         counts = {kind: self.plan.count(kind) for kind in dict.fromkeys(self.plan)}
         lines = [f"operations: {len(self.plan)} ({', '.join(f'{n} {k}' for k, n in counts.items())})"]
@@ -229,7 +243,7 @@ class OneDriver:
         return bounded and not self.failures and all(soak.passed for soak in self.soaks.values())
 
 
-def one_driver(ops: int, seed: int, every: int, warm_up: int) -> bool:
+def one_driver(ops: int, seed: int, every: int, warm_up: int | None) -> bool:
     """The mixed operations, their datasets materialized into the bench's own temp dir (where it counts files)."""
     from sparkrunner.channel.environment import Env
 
@@ -239,6 +253,7 @@ def one_driver(ops: int, seed: int, every: int, warm_up: int) -> bool:
     try:
         soak = OneDriver(spark, ops, seed)
         soak.run(every)
+        warm_up = soak.warmed_up() if warm_up is None else warm_up
         print(soak.report(warm_up), flush=True)
         return soak.passed(warm_up)
     finally:
@@ -253,7 +268,9 @@ def main() -> None:
     parser.add_argument("--one-driver", action="store_true")
     parser.add_argument("--ops", type=int, default=200)
     parser.add_argument("--every", type=int, default=10)
-    parser.add_argument("--warm-up", type=int, default=20)
+    parser.add_argument(
+        "--warm-up", type=int, help="operations (default: until every kind met every launcher)"
+    )
     args = parser.parse_args()
     # the scans below see this process's runs only: a temp dir of its own (the executors inherit it), its tag
     os.environ.setdefault(TEST_SESSION_ENV, uuid.uuid4().hex)
