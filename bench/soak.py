@@ -103,7 +103,8 @@ def kinds(ops: int, draw: random.Random) -> list[str]:
 
 
 def fit(spark: Any, launcher: str) -> str | None:
-    """One TorchEstimator fit (np=-1, the default store) of a linear model on 256 rows, scored on 16."""
+    """One TorchEstimator fit (np=-1, the default store) of a linear model on 256 rows; its transform of 16 rows
+    counted (Spark may prune the prediction column from a count: the scorings are `score`'s)."""
     import torch
 
     from sparkrunner.ml import TorchEstimator
