@@ -177,7 +177,9 @@ def test_the_zygote_ends_with_its_driver_process() -> None:
         driver.wait()
 
 
-def lightning_and_trainer_report(deepspeed: bool) -> tuple[int, int, list[bool], tuple[str, int, bool] | None]:
+def lightning_and_trainer_report(
+    deepspeed: bool,
+) -> tuple[int, int, list[bool], tuple[str, int, bool] | None]:
     """In a rank: its parent, the parent's threads, whether Lightning, transformers, the Hugging Face Trainer's
     module, MLflow and DeepSpeed were imported before this function imports them, and when `deepspeed`, what
     DeepSpeed's accelerator says in this rank (its kind and device count) and whether CUDA was initialised."""
