@@ -21,6 +21,7 @@ import pytest
 
 from sparkrunner.channel import ChannelServer, new_secret
 from sparkrunner.launch import zygote_link
+from sparkrunner.ranks import zygote_imports
 from sparkrunner.tasks import zygote_client
 from tests.helpers import ROOT
 from tests.waiting import poll_until, wait_until
@@ -188,7 +189,8 @@ def test_a_zygote_whose_later_imports_start_a_thread_open_a_socket_or_load_cuda_
     """A fork would copy half of that thread, share that socket, or hand its child a CUDA driver it cannot use
     (no GPU here: the probe loads a copy of a system library named as the CUDA driver's, which is what the
     zygote finds in its memory map when a CUDA runtime was first called): the next rank is refused (its task
-    starts it cold); the rank the zygote forked before runs on to its end."""
+    starts it cold); the rank the zygote forked before runs on to its end (`sparkrunner.ranks.zygote_imports`'s
+    `fork_hazard`)."""
     monkeypatch.setenv("ZYGOTE_TEST_WARMED", str(tmp_path / "warmed"))
     monkeypatch.setenv("ZYGOTE_TEST_HAZARD", _cuda_stand_in(tmp_path) if hazard == "cuda" else hazard)
     spec, lease, env = _warm_spec(hazard)
@@ -217,3 +219,18 @@ def _cuda_stand_in(folder: Path) -> str:
     path = folder / "libcuda.so.1"
     shutil.copyfile(libm, path)
     return str(path)
+
+
+def test_deepspeed_itself_is_preloaded_only_where_its_accelerator_detection_can_only_pick_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepSpeed picks its accelerator when imported: with ``DS_ACCELERATOR`` naming a device (its detection then
+    checks that device, `real_accelerator.get_accelerator`) a zygote imports only its dependencies; on this CPU-only
+    torch, with none set, DeepSpeed too (what it then picks in a rank: tests/placement/test_warm_local_starts.py)."""
+    import torch
+
+    assert not torch.backends.cuda.is_built(), "the oracle below holds for a CPU-only torch"
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    assert zygote_imports.deepspeed_imports() == ("mlflow", "deepspeed")
+    monkeypatch.setenv("DS_ACCELERATOR", "cuda")
+    assert zygote_imports.deepspeed_imports() == ("mlflow",)
