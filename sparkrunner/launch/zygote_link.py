@@ -45,12 +45,14 @@ PRELOADABLE = (
     "accelerate",
 )
 """Modules a zygote imports when the run's code does: heavy to import, and safe to fork once imported (none starts
-a thread, opens a socket or initialises CUDA when imported: tests/ranks/test_zygote.py checks the zygote a rank
-was forked from). Not DeepSpeed: its import counts the devices and starts its accelerator."""
+a thread, opens a socket or initialises CUDA when imported: the zygote checks, `zygote_imports.fork_hazard`, and
+tests/placement/test_warm_local_starts.py checks the zygote a rank was forked from). DeepSpeed only once idle, and
+only where its import cannot reach a device (`WARM_LATER`)."""
 
 WARM_LATER = {
     "torch": ("torch._dynamo",),
-    "transformers": ("transformers.trainer",),
+    "transformers": ("transformers.trainer", "deepspeed"),
+    "accelerate": ("deepspeed",),
     "sparkrunner": ("pyarrow.dataset", "pyarrow.parquet"),
     "pyarrow": ("pyarrow.dataset", "pyarrow.parquet"),
 }
@@ -58,8 +60,11 @@ WARM_LATER = {
 code imports the key: modules loaded on first use, not by the import itself: DistributedDataParallel, FSDP and
 torch.compile load torch._dynamo (2-3 s; the deadlock once seen at the end of DDP in ranks forked after it is
 torch's, and guarded in every rank: `sparkrunner.ranks.torch_guard`); the Hugging Face Trainer
-transformers.trainer (3-4 s); sparkrunner's data readers pyarrow's dataset and Parquet modules (pyarrow's
-allocator without its background thread: `sparkrunner.ranks.zygote`)."""
+transformers.trainer (3-4 s), and, where DeepSpeed is installed, DeepSpeed with MLflow, pandas and pydantic, which
+it imports (the Trainer's and Accelerate's ``unwrap_model``: 1,756 modules, 1.5 s; DeepSpeed itself only where its
+import can only pick the CPU, its dependencies everywhere: `sparkrunner.ranks.zygote_imports`); sparkrunner's data
+readers pyarrow's dataset and Parquet modules (pyarrow's allocator without its background thread:
+`sparkrunner.ranks.zygote`)."""
 
 IMPORT_VARIABLES = (
     "TMPDIR",
@@ -67,6 +72,8 @@ IMPORT_VARIABLES = (
     "LD_LIBRARY_PATH",
     "NUMEXPR_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
+    "MLFLOW_CONFIGURE_LOGGING",  # MLflow configures its loggers when imported
+    "MLFLOW_LOGGING_LEVEL",
 )
 IMPORT_PREFIXES = (
     "PYTHON",  # the interpreter's own (PYTHONPATH, PYTHONHASHSEED, PYTHONWARNINGS, ...): read when it starts
@@ -82,6 +89,8 @@ IMPORT_PREFIXES = (
     "HF_",  # huggingface_hub's constants (HF_HOME, HF_HUB_OFFLINE, ...) are read at import
     "HUGGINGFACE_",
     "TRANSFORMERS_",
+    "DS_",  # DeepSpeed's (DS_ACCELERATOR: its accelerator, picked when it is imported)
+    "DEEPSPEED_",  # (DEEPSPEED_TIMEOUT: its process groups' default timeout, read at import)
 )
 """The variables that decide what a preloaded module becomes when it is imported (its thread pools, caches and
 switches), named or by prefix: a zygote takes the ranks' values before importing, and one is kept for each set of

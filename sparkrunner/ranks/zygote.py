@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
+import gc
 import logging
 import os
 import runpy
@@ -27,7 +27,6 @@ import selectors
 import socket
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -41,6 +40,7 @@ from sparkrunner.launch.zygote_link import (
     remove_sockets_folder,
     socket_address,
 )
+from sparkrunner.ranks.zygote_imports import fork_hazard, fork_state, preload
 from sparkrunner.system import processes
 from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.timeouts import (
@@ -64,18 +64,6 @@ _ARG_START, _ENV_END = 45, 48
 def _address(text: str) -> tuple[str, int]:
     host, port = text.rsplit(":", 1)
     return host, int(port)
-
-
-def _preload(modules: list[str]) -> None:
-    """Import what every rank of the run would import first; a module that fails is left to the rank."""
-    for name in modules:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
-
-
-def native_threads() -> int:
-    """This process's threads, native ones included (a library's pool started by an import is no Python thread)."""
-    return len(os.listdir("/proc/self/task"))
 
 
 def _modules(variable: str) -> list[str]:
@@ -115,18 +103,17 @@ class Zygote:
     def _warm_up(self) -> None:
         """Once idle for ZYGOTE_WARM_AFTER_S after its last fork, import the modules ranks load on first use
         (once), while the ranks it forked run: a retry after their failure then forks at once. If that started a
-        thread, Python's or a native one (a library's pool or background thread), a fork would copy it half: the
-        zygote forks no more (the ranks it forked run on, later ones start cold)."""
+        thread, Python's or a native one (a library's pool or background thread), opened a socket or initialised
+        CUDA (`zygote_imports.fork_hazard`), a fork would hand a rank a broken copy: the zygote forks no more (the
+        ranks it forked run on, later ones start cold)."""
         if not self._warm or time.monotonic() - self._last_request < ZYGOTE_WARM_AFTER_S:
             return
-        before = native_threads()
-        _preload(self._warm)
+        before = fork_state()
+        preload(self._warm)
         self._warm = []
-        if threading.active_count() != 1 or native_threads() != before:
-            log.warning(
-                "sparkrunner's zygote forks no more ranks (%d threads after its later imports): they start cold",
-                native_threads(),
-            )
+        hazard = fork_hazard(before)
+        if hazard is not None:
+            log.warning("sparkrunner's zygote forks no more ranks (%s): they start cold", hazard)
             self._forks = False
 
     def close(self) -> None:
@@ -192,18 +179,24 @@ class Zygote:
     def _fork(self, request: m.Fork, output: int, task: socket.socket) -> int:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        # the rank's garbage collections skip what it inherits: a full one (accelerate's free_memory, the Hugging Face
+        # Trainer's end) walked the 0.5 M objects of torch, transformers and DeepSpeed in 0.3 s and wrote to each
+        # one's header, copying the pages the fork shares (Python's gc.freeze documentation); the zygote's own
+        # collections go on as before
+        gc.freeze()
         pid = os.fork()
-        if pid == 0:
-            code = 70
-            try:
-                task.close()
-                self._forget_in_child()
-                code = become_rank(request, output)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        return pid
+        if pid != 0:
+            gc.unfreeze()
+            return pid
+        code = 70
+        try:
+            task.close()
+            self._forget_in_child()
+            code = become_rank(request, output)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
 
     def _forget_in_child(self) -> None:
         """Drop the zygote's sockets from this (forked) process without shutting them down for the zygote."""
@@ -336,6 +329,16 @@ def main() -> int:
         return _serve()
 
 
+def _quiet_stdout() -> int:
+    """Point stdout at /dev/null before any import (DeepSpeed's logger prints its accelerator's choice there), and
+    return a copy of the starting task's pipe, where only the "ready" line goes."""
+    ready = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+    return ready
+
+
 def _quiet_allocators() -> None:
     """pyarrow's jemalloc starts a background thread when pyarrow is imported (its default pool is another
     allocator): a fork would copy it half. Off in the zygote, before any import (a forked rank keeps it off: jemalloc
@@ -352,12 +355,12 @@ def _use_temp_dir(path: str) -> None:
 
 def _serve() -> int:
     key = sys.stdin.buffer.read(KEY_BYTES)
-    _preload(["sparkrunner.ranks.bootstrap", *_modules(Env.ZYGOTE_MODULES)])
-    if len(key) != KEY_BYTES or threading.active_count() != 1:
-        # (native pools, OpenBLAS's, stop and restart around a fork themselves: pthread_atfork)
-        log.warning(
-            "sparkrunner's zygote is not serving (%d threads after imports)", threading.active_count()
-        )
+    ready = _quiet_stdout()
+    before = fork_state()
+    preload(["sparkrunner.ranks.bootstrap", *_modules(Env.ZYGOTE_MODULES)])
+    hazard = fork_hazard(before, native_threads=False)
+    if len(key) != KEY_BYTES or hazard is not None:
+        log.warning("sparkrunner's zygote is not serving (%s): the ranks start cold", hazard or "no key")
         return 1
     lease = socket.create_connection(_address(os.environ[Env.ZYGOTE_LEASE]), timeout=HANDSHAKE_TIMEOUT_S)
     client_handshake(lease, key)
@@ -368,10 +371,8 @@ def _serve() -> int:
         os.environ[Env.ZYGOTE_WATCH],
         _modules(Env.ZYGOTE_WARM),
     )
-    os.write(1, m.ZYGOTE_READY)
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)  # the starting task stops reading
-    os.close(null)
+    os.write(ready, m.ZYGOTE_READY)
+    os.close(ready)  # the starting task stops reading
     try:
         zygote.serve()
     finally:

@@ -185,23 +185,37 @@ def test_the_zygote_ends_with_its_driver_process() -> None:
         driver.wait()
 
 
-def lightning_and_trainer_report() -> tuple[int, int, list[bool]]:
-    """In a rank: its parent, the parent's threads, and whether Lightning, transformers and the Hugging Face
-    Trainer's module were imported before this function imports them."""
-    had = [name in sys.modules for name in ("pytorch_lightning", "transformers", "transformers.trainer")]
+def lightning_and_trainer_report(
+    deepspeed: bool,
+) -> tuple[int, int, list[bool], tuple[str, int, bool] | None]:
+    """In a rank: its parent, the parent's threads, whether Lightning, transformers, the Hugging Face Trainer's
+    module, MLflow and DeepSpeed were imported before this function imports them, and when `deepspeed`, what
+    DeepSpeed's accelerator says in this rank (its kind and device count) and whether CUDA was initialised."""
+    names = ("pytorch_lightning", "transformers", "transformers.trainer", "mlflow", "deepspeed")
+    had = [name in sys.modules for name in names]
     import pytorch_lightning
     import transformers
 
     assert pytorch_lightning.Trainer and transformers.Trainer
-    return os.getppid(), len(os.listdir(f"/proc/{os.getppid()}/task")), had
+    accelerator = None
+    if deepspeed:
+        import torch
+        from deepspeed.accelerator import get_accelerator
+
+        found = get_accelerator()
+        accelerator = (found.device_name(), found.device_count(), torch.cuda.is_initialized())
+    return os.getppid(), len(os.listdir(f"/proc/{os.getppid()}/task")), had, accelerator
 
 
-def test_lightning_and_transformers_are_preloaded_and_the_trainer_module_warmed_once_idle() -> None:
+def test_lightning_and_transformers_are_preloaded_and_the_trainer_and_deepspeed_warmed_once_idle() -> None:
     """What no torch-only test checks: the framework modules a Lightning or Hugging Face function imports are in the
-    zygote before its first fork (the Trainer's module once idle), with one thread at the fork."""
-    first = _runner().run_all(lightning_and_trainer_report)
-    (zygote,) = {ppid for ppid, _, _ in first}
-    assert [had for _, _, had in first] == [[True, True, False]] * 2, first
+    zygote before its first fork, and once idle the Trainer's module and what the Trainer imports on first use where
+    DeepSpeed is installed (as here): MLflow, and DeepSpeed itself on this CPU-only torch, where its import can only
+    pick the CPU; with one thread at the fork and CUDA not initialised. DeepSpeed's accelerator, picked in the
+    zygote, counts devices in the rank: ``LOCAL_SIZE`` from the later run's own ``env=`` (no part of the key)."""
+    first = _runner(env={"LOCAL_SIZE": "5"}).run_all(lightning_and_trainer_report, False)
+    (zygote,) = {ppid for ppid, _, _, _ in first}
+    assert [had for _, _, had, _ in first] == [[True, True, False, False, False]] * 2, first
     threading.Event().wait(ZYGOTE_WARM_AFTER_S + 0.5)
-    later = _runner().run_all(lightning_and_trainer_report)
-    assert later == [(zygote, 1, [True, True, True])] * 2, later
+    later = _runner(env={"LOCAL_SIZE": "3"}).run_all(lightning_and_trainer_report, True)
+    assert later == [(zygote, 1, [True] * 5, ("cpu", 3, False))] * 2, later

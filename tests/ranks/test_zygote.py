@@ -1,7 +1,8 @@
 """The executor's fork server (`sparkrunner.ranks.zygote`) driven through its task-side client
 (`sparkrunner.tasks.zygote_client`), with real processes and no Spark: each request forks a new child of the same
 zygote, whose output reaches the task's pipe and whose exit status comes back; the child shows its own argv and
-environment in /proc; a wrong key is refused; the zygote ends when the driver's lease closes, leaving nothing in
+environment in /proc; a wrong key is refused; a zygote whose later imports start a thread, open a socket or load the
+CUDA driver forks no more; the zygote ends when the driver's lease closes, leaving nothing in
 the temp dir. Oracles: the process table (/proc), the child's own report of its pid and parent, the temp dir's
 listing."""
 
@@ -20,6 +21,7 @@ import pytest
 
 from sparkrunner.channel import ChannelServer, new_secret
 from sparkrunner.launch import zygote_link
+from sparkrunner.ranks import zygote_imports
 from sparkrunner.tasks import zygote_client
 from tests.helpers import ROOT
 from tests.waiting import poll_until, wait_until
@@ -180,14 +182,18 @@ def test_once_idle_the_zygote_imports_its_later_modules_and_later_ranks_find_the
         lease.close()
 
 
-def test_a_zygote_whose_later_imports_start_a_thread_forks_no_more(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("hazard", ["thread", "socket", "cuda"])
+def test_a_zygote_whose_later_imports_start_a_thread_open_a_socket_or_load_cuda_forks_no_more(
+    hazard: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A fork would copy half of that thread: the next rank is refused (its task starts it cold); the rank the
-    zygote forked before runs on to its end."""
+    """A fork would copy half of that thread, share that socket, or hand its child a CUDA driver it cannot use
+    (no GPU here: the probe loads a copy of a system library named as the CUDA driver's, which is what the
+    zygote finds in its memory map when a CUDA runtime was first called): the next rank is refused (its task
+    starts it cold); the rank the zygote forked before runs on to its end (`sparkrunner.ranks.zygote_imports`'s
+    `fork_hazard`)."""
     monkeypatch.setenv("ZYGOTE_TEST_WARMED", str(tmp_path / "warmed"))
-    monkeypatch.setenv("ZYGOTE_TEST_THREAD", "1")
-    spec, lease, env = _warm_spec("thread")
+    monkeypatch.setenv("ZYGOTE_TEST_HAZARD", _cuda_stand_in(tmp_path) if hazard == "cuda" else hazard)
+    spec, lease, env = _warm_spec(hazard)
     argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
     try:
         running = zygote_client.fork_rank(
@@ -203,3 +209,28 @@ def test_a_zygote_whose_later_imports_start_a_thread_forks_no_more(
         assert running.wait(30) == 0
     finally:
         lease.close()
+
+
+def _cuda_stand_in(folder: Path) -> str:
+    """A copy, named ``libcuda.so.1`` in `folder`, of the C math library this interpreter loaded (found in its
+    memory map): a library whose loading does nothing else."""
+    with open("/proc/self/maps") as maps:
+        libm = next(line.split()[-1] for line in maps if "/libm.so" in line)
+    path = folder / "libcuda.so.1"
+    shutil.copyfile(libm, path)
+    return str(path)
+
+
+def test_deepspeed_itself_is_preloaded_only_where_its_accelerator_detection_can_only_pick_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DeepSpeed picks its accelerator when imported: with ``DS_ACCELERATOR`` naming a device (its detection then
+    checks that device, `real_accelerator.get_accelerator`) a zygote imports only its dependencies; on this CPU-only
+    torch, with none set, DeepSpeed too (what it then picks in a rank: tests/placement/test_warm_local_starts.py)."""
+    import torch
+
+    assert not torch.backends.cuda.is_built(), "the oracle below holds for a CPU-only torch"
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    assert zygote_imports.deepspeed_imports() == ("mlflow", "deepspeed")
+    monkeypatch.setenv("DS_ACCELERATOR", "cuda")
+    assert zygote_imports.deepspeed_imports() == ("mlflow",)
