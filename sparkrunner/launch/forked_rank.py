@@ -29,6 +29,7 @@ def become_rank(request: m.Fork, output: int, forget: bool = True) -> int:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    _fresh_stdio(request.env)
     os.chdir(request.cwd)
     take_environment(request.env)
     show_in_proc(request.argv, request.env)
@@ -42,6 +43,16 @@ def become_rank(request: m.Fork, output: int, forget: bool = True) -> int:
     except SystemExit as exc:
         return exit_code(exc.code)
     return 0
+
+
+def _fresh_stdio(env: dict[str, str]) -> None:
+    """sys.stdout and sys.stderr anew over file descriptors 1 and 2, as the interpreter makes them at its start
+    (the forking process may have replaced its own, or buffered them otherwise)."""
+    stdout = open(1, "w", closefd=False, encoding="utf-8")  # noqa: SIM115 (the interpreter's, for its lifetime)
+    stdout.reconfigure(write_through=bool(env.get("PYTHONUNBUFFERED")))
+    stderr = open(2, "w", closefd=False, encoding="utf-8", errors="backslashreplace", buffering=1)  # noqa: SIM115
+    sys.stdout = stdout
+    sys.stderr = stderr
 
 
 def exit_code(code: object) -> int:
