@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 from sparkrunner.channel import messages as m
+from sparkrunner.channel.environment import Env
 from sparkrunner.timeouts import ENV_PREFIX
 
 _ARG_START, _ENV_END = 45, 48
@@ -79,7 +80,8 @@ def show_in_proc(argv: list[str], env: dict[str, str]) -> bool:
     /proc/<pid>/cmdline and /proc/<pid>/environ read them: whoever looks for the run's processes (the task's
     sweep, `ps`, the tests) sees a rank as a started one. sparkrunner's variables come first (the run's and the
     attempt's ids, which sweeps look for), then the others while they fit: a zygote left room for all, a Spark
-    Python worker did not. False when something was left out."""
+    Python worker did not (the rank's own environment, in `os.environ` and the C library's, is whole either way).
+    False when something was left out."""
     with open("/proc/self/stat", "rb") as f:
         raw = f.read()
     fields = [int(x) for x in raw[raw.rindex(b")") + 2 :].split()[_ARG_START : _ENV_END + 1]]
@@ -92,9 +94,18 @@ def show_in_proc(argv: list[str], env: dict[str, str]) -> bool:
     return len(command) <= arg_end - arg_start and shown.count(b"\0") == len(env)
 
 
+_IDENTITY = (Env.RUN_ID, Env.ATTEMPT_ID, Env.STARTED_BY_TASK, Env.ZYGOTE_LEASE_ID)
+"""What sweeps and tests look for in /proc/<pid>/environ: shown before anything else."""
+
+
 def _identity_first(env: dict[str, str]) -> list[bytes]:
-    entries = [f"{k}={v}".encode() + b"\0" for k, v in env.items()]
-    return sorted(entries, key=lambda entry: not entry.startswith(ENV_PREFIX.encode()))
+    """The entries of `env` in the order they are shown: the run's identity, sparkrunner's other variables, the
+    rest; the shortest first within each (as many as possible fit)."""
+
+    def order(name: str) -> tuple[bool, bool, int]:
+        return name not in _IDENTITY, not name.startswith(ENV_PREFIX), len(name) + len(env[name])
+
+    return [f"{name}={env[name]}".encode() + b"\0" for name in sorted(env, key=order)]
 
 
 def _fitting(entries: list[bytes], room: int) -> bytes:

@@ -39,9 +39,11 @@ def _rank_env(**extra: str) -> dict[str, str]:
 
 
 def test_a_seed_becomes_the_rank_it_is_given_with_its_environment_and_exit_code() -> None:
+    """The rank's environment is far larger than the room the forking process's has in /proc: its identity is
+    shown there all the same."""
     seeds = RankSeeds(1, import_time_variables(os.environ))
     try:
-        rank = seeds.take([*ARGV, "3"], _rank_env(), echo_to=None)
+        rank = seeds.take([*ARGV, "3"], _rank_env(A_LARGE_VALUE="x" * 100_000), echo_to=None)
         assert rank is not None
         assert rank.wait(60) == 3
     finally:
