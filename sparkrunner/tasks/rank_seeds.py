@@ -49,11 +49,11 @@ class RankSeeds:
     `imports_env`: the ranks' import-time variables (`import_time_variables`), under which the seeds import."""
 
     def __init__(self, count: int, imports_env: dict[str, str]) -> None:
-        self._seeds: list[
-            tuple[int, int, int]
-        ] = []  # (pid, the control pipe's write end, the output's read end)
+        self._seeds: list[tuple[int, int, int]] = []
+        """Each seed's pid, the control pipe's write end and the output's read end."""
         for _ in range(count):
-            self._seeds.append(_fork_seed(imports_env))
+            earlier = [fd for _, control, output in self._seeds for fd in (control, output)]
+            self._seeds.append(_fork_seed(imports_env, earlier))
 
     def take(self, argv: list[str], env: Mapping[str, str], echo_to: int | None) -> SeededRank | None:
         """A seed made the rank `argv` with `env` (in this process's working folder); None when none is left."""
@@ -85,7 +85,9 @@ def _end_seed(pid: int, output: int) -> None:
     os.close(output)
 
 
-def _fork_seed(imports_env: dict[str, str]) -> tuple[int, int, int]:
+def _fork_seed(imports_env: dict[str, str], earlier: list[int]) -> tuple[int, int, int]:
+    """A seed forked now; `earlier`: this task's ends of the seeds forked before, which it closes (a seed still
+    holding another's control pipe would keep that one from seeing its request end)."""
     control_read, control_write = os.pipe()
     output_read, output_write = os.pipe()
     for stream in (sys.stdout, sys.stderr):
@@ -95,8 +97,8 @@ def _fork_seed(imports_env: dict[str, str]) -> tuple[int, int, int]:
     if pid == 0:
         code = 70
         try:
-            os.close(control_write)
-            os.close(output_read)
+            for fd in (control_write, output_read, *earlier):
+                os.close(fd)
             code = _seed(parent, control_read, output_write, imports_env)
         except BaseException:
             traceback.print_exc()

@@ -66,6 +66,17 @@ def test_a_timing_the_rank_overrides_is_imported_under_the_rank_s_value() -> Non
     assert "ack=7.5" in rank.output_tail(), rank.output_tail()
 
 
+def test_a_task_s_seeds_each_become_a_rank_whichever_was_forked_first() -> None:
+    """Two ranks in one task (`ranks_per_task=2`): the second seed must not hold the first one's control pipe, or
+    the first would wait for its request's end for ever."""
+    seeds = RankSeeds(2, import_time_variables(os.environ))
+    try:
+        ranks = [seeds.take([*ARGV, str(code)], _rank_env(), echo_to=None) for code in (4, 5)]
+        assert [rank.wait(30) for rank in ranks if rank is not None] == [4, 5]
+    finally:
+        seeds.close()
+
+
 def test_seeds_no_rank_took_are_killed_when_the_task_ends() -> None:
     before = _children()
     seeds = RankSeeds(2, {})
@@ -89,7 +100,8 @@ def _what_the_rank_is() -> dict[str, Any]:
         "rank": sparkrunner.rank_context().rank,
         "partition": context.partitionId(),
         "gathered": context.allGather(str(sparkrunner.rank_context().rank)),
-        "attempt in /proc": f"SPARKRUNNER_ATTEMPT_ID={os.environ['SPARKRUNNER_ATTEMPT_ID']}".encode() in environ,
+        "attempt in /proc": f"SPARKRUNNER_ATTEMPT_ID={os.environ['SPARKRUNNER_ATTEMPT_ID']}".encode()
+        in environ,
         "task modules": sorted(n for n in sys.modules if n.startswith("sparkrunner") and ".tasks" in n),
     }
 
