@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,13 +67,16 @@ def test_a_timing_the_rank_overrides_is_imported_under_the_rank_s_value() -> Non
     assert "ack=7.5" in rank.output_tail(), rank.output_tail()
 
 
-def test_a_task_s_seeds_each_become_a_rank_whichever_was_forked_first() -> None:
-    """Two ranks in one task (`ranks_per_task=2`): the second seed must not hold the first one's control pipe, or
-    the first would wait for its request's end for ever."""
+def test_a_task_s_seeds_each_become_a_rank_while_the_other_runs(tmp_path: Path) -> None:
+    """Two ranks in one task (`ranks_per_task=2`), the second waiting for the first: the second seed must not
+    hold the first one's control pipe, or the first would wait for its request's end as long as the second runs."""
+    marker = str(tmp_path / "first-rank-ran")
     seeds = RankSeeds(2, import_time_variables(os.environ))
     try:
-        ranks = [seeds.take([*ARGV, str(code)], _rank_env(), echo_to=None) for code in (4, 5)]
-        assert [rank.wait(30) for rank in ranks if rank is not None] == [4, 5]
+        first = seeds.take([*ARGV, "4"], _rank_env(SEED_TEST_TOUCH=marker), echo_to=None)
+        second = seeds.take([*ARGV, "5"], _rank_env(SEED_TEST_WAIT_FOR=marker), echo_to=None)
+        assert first is not None and second is not None
+        assert (first.wait(60), second.wait(60)) == (4, 5), "9: the second rank never saw the first one run"
     finally:
         seeds.close()
 
@@ -89,8 +93,9 @@ def test_seeds_no_rank_took_are_killed_when_the_task_ends() -> None:
 
 def _what_the_rank_is() -> dict[str, Any]:
     forked = "pyspark.context" in sys.modules  # (before this function imports pyspark) the worker's modules
-    import sparkrunner
     from pyspark import BarrierTaskContext
+
+    import sparkrunner
 
     with open("/proc/self/environ", "rb") as f:
         environ = f.read()
