@@ -78,6 +78,11 @@ OUTPUT_END_WAIT_S = _timing(
     "after a successful run whose ranks exited, for the driver to take in the last lines their output relays sent",
 )
 SWEEP_GRACE_S = _timing("SWEEP_GRACE_S", 2.0, "for a run's leftover processes to end before they are killed")
+EXIT_POLL_S = _timing(
+    "EXIT_POLL_S",
+    0.005,
+    "after a successful run: between two looks for the ranks' exit (the Spark job's end)",
+)
 SWEEP_POLL_S = _timing("SWEEP_POLL_S", 0.05, "between two looks for a run's leftover processes")
 FAILURE_SETTLE_S = _timing(
     "FAILURE_SETTLE_S", 1.0, "when the first failure looks like a consequence (a peer hung up), for its cause"
@@ -161,6 +166,10 @@ LEFTOVER_GRACE_S = _timing(
 FOLDER_WATCH_POLL_S = _timing(
     "FOLDER_WATCH_POLL_S", 0.5, "a temp folder's watcher: between two looks at whether its maker ended"
 )
+RENDEZVOUS_WAKE_S = _timing(
+    "RENDEZVOUS_WAKE_S", 0.005, "the end of Horovod's Gloo rendezvous server (task 0, direct launcher): between two "
+    "connections that wake its serving loop to see the shutdown"
+)  # fmt: skip
 DIRECT_POLL_S = _timing(
     "DIRECT_POLL_S", 0.01, "the direct launcher: between two checks of its rank processes"
 )

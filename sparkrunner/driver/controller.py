@@ -59,7 +59,7 @@ from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
 from sparkrunner.system import processes
 from sparkrunner.system.network import server_port
-from sparkrunner.timeouts import EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
+from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -656,7 +656,7 @@ def _let_exit(channel: AttemptChannel, placement: Placement) -> None:
     deadline = time.monotonic() + EXIT_WAIT_S
     with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
         while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
-            channel.changed.wait(SUPERVISE_POLL_S / 2)
+            channel.changed.wait(EXIT_POLL_S)  # (nothing wakes it when the Spark job ends)
         # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
         # now would drop a rank's last lines
         causes.wait_until(channel, channel.output_delivered, OUTPUT_END_WAIT_S)

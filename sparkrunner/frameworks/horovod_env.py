@@ -11,16 +11,20 @@ torch and Horovod in a rank takes seconds.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import re
+import socket
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from sparkrunner.errors import LauncherUnavailableError
+from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, RENDEZVOUS_WAKE_S
 from sparkrunner.topology import PortUse, Topology
 
 log = logging.getLogger(__name__)
@@ -148,17 +152,25 @@ def rendezvous(topology: Topology, index: int, horovod: bool | None) -> Iterator
         yield
         return
     server.init(host_plan(topology))
-    # a short poll interval: shutdown() waits for the serving loop to notice, which ends the task
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="horovod-rendezvous", daemon=True
-    )
+    thread = threading.Thread(target=server.serve_forever, name="horovod-rendezvous", daemon=True)
     thread.start()
     try:
         yield
     finally:
-        server.shutdown()
+        _shut_down_now(server, thread, address)
         server.server_close()
         thread.join()
+
+
+def _shut_down_now(server: Any, serving: threading.Thread, address: tuple[str, int]) -> None:
+    """`server.shutdown()` without waiting out the serving loop's poll interval (half a second; the task's end
+    waits for it): connections wake the loop until it has seen the shutdown asked."""
+    stopper = threading.Thread(target=server.shutdown, name="horovod-rendezvous-stop", daemon=True)
+    stopper.start()
+    while stopper.is_alive() and serving.is_alive():
+        with contextlib.suppress(OSError):
+            socket.create_connection(address, timeout=HANDSHAKE_TIMEOUT_S).close()
+        stopper.join(RENDEZVOUS_WAKE_S)
 
 
 _RENDEZVOUS_FAILED = re.compile(r"HTTP (GET |PUT |DELETE )?request failed")

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import os
 import platform
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -52,6 +53,7 @@ class MlflowTracking(RunObserver):
         self._uri = self._where = ""
         self._pending: list[Any] = []
         self._writer: ThreadPoolExecutor | None = None
+        self._beside: threading.Thread | None = None
 
     def in_background(self) -> MlflowTracking:
         """A copy that creates each run at its start (its ranks need the id) and writes everything else from
@@ -72,6 +74,15 @@ class MlflowTracking(RunObserver):
             call(*args)
         else:
             self._writer.submit(_logged, call, *args)
+
+    def _write_beside(self, call: Callable[..., None], *args: Any) -> None:
+        """`call(*args)` while the run starts (queued when writing in the background; else on a thread of its own,
+        which the run's end waits for before its own writes): the ranks do not wait for it."""
+        if self._writer is not None:
+            self._writer.submit(_logged, call, *args)
+            return
+        self._beside = threading.Thread(target=_logged, args=(call, *args), name="sparkrunner-mlflow-start")
+        self._beside.start()
 
     def on_start(self, record: RunRecord) -> None:
         with (
@@ -94,7 +105,9 @@ class MlflowTracking(RunObserver):
         self._pending = []
         params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
         params.update({f"version.{name}": version for name, version in library_versions().items()})
-        self._write(self._client.log_batch, self._run_id, [], [_param(k, v) for k, v in params.items()])
+        self._write_beside(
+            self._client.log_batch, self._run_id, [], [_param(k, v) for k, v in params.items()]
+        )
         self._where = where_is_run(self._uri, experiment_id, self._run_id)
         log.info("MLflow run %s: %s", self._run_id, self._where)
 
@@ -131,6 +144,9 @@ class MlflowTracking(RunObserver):
             self._write(self._client.log_batch, self._run_id, pending[i : i + 1000])
 
     def on_end(self, record: RunRecord) -> None:
+        if self._beside is not None:
+            self._beside.join()
+            self._beside = None
         self._flush()
         self._write(_record_end, self._client, self._run_id, record)
         log.info("%s", _where_text(record, self._run_id, self._where))

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from sparkrunner.errors import NotEnoughSlotsError
+from sparkrunner.placement.sessions import context_conf, is_connect_session
 from sparkrunner.timeouts import SLOTS_POLL_S
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,6 @@ def task_slots(sc: Any) -> int:
 def session_slots(spark: Any) -> int | None:
     """Task slots of a classic or Spark Connect session; None when Connect's master name does not say (no
     SparkContext to ask over Connect)."""
-    from sparkrunner.placement.sessions import is_connect_session
-
     if not is_connect_session(spark):
         return task_slots(spark.sparkContext)
     cores = local_cores(str(spark.conf.get("spark.master", None) or ""))
@@ -81,7 +80,7 @@ def too_few_slots(num_ranks: int, slots: int, why: str) -> NotEnoughSlotsError:
 def wait_for_slots(sc: Any, num_ranks: int, timeout_s: float) -> None:
     """Return once the cluster has `num_ranks` free-or-busy slots; refuse at once when it never can, or
     after `timeout_s` of waiting for executors that do not come."""
-    ceiling = slot_ceiling(sc.getConf(), sc.master)
+    ceiling = slot_ceiling(context_conf(sc), sc.master)
     if ceiling is not None and ceiling[0] < num_ranks:
         raise too_few_slots(num_ranks, ceiling[0], f"at most: {ceiling[1]}")
     deadline = time.monotonic() + timeout_s

@@ -12,7 +12,7 @@ from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
-from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
+from sparkrunner.placement.sessions import context_conf, executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
 from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
@@ -39,7 +39,7 @@ class SparkPlacement(StageHolder):
         self._num_tasks = num_tasks
         self._launcher = launcher
         self._slot_wait_s = slot_wait_s
-        conf = self._sc.getConf()
+        conf = context_conf(self._sc)
         self.driver_host = str(conf.get("spark.driver.host", "127.0.0.1"))
         # the driver channel listens where Spark's driver does, not on every interface
         self.bind_host = str(conf.get("spark.driver.bindAddress", self.driver_host))
@@ -49,7 +49,7 @@ class SparkPlacement(StageHolder):
         self._decommission = DecommissionWatch(self._sc)
 
     def check(self) -> None:
-        conf = self._sc.getConf()
+        conf = context_conf(self._sc)
         refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
         self._launcher.check_available()
         if self._use_gpu:

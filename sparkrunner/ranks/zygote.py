@@ -18,11 +18,9 @@ with the last zygote's socket: nothing of it stays in the executor's temp dir.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import logging
 import os
-import runpy
 import selectors
 import socket
 import sys
@@ -34,6 +32,7 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
 from sparkrunner.errors import ChannelError
+from sparkrunner.launch.forked_rank import become_rank
 from sparkrunner.launch.zygote_link import (
     is_abstract,
     made_in_sockets_folder,
@@ -56,9 +55,6 @@ log = logging.getLogger(__name__)
 starting task's, which the executor log keeps."""
 
 KEY_BYTES = 32
-
-_ARG_START, _ENV_END = 45, 48
-"""Indexes of arg_start and env_end among /proc/self/stat's fields after the command name (fields 48-51)."""
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -215,82 +211,6 @@ class Zygote:
                 with contextlib.suppress(ChannelError):
                     m.send(conn, m.Exit(os.waitstatus_to_exitcode(status), ""))
                 conn.close()
-
-
-def become_rank(request: m.Fork, output: int) -> int:
-    """In the forked child: take on the rank's output, environment, identity and argv, then run its module."""
-    os.setsid()
-    os.dup2(output, 1)
-    os.dup2(output, 2)
-    os.close(output)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.chdir(request.cwd)
-    _take_environment(request.env)
-    _show_in_proc(request.argv, request.env)
-    _forget_sparkrunner()
-    _reseed()
-    module = request.argv[2]
-    sys.argv = [request.argv[0], *request.argv[3:]]
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        return _exit_code(exc.code)
-    return 0
-
-
-def _exit_code(code: object) -> int:
-    """What the interpreter exits with for ``sys.exit(code)``."""
-    if code is None or isinstance(code, int):
-        return code or 0
-    sys.stderr.write(f"{code}\n")  # as the interpreter shows a sys.exit("message") of the rank's own code
-    return 1
-
-
-def _take_environment(env: dict[str, str]) -> None:
-    """The rank's environment replaces the zygote's, in os.environ and in the C library's (what getenv reads), and
-    its temp dir the zygote's own; its PYTHONPATH entries the zygote did not have come first on sys.path."""
-    os.environ.clear()
-    ctypes.CDLL(None).clearenv()
-    os.environ.update(env)
-    tempfile.tempdir = None  # found again from the rank's TMPDIR, as in a rank started cold
-    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
-    sys.path[0:0] = extra
-
-
-def _show_in_proc(argv: list[str], env: dict[str, str]) -> bool:
-    """Write the rank's argv and environment over the zygote's in this process's own memory, where
-    /proc/<pid>/cmdline and /proc/<pid>/environ read them: whoever looks for the run's processes (the task's
-    sweep, `ps`, the tests) sees a rank as a started one. False when one does not fit (the zygote left room)."""
-    with open("/proc/self/stat", "rb") as f:
-        raw = f.read()
-    fields = [int(x) for x in raw[raw.rindex(b")") + 2 :].split()[_ARG_START : _ENV_END + 1]]
-    arg_start, arg_end, env_start, env_end = fields
-    blocks = [
-        (arg_start, arg_end, b"\0".join(a.encode() for a in argv) + b"\0"),
-        (env_start, env_end, b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())),
-    ]
-    if any(len(text) > end - start for start, end, text in blocks):
-        return False
-    for start, end, text in blocks:
-        ctypes.memmove(start, text.ljust(end - start, b"\0"), end - start)
-    return True
-
-
-def _forget_sparkrunner() -> None:
-    """sparkrunner's modules read the environment when imported (timings, names): the rank imports them
-    again under its own. Third-party modules (torch, numpy, cloudpickle) stay: they are what the fork saves."""
-    for name in [n for n in sys.modules if n == "sparkrunner" or n.startswith("sparkrunner.")]:
-        del sys.modules[name]
-
-
-def _reseed() -> None:
-    """A fork copies the random state: numpy's global generator is seeded anew, as in a fresh process (Python's
-    `random` reseeds itself after a fork)."""
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()
 
 
 def _listen(path: str) -> socket.socket:

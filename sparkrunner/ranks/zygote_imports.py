@@ -30,10 +30,11 @@ import contextlib
 import importlib
 import importlib.util
 import os
-import sys
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from sparkrunner.system import gpus, processes
 
 DEEPSPEED = "deepspeed"
 DEEPSPEED_DEPENDENCIES = ("mlflow",)
@@ -84,7 +85,7 @@ class ForkState:
 
 
 def fork_state() -> ForkState:
-    return ForkState(len(os.listdir("/proc/self/task")), _open_sockets())
+    return ForkState(processes.native_threads(), _open_sockets())
 
 
 def _open_sockets() -> int:
@@ -106,14 +107,6 @@ def fork_hazard(before: ForkState, native_threads: bool = True) -> str | None:
         return f"{now.threads} threads after its imports"
     if now.sockets > before.sockets:
         return f"{now.sockets - before.sockets} socket(s) opened by its imports"
-    if _cuda_initialised():
+    if gpus.cuda_initialised():
         return "CUDA initialised by its imports"
     return None
-
-
-def _cuda_initialised() -> bool:
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return True
-    with open("/proc/self/maps") as maps:
-        return any("/libcuda.so" in line for line in maps)

@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import MutableMapping, Sequence
 
 from sparkrunner.channel.environment import CUDA_VISIBLE, Env
@@ -121,3 +122,13 @@ def pin_rank_gpus(env: MutableMapping[str, str]) -> str | None:
         f"spark.executor.resource.gpu.amount plus a discovery script) to use them, or pass "
         f"Runner(use_gpu=False) to train on CPU on purpose."
     )
+
+
+def cuda_initialised() -> bool:
+    """Whether this process initialised CUDA, by torch or by anything that loaded the CUDA driver's library (which
+    the CUDA runtime loads when it is first called, ``cuInit``): a child forked from it could not use CUDA."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True
+    with open("/proc/self/maps") as maps:
+        return any("/libcuda.so" in line for line in maps)

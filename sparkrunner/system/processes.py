@@ -31,6 +31,11 @@ from sparkrunner.timeouts import (
 _PR_SET_PDEATHSIG = 1
 
 
+def native_threads() -> int:
+    """This process's threads, native ones included (a library's pool started by an import is no Python thread)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def die_with_parent() -> None:
     """Runs in the child before exec: ask Linux to SIGKILL it when the spawning thread's process dies."""
     if sys.platform.startswith("linux"):

@@ -18,6 +18,7 @@ from sparkrunner.system import gpus, processes
 from sparkrunner.system.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report
 from sparkrunner.tasks.launchers import TASK_SIDES
+from sparkrunner.tasks.rank_seeds import RankSeeds, can_seed, import_time_variables
 from sparkrunner.tasks.stopped_ranks import StoppedRanksWatch
 from sparkrunner.timeouts import LEFTOVER_GRACE_S
 from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
@@ -95,19 +96,30 @@ def run_barrier_task(job: RankJob, launcher: Launcher) -> Iterator[dict[str, obj
 
     ctx = BarrierTaskContext.get()
     index = ctx.partitionId()
-    # held until this task's ranks have ended, so no other process takes one before its rank listens
-    with hold_ports(
-        launcher.ports_per_rank * job.ranks_per_task, own_ports(job.port_range), slot=index
-    ) as held:
-        record = _run_task(ctx, job, launcher, held.ports, entered)
+    seeds = RankSeeds(_seeds_wanted(job, launcher), import_time_variables({**os.environ, **job.user_env}))
+    try:
+        # held until this task's ranks have ended, so no other process takes one before its rank listens
+        with hold_ports(
+            launcher.ports_per_rank * job.ranks_per_task, own_ports(job.port_range), slot=index
+        ) as held:
+            record = _run_task(ctx, job, launcher, held.ports, entered, seeds)
+    finally:
+        seeds.close()
     yield record
 
 
+def _seeds_wanted(job: RankJob, launcher: Launcher) -> int:
+    """Seeds to fork when the task begins (`tasks.rank_seeds`): one per rank when the task starts its ranks itself
+    and no executor zygote forks them."""
+    starts_own = launcher.name == "direct" and job.zygote is None
+    return job.ranks_per_task if starts_own and can_seed() else 0
+
+
 def _run_task(
-    ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...], entered: float
+    ctx: object, job: RankJob, launcher: Launcher, ports: tuple[int, ...], entered: float, seeds: RankSeeds
 ) -> dict[str, object]:
-    """Exchange addresses, run this task's part of the launch, and say how its ranks ended (`entered`: when the
-    task began, for its ranks' launch times)."""
+    """Exchange addresses, run this task's part of the launch (its ranks from `seeds` where there are), and say
+    how its ranks ended (`entered`: when the task began, for its ranks' launch times)."""
     topology, first, stage = exchange_topology(ctx, launcher.ports_per_rank, job, ports)
     job = dataclasses.replace(job, barrier_stage=stage.to_json(), task_times=(entered, time.monotonic()))
     index = ctx.partitionId()  # type: ignore[attr-defined]
@@ -125,7 +137,7 @@ def _run_task(
 
     watch = StoppedRanksWatch(job.driver, job.secret, job.attempt_id, index)
     try:
-        outcome = TASK_SIDES[launcher.name](job, topology, first, report_failure)
+        outcome = TASK_SIDES[launcher.name](job, topology, first, report_failure, seeds)
     except BaseException:
         failure = TaskReport(index, host, launcher.name, traceback=traceback.format_exc())
         task_report.send(job.driver, job.secret, failure)

@@ -17,31 +17,39 @@ from sparkrunner.launch.base import (
 from sparkrunner.system.processes import RankHandle, RankProcess
 from sparkrunner.system.temp_folder import WatchedSecretDrop
 from sparkrunner.tasks import zygote_client
+from sparkrunner.tasks.rank_seeds import RankSeeds
 from sparkrunner.timeouts import DIRECT_POLL_S
 from sparkrunner.topology import RankIndex, Topology
 
 
 def run_direct_task(
-    job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
+    job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure, seeds: RankSeeds
 ) -> TaskOutcome:
-    """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them) and wait for all."""
+    """Start this task's ranks (`index` is its first; `job.ranks_per_task` of them: from `seeds` while there are)
+    and wait for all."""
     ranks = range(index, index + job.ranks_per_task)
     with frameworks.task_services(topology, index, job.uses_horovod), WatchedSecretDrop() as drop:
         drop.put_run_secret(job.secret, [topology.local_rank(i) for i in ranks])
         procs = [
             _start_rank(
-                job, {**rank_process_environment(job, topology, i, job.echo_output, True), **drop.env()}
+                job,
+                {**rank_process_environment(job, topology, i, job.echo_output, True), **drop.env()},
+                seeds,
             )
             for i in ranks
         ]
         return _wait_for_all(procs, report_failure)
 
 
-def _start_rank(job: RankJob, env: dict[str, str]) -> RankHandle:
-    """Fork the rank from the executor's zygote when the run has one, else start it as a new process; echo: a
-    copy of its output goes to the executor log."""
+def _start_rank(job: RankJob, env: dict[str, str], seeds: RankSeeds) -> RankHandle:
+    """Fork the rank from the executor's zygote when the run has one, else make a seed of this task the rank,
+    else start it as a new process; echo: a copy of its output goes to the executor log."""
     env = {**env, **launch_times.launcher_variable(job.task_times)}
-    forked = None if job.zygote is None else zygote_client.fork_rank(job.zygote, worker_command(), env, 1)
+    forked: RankHandle | None
+    if job.zygote is not None:
+        forked = zygote_client.fork_rank(job.zygote, worker_command(), env, 1)
+    else:
+        forked = seeds.take(worker_command(), env, 1)
     return forked or RankProcess(worker_command(), env, echo_to=1)
 
 

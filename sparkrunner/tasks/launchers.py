@@ -8,12 +8,14 @@ from collections.abc import Callable
 from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome
 from sparkrunner.tasks.direct_task import run_direct_task
 from sparkrunner.tasks.mpirun_task import run_mpirun_task
+from sparkrunner.tasks.rank_seeds import RankSeeds
 from sparkrunner.topology import RankIndex, Topology
 
-TaskSide = Callable[[RankJob, Topology, RankIndex, ReportFailure], TaskOutcome]
+TaskSide = Callable[[RankJob, Topology, RankIndex, ReportFailure, RankSeeds], TaskOutcome]
 """Inside the barrier task whose first rank is `index`: start what this task owns and block until it ends. A
 launcher whose task holds several processes calls `report_failure` as soon as one fails, so the driver learns
-that exit while the task's other processes still run."""
+that exit while the task's other processes still run. The seeds (`rank_seeds`) are its ranks' processes, forked
+when the task began, for a launcher that starts its ranks itself (none otherwise)."""
 
 TASK_SIDES: dict[str, TaskSide] = {"direct": run_direct_task, "mpirun": run_mpirun_task}
 

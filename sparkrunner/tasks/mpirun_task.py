@@ -28,6 +28,7 @@ from sparkrunner.system.spark_executor import task_environment
 from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.tasks.mpirun_end_notice import RunEndServer, wait_for_run_end
 from sparkrunner.tasks.mpirun_shutdown import RunOverWatch
+from sparkrunner.tasks.rank_seeds import RankSeeds
 from sparkrunner.tasks.task_agent import TaskAgent, agent_key, agent_tasks, agents_env
 from sparkrunner.topology import RankIndex, Topology
 
@@ -35,9 +36,10 @@ log = logging.getLogger(__name__)
 
 
 def run_mpirun_task(
-    job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure
+    job: RankJob, topology: Topology, index: RankIndex, report_failure: ReportFailure, seeds: RankSeeds
 ) -> TaskOutcome:
-    """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle."""
+    """Task 0 runs mpirun (one process: its outcome is the task's); the others serve or idle. (mpirun starts the
+    ranks: `seeds` holds none.)"""
     # No BarrierTaskContext.barrier() here: a task cancelled while it waits there costs its executor.
     key = agent_key(job.secret)
     if index == 0:

@@ -18,7 +18,7 @@ from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.data.tasks.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.placement.connect import session_client_address
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.sessions import context_conf, is_connect_session
 from sparkrunner.placement.slots import session_slots
 from sparkrunner.voice import install_default_handler
 
@@ -175,7 +175,7 @@ def _addresses(spark: Any, host: str | None) -> tuple[str, str]:
     if is_connect_session(spark):
         advertised = host or session_client_address(spark)
         return advertised, advertised if advertised.startswith("127.") else "0.0.0.0"
-    conf = spark.sparkContext.getConf()
+    conf = context_conf(spark.sparkContext)
     advertised = host or str(conf.get("spark.driver.host", "127.0.0.1"))
     return advertised, str(conf.get("spark.driver.bindAddress", advertised))
 
