@@ -83,6 +83,10 @@ EXIT_POLL_S = _timing(
     0.005,
     "after a successful run: between two looks for the ranks' exit (the Spark job's end)",
 )
+MLFLOW_PARAMS_AFTER_S = _timing(
+    "MLFLOW_PARAMS_AFTER_S", 1.0, "into a tracked run, before its MLflow parameters are written (a run that ends "
+    "sooner writes them with its end)"
+)  # fmt: skip
 SWEEP_POLL_S = _timing("SWEEP_POLL_S", 0.05, "between two looks for a run's leftover processes")
 FAILURE_SETTLE_S = _timing(
     "FAILURE_SETTLE_S", 1.0, "when the first failure looks like a consequence (a peer hung up), for its cause"

@@ -24,6 +24,7 @@ from typing import Any
 from sparkrunner.errors import MissingExtraError, RunCancelledError
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver, RunRecord
+from sparkrunner.timeouts import MLFLOW_PARAMS_AFTER_S
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,9 @@ class MlflowTracking(RunObserver):
         self._uri = self._where = ""
         self._pending: list[Any] = []
         self._writer: ThreadPoolExecutor | None = None
-        self._beside: threading.Thread | None = None
+        self._params_timer: threading.Timer | None = None
+        self._unwritten_params: list[Any] = []
+        self._params_lock = threading.Lock()
 
     def in_background(self) -> MlflowTracking:
         """A copy that creates each run at its start (its ranks need the id) and writes everything else from
@@ -75,14 +78,37 @@ class MlflowTracking(RunObserver):
         else:
             self._writer.submit(_logged, call, *args)
 
-    def _write_beside(self, call: Callable[..., None], *args: Any) -> None:
-        """`call(*args)` while the run starts (queued when writing in the background; else on a thread of its own,
-        which the run's end waits for before its own writes): the ranks do not wait for it."""
+    def _params_soon(self, params: list[Any]) -> None:
+        """The run's parameters: queued behind the earlier writes when writing in the background; else written
+        `MLFLOW_PARAMS_AFTER_S` into the run by a timer (a run that ends sooner writes them with its end, in the
+        same store write): the ranks' start shares the driver with no store write."""
         if self._writer is not None:
-            self._writer.submit(_logged, call, *args)
+            self._writer.submit(_logged, self._client.log_batch, self._run_id, [], params)
             return
-        self._beside = threading.Thread(target=_logged, args=(call, *args), name="sparkrunner-mlflow-start")
-        self._beside.start()
+        self._unwritten_params = params
+        self._params_timer = threading.Timer(MLFLOW_PARAMS_AFTER_S, self._write_unwritten_params)
+        self._params_timer.daemon = True
+        self._params_timer.start()
+
+    def _take_unwritten_params(self) -> list[Any]:
+        with self._params_lock:
+            params, self._unwritten_params = self._unwritten_params, []
+        return params
+
+    def _write_unwritten_params(self) -> None:
+        params = self._take_unwritten_params()
+        if params:
+            _logged(self._client.log_batch, self._run_id, [], params)
+
+    def _params_left_for_the_end(self) -> list[Any]:
+        """The parameters the timer has not written (it writes no more); once it has begun, after its write."""
+        timer, self._params_timer = self._params_timer, None
+        if timer is None:
+            return []
+        timer.cancel()
+        params = self._take_unwritten_params()
+        timer.join()
+        return params
 
     def on_start(self, record: RunRecord) -> None:
         with (
@@ -105,9 +131,7 @@ class MlflowTracking(RunObserver):
         self._pending = []
         params = {"np": record.np, "launcher": record.launcher, "python": platform.python_version()}
         params.update({f"version.{name}": version for name, version in library_versions().items()})
-        self._write_beside(
-            self._client.log_batch, self._run_id, [], [_param(k, v) for k, v in params.items()]
-        )
+        self._params_soon([_param(k, v) for k, v in params.items()])
         self._where = where_is_run(self._uri, experiment_id, self._run_id)
         log.info("MLflow run %s: %s", self._run_id, self._where)
 
@@ -144,11 +168,9 @@ class MlflowTracking(RunObserver):
             self._write(self._client.log_batch, self._run_id, pending[i : i + 1000])
 
     def on_end(self, record: RunRecord) -> None:
-        if self._beside is not None:
-            self._beside.join()
-            self._beside = None
+        params = self._params_left_for_the_end()
         self._flush()
-        self._write(_record_end, self._client, self._run_id, record)
+        self._write(_record_end, self._client, self._run_id, record, params)
         log.info("%s", _where_text(record, self._run_id, self._where))
 
 
@@ -160,8 +182,9 @@ def _logged(call: Callable[..., None], *args: Any) -> None:
         log.warning("MLflow: a background write failed: %s: %s", type(exc).__name__, exc)
 
 
-def _record_end(client: Any, run_id: str, record: RunRecord) -> None:
-    """The run's duration, timings, attempts, report, error and status, in as few writes as possible."""
+def _record_end(client: Any, run_id: str, record: RunRecord, params: list[Any]) -> None:
+    """The run's duration, timings, attempts, report, error and status (and `params`, those not written yet), in as
+    few writes as possible."""
     now = int(time.time() * 1000)
     metrics = [_metric("duration_s", record.duration_s or 0.0, now)]
     tags: dict[str, str] = {}
@@ -179,7 +202,7 @@ def _record_end(client: Any, run_id: str, record: RunRecord) -> None:
     from mlflow.entities import RunTag
 
     # one write for every metric and tag: each call is a transaction of the tracking store
-    client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+    client.log_batch(run_id, metrics=metrics, params=params, tags=[RunTag(k, v) for k, v in tags.items()])
     client.set_terminated(run_id, _status(record.error))
 
 

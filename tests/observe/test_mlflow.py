@@ -156,3 +156,26 @@ def test_a_timed_out_run_keeps_every_ranks_stacks_as_an_artifact(store: str) -> 
     stacks = client.download_artifacts(run_id, "sparkrunner/stacks.txt")
     with open(stacks) as f:
         assert "in stuck_here" in f.read()
+
+
+def params_seen_while_running(timeout_s: float) -> dict[str, str]:
+    """Rank 0: the run's parameters as the store has them, once they are there (or at `timeout_s`)."""
+    import mlflow
+
+    client, run_id = mlflow.MlflowClient(), os.environ["MLFLOW_RUN_ID"]
+    deadline = time.monotonic() + timeout_s
+    while not (params := client.get_run(run_id).data.params) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return dict(params)
+
+
+def test_a_long_run_s_parameters_are_in_the_store_while_it_runs_and_a_short_run_s_at_its_end(store: str) -> None:
+    """np=-1, launcher direct. The parameters are written a moment into the run (not while its ranks start): a
+    rank reads them from the store while the run is still going; a run that ends sooner has them too."""
+    seen = Runner(np=-1, launcher="direct", tracking=store).run(params_seen_while_running, 30)
+    assert seen.get("np") == "-1" and seen.get("launcher") == "direct", seen
+    runner = Runner(np=-1, launcher="direct", tracking=store)
+    runner.run(time.sleep, 0)
+    assert runner.last_run is not None
+    params = read_back(store, runner.last_run.mlflow_run_id).data.params
+    assert params["np"] == "-1" and params["launcher"] == "direct", params
