@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -29,7 +28,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, readable
 from sparkrunner.errors import ChannelError
 from sparkrunner.system import processes
-from sparkrunner.timeouts import DIRECT_POLL_S, HANDSHAKE_TIMEOUT_S, PROCESS_KILL_WAIT_S, ZYGOTE_START_WAIT_S
+from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, ZYGOTE_START_WAIT_S
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -120,7 +119,7 @@ class ZygoteSpec:
     """The run's id, which an executor's zygote carries as every process of the run does."""
 
 
-class ZygoteRank:
+class ZygoteRank(processes.ForkedRank):
     """A rank forked by the zygote: the same interface as `processes.RankProcess` (pid, poll, wait, kill, output
     tail). Its output comes through a pipe this task passed to the zygote; its exit status over the connection."""
 
@@ -159,24 +158,6 @@ class ZygoteRank:
                     self._code = -signal.SIGKILL  # the zygote ended, and its ranks with it (PR_SET_PDEATHSIG)
                 self._conn.close()
             return self._code
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
-            time.sleep(DIRECT_POLL_S)
-        self.output.join()
-        return code
-
-    def output_tail(self, lines: int = 40) -> str:
-        return self.output.last_lines(lines)
-
-    def kill(self) -> None:
-        """SIGKILL the rank and every descendant; the zygote then reports its end."""
-        processes.kill_tree(self.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.wait(PROCESS_KILL_WAIT_S)
 
 
 Connected = tuple[socket.socket, Connection]

@@ -21,6 +21,7 @@ from typing import Protocol
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
 from sparkrunner.timeouts import (
+    DIRECT_POLL_S,
     PROCESS_KILL_WAIT_S,
     PROCESS_READER_JOIN_S,
     PROCESS_READER_POLL_S,
@@ -310,6 +311,35 @@ class RankProcess:
         kill_tree(self.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=PROCESS_KILL_WAIT_S)
+
+
+class ForkedRank:
+    """A rank forked rather than started (a zygote's, a barrier task's seed's), known by its `poll`: the rest of
+    `RankProcess`'s interface (wait, output tail, kill) over it. Subclasses set `pid` and `output`."""
+
+    pid: int
+    output: OutputTail
+
+    def poll(self) -> int | None:
+        raise NotImplementedError
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
+            time.sleep(DIRECT_POLL_S)
+        self.output.join()
+        return code
+
+    def output_tail(self, lines: int = 40) -> str:
+        return self.output.last_lines(lines)
+
+    def kill(self) -> None:
+        """SIGKILL the rank and every descendant; then wait (bounded) for its end."""
+        kill_tree(self.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(PROCESS_KILL_WAIT_S)
 
 
 def kill_tree(pid: int) -> None:

@@ -16,7 +16,6 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -27,7 +26,7 @@ from typing import Any
 from sparkrunner.channel import messages as m
 from sparkrunner.launch.forked_rank import become_rank, forget_sparkrunner
 from sparkrunner.system import gpus, processes
-from sparkrunner.timeouts import DIRECT_POLL_S, PROCESS_KILL_WAIT_S, TIMINGS
+from sparkrunner.timeouts import TIMINGS
 
 RANK_MODULE = "sparkrunner.ranks.bootstrap"
 """What a seed imports while it waits: the module a rank runs (named, not imported, here: a task loads no rank
@@ -176,8 +175,8 @@ def _read_request(control: int) -> m.Fork | None:
     return m.Fork(request["argv"], request["env"], request["cwd"])
 
 
-class SeededRank:
-    """A rank a seed became: the interface of `processes.RankProcess` (pid, poll, wait, kill, output tail)."""
+class SeededRank(processes.ForkedRank):
+    """A rank a seed became, a child of this task's process: its exit status is this process's to collect."""
 
     def __init__(self, pid: int, output: processes.OutputTail) -> None:
         self.pid, self.output = pid, output
@@ -191,21 +190,3 @@ class SeededRank:
                 if done:
                     self._code = os.waitstatus_to_exitcode(status)
             return self._code
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
-            time.sleep(DIRECT_POLL_S)
-        self.output.join()
-        return code
-
-    def output_tail(self, lines: int = 40) -> str:
-        return self.output.last_lines(lines)
-
-    def kill(self) -> None:
-        """SIGKILL the rank and every descendant."""
-        processes.kill_tree(self.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.wait(PROCESS_KILL_WAIT_S)
