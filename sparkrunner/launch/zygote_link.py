@@ -119,7 +119,7 @@ class ZygoteSpec:
     """The run's id, which an executor's zygote carries as every process of the run does."""
 
 
-class ZygoteRank(processes.ForkedRank):
+class ZygoteRank(processes.LocalRank):
     """A rank forked by the zygote: the same interface as `processes.RankProcess` (pid, poll, wait, kill, output
     tail). Its output comes through a pipe this task passed to the zygote; its exit status over the connection."""
 

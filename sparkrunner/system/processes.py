@@ -263,59 +263,9 @@ class RankHandle(Protocol):
     def kill(self) -> None: ...
 
 
-class RankProcess:
-    """A child process (a rank, or mpirun) whose output is drained into a bounded tail.
-
-    The child is its own session leader, dies with its parent, and `kill()` takes its whole tree down.
-    """
-
-    def __init__(
-        self,
-        argv: list[str],
-        env: Mapping[str, str],
-        echo_to: int | None = None,
-        tail_lines: int = 200,
-        cwd: str | None = None,
-    ) -> None:
-        self.popen = subprocess.Popen(
-            argv,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            cwd=cwd,
-        )
-        assert self.popen.stdout is not None
-        self.output = OutputTail(os.dup(self.popen.stdout.fileno()), echo_to, tail_lines)
-        self.popen.stdout.close()  # the tail owns the pipe's read end now
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def poll(self) -> int | None:
-        return self.popen.poll()
-
-    def wait(self, timeout: float | None = None) -> int:
-        code = self.popen.wait(timeout)
-        self.output.join()
-        return code
-
-    def output_tail(self, lines: int = 40) -> str:
-        return self.output.last_lines(lines)
-
-    def kill(self) -> None:
-        """SIGKILL the process and every descendant (they may have left its process group)."""
-        kill_tree(self.pid)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.popen.wait(timeout=PROCESS_KILL_WAIT_S)
-
-
-class ForkedRank:
-    """A rank forked rather than started (a zygote's, a barrier task's seed's), known by its `poll`: the rest of
-    `RankProcess`'s interface (wait, output tail, kill) over it. Subclasses set `pid` and `output`."""
+class LocalRank:
+    """A rank process on this machine (started, or forked by a zygote or a barrier task's seed), known by its
+    `poll`: wait, output tail and kill over it. Subclasses set `pid` and `output`."""
 
     pid: int
     output: OutputTail
@@ -340,6 +290,44 @@ class ForkedRank:
         kill_tree(self.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.wait(PROCESS_KILL_WAIT_S)
+
+
+class RankProcess(LocalRank):
+    """A child process (a rank, or mpirun) whose output is drained into a bounded tail.
+
+    The child is its own session leader, dies with its parent, and `kill()` takes its whole tree down.
+    """
+
+    def __init__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        echo_to: int | None = None,
+        tail_lines: int = 200,
+        cwd: str | None = None,
+    ) -> None:
+        self.popen = subprocess.Popen(
+            argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            cwd=cwd,
+        )
+        assert self.popen.stdout is not None
+        self.pid = self.popen.pid
+        self.output = OutputTail(os.dup(self.popen.stdout.fileno()), echo_to, tail_lines)
+        self.popen.stdout.close()  # the tail owns the pipe's read end now
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.popen.wait(timeout)
+        self.output.join()
+        return code
 
 
 def kill_tree(pid: int) -> None:

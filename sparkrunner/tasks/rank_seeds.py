@@ -175,7 +175,7 @@ def _read_request(control: int) -> m.Fork | None:
     return m.Fork(request["argv"], request["env"], request["cwd"])
 
 
-class SeededRank(processes.ForkedRank):
+class SeededRank(processes.LocalRank):
     """A rank a seed became, a child of this task's process: its exit status is this process's to collect."""
 
     def __init__(self, pid: int, output: processes.OutputTail) -> None:

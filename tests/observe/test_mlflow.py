@@ -169,7 +169,9 @@ def params_seen_while_running(timeout_s: float) -> dict[str, str]:
     return dict(params)
 
 
-def test_a_long_run_s_parameters_are_in_the_store_while_it_runs_and_a_short_run_s_at_its_end(store: str) -> None:
+def test_a_long_run_s_parameters_are_in_the_store_while_it_runs_and_a_short_run_s_at_its_end(
+    store: str,
+) -> None:
     """np=-1, launcher direct. The parameters are written a moment into the run (not while its ranks start): a
     rank reads them from the store while the run is still going; a run that ends sooner has them too."""
     seen = Runner(np=-1, launcher="direct", tracking=store).run(params_seen_while_running, 30)
