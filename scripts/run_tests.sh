@@ -50,6 +50,8 @@ SPARK35_TESTS=(
   tests/data/driver/test_stream.py
   # BarrierTaskContext.get() in the ranks sets pyspark's private task-context fields, which 3.5 and 4 name alike
   tests/ranks/test_barrier_context.py
+  # ranks forked from Spark 3.5's Python workers: its worker loop, task context and (shorter) command line
+  tests/tasks/test_rank_seeds.py
   # reads the scheduler's decommission state, whose Scala types differ between Spark 3.5 and 4
   tests/recovery/test_resume_spark.py::test_a_decommissioned_executor_stops_ranks_gracefully_and_the_run_resumes_from_their_save)
 # (and the test that asserts the main environment's numpy 2 / pyarrow >= 18)

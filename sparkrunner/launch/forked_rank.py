@@ -86,12 +86,23 @@ def show_in_proc(argv: list[str], env: dict[str, str]) -> bool:
         raw = f.read()
     fields = [int(x) for x in raw[raw.rindex(b")") + 2 :].split()[_ARG_START : _ENV_END + 1]]
     arg_start, arg_end, env_start, env_end = fields
-    command = b"\0".join(a.encode() for a in argv) + b"\0"
+    command = _command(argv, arg_end - arg_start)
     shown = _fitting(_identity_first(env), env_end - env_start)
-    if len(command) <= arg_end - arg_start:
+    if command is not None:
         ctypes.memmove(arg_start, command.ljust(arg_end - arg_start, b"\0"), arg_end - arg_start)
     ctypes.memmove(env_start, shown.ljust(env_end - env_start, b"\0"), env_end - env_start)
-    return len(command) <= arg_end - arg_start and shown.count(b"\0") == len(env)
+    return command is not None and shown.count(b"\0") == len(env)
+
+
+def _command(argv: list[str], room: int) -> bytes | None:
+    """`argv` as /proc/<pid>/cmdline holds it, within `room` bytes: whole, else with the interpreter's name for
+    its path (Spark 3.5's workers, ``python -m pyspark.daemon``, leave less room than a rank's module name needs);
+    None when neither fits."""
+    for shown in (argv, [os.path.basename(argv[0]), *argv[1:]]):
+        command = b"\0".join(a.encode() for a in shown) + b"\0"
+        if len(command) <= room:
+            return command
+    return None
 
 
 _IDENTITY = (Env.RUN_ID, Env.ATTEMPT_ID, Env.STARTED_BY_TASK, Env.ZYGOTE_LEASE_ID)

@@ -108,6 +108,7 @@ def _what_the_rank_is() -> dict[str, Any]:
         "attempt in /proc": f"SPARKRUNNER_ATTEMPT_ID={os.environ['SPARKRUNNER_ATTEMPT_ID']}".encode()
         in environ,
         "task modules": sorted(n for n in sys.modules if n.startswith("sparkrunner") and ".tasks" in n),
+        "command line": open("/proc/self/cmdline", "rb").read().split(b"\0"),
     }
 
 
@@ -115,7 +116,8 @@ def _what_the_rank_is() -> dict[str, Any]:
 def test_a_direct_spark_run_s_ranks_are_forks_of_their_task_s_worker(spark_local: Any) -> None:
     """Placement: Spark local[2], np=2, launcher direct, no zygote (a run that cannot start again): each rank is
     a fork of its barrier task's Python worker (pyspark's worker modules are in it), answers
-    `BarrierTaskContext.get()` for its own task (not the worker's), and is found in /proc by its attempt."""
+    `BarrierTaskContext.get()` for its own task (not the worker's), and is found in /proc by its attempt and its
+    command line (in Spark 3.5's environment too, whose workers' command line is shorter)."""
     ranks = Runner(np=2, launcher="direct", tracking=False).run_all(_what_the_rank_is)
     for rank, seen in enumerate(ranks):
         assert seen["forked from the worker"], seen
@@ -123,3 +125,4 @@ def test_a_direct_spark_run_s_ranks_are_forks_of_their_task_s_worker(spark_local
         assert seen["gathered"] == ["0", "1"], seen
         assert seen["attempt in /proc"], seen
         assert seen["task modules"] == [], seen
+        assert b"sparkrunner.ranks.bootstrap" in seen["command line"], seen
