@@ -101,13 +101,14 @@ class MlflowTracking(RunObserver):
             _logged(self._client.log_batch, self._run_id, [], params)
 
     def _params_left_for_the_end(self) -> list[Any]:
-        """The parameters the timer has not written (it writes no more); once it has begun, after its write."""
+        """The parameters the timer has not written (it writes no more); once it took them, after its write."""
         timer, self._params_timer = self._params_timer, None
         if timer is None:
             return []
         timer.cancel()
         params = self._take_unwritten_params()
-        timer.join()
+        if not params:
+            timer.join()
         return params
 
     def on_start(self, record: RunRecord) -> None:
