@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 MASTER = "local-cluster[2,1,1024]"
 NP = 2
+SETTLE_S = 2.0
+"""A pause before each timed call: horovod.spark.run's processes are still ending when it returns, and on two cores
+they slowed the next contenders (the floor without allGather read 0.63 s right after it against 0.20 s elsewhere)."""
 
 
 def noop() -> int:
@@ -231,7 +234,7 @@ def main() -> int:
         chosen = {name: fn for name, fn in contenders(spark).items() if not args.only or name in args.only}
         for fn in chosen.values():  # one warm-up each
             fn()
-        for name, times in interleaved(chosen, args.repeats).items():
+        for name, times in interleaved(chosen, args.repeats, SETTLE_S).items():
             medians[name] = statistics.median(times)
             print(f"{name:<32} median {medians[name]:6.2f} s   runs: {', '.join(f'{t:.2f}' for t in times)}")
     finally:

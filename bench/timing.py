@@ -20,11 +20,15 @@ def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
     return [seconds(fn) for _ in range(repeats)]
 
 
-def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+def interleaved(
+    contenders: dict[str, Callable[[], Any]], repeats: int, settle_s: float = 0.0
+) -> dict[str, list[float]]:
     """Each contender's seconds over `repeats` rounds of one call each, in turn (warm them up first): a load that
-    comes and goes on a shared machine falls on every contender alike, so their ratios hold."""
+    comes and goes on a shared machine falls on every contender alike, so their ratios hold. `settle_s`: a pause
+    before each call (untimed), so that what the call before left ending does not fall on the next one."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, fn in contenders.items():
+            time.sleep(settle_s)
             times[name].append(seconds(fn))
     return times
