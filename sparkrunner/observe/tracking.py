@@ -83,7 +83,7 @@ class MlflowTracking(RunObserver):
         `MLFLOW_PARAMS_AFTER_S` into the run by a timer (a run that ends sooner writes them with its end, in the
         same store write): the ranks' start shares the driver with no store write."""
         if self._writer is not None:
-            self._writer.submit(_logged, self._client.log_batch, self._run_id, [], params)
+            self._write(self._client.log_batch, self._run_id, [], params)
             return
         self._unwritten_params = params
         self._params_timer = threading.Timer(MLFLOW_PARAMS_AFTER_S, self._write_unwritten_params)
