@@ -85,7 +85,7 @@ def lightning() -> float:
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
-    from sparkrunner.channel.environment import Env
+    from sparkrunner.common.environment import Env
 
     if Env.RUN_ID in os.environ:
         import sparkrunner.lightning

@@ -246,7 +246,7 @@ class OneDriver:
 
 def one_driver(ops: int, seed: int, every: int, warm_up: int | None) -> bool:
     """The mixed operations, their datasets materialized into the bench's own temp dir (where it counts files)."""
-    from sparkrunner.channel.environment import Env
+    from sparkrunner.common.environment import Env
 
     checkout_on_pythonpath()
     os.environ.setdefault(Env.DATA_CACHE, os.path.join(tempfile.gettempdir(), "datasets"))

@@ -10,9 +10,9 @@ from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from sparkrunner import timeouts
-from sparkrunner.channel.environment import CUDA_VISIBLE, GLOO_VARIABLES, Env
 from sparkrunner.common.checkpoint_folder import folder_at
 from sparkrunner.common.checks import PortRange, check_choice, check_number, configured_port_range
+from sparkrunner.common.environment import CUDA_VISIBLE, GLOO_VARIABLES, Env
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
 
 LauncherName = Literal["auto", "direct", "mpirun"]

@@ -1,5 +1,6 @@
 """What travels between sparkrunner's processes: encrypted connections (`transport`), the message kinds
-(`messages`), the environment variables (`environment`), secret handover and the pickled payload.
+(`messages`) and the pickled payload. The environment variables' names live in `sparkrunner.common.environment`,
+the secret files on disk in `sparkrunner.system.secret_files`.
 
 The transport's public names are re-exported here: ``from sparkrunner import channel; channel.connect(...)``.
 """

@@ -8,7 +8,7 @@ import os
 import time
 
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 
 
 def launcher_variable(task_times: tuple[float, float] | None) -> dict[str, str]:

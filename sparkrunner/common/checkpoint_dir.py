@@ -13,8 +13,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.common.checkpoint_folder import CheckpointFolder, folder_at
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import CheckpointDirError
 
 log = logging.getLogger(__name__)

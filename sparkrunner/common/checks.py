@@ -11,7 +11,7 @@ import math
 import os
 from typing import Any, get_args
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import InvalidArgumentError
 
 PortRange = tuple[int, int]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.data.dataset import ParquetData, human_bytes, path_in
 from sparkrunner.errors import DataNotSharedError
 

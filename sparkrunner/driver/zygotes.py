@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import local_imports_environment
 from sparkrunner.launch.driver.code_imports import imported_modules

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.frameworks.after_import import after_import
 from sparkrunner.topology import PortUse, Topology
 

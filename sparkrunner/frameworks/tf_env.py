@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import KerasStrategyError
 from sparkrunner.topology import PortUse, Topology
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sparkrunner import frameworks
-from sparkrunner.channel.environment import Env
 from sparkrunner.common.checks import PortRange
+from sparkrunner.common.environment import Env
 from sparkrunner.launch import user_env
 from sparkrunner.launch.zygote_link import ZygoteSpec, imports_environment
 from sparkrunner.system import gpus, network, processes
@@ -72,7 +72,7 @@ def rank_process_environment(
     (`options.RUN_VARIABLES`, which env= may not name); sparkrunner's defaults fill only what is unset, and
     PYTHONPATH keeps the user's entries first. `gloo`: Horovod's Gloo wiring (not under mpirun: MPI there).
 
-    The run secret is not in it: the spawner hands it over with a `handover.SecretDrop`."""
+    The run secret is not in it: the spawner hands it over with a `secret_files.SecretDrop`."""
     inherited = os.environ.get("PYTHONPATH")  # (before a framework's defaults)
     env = {**os.environ, **job.user_env}
     env.update(frameworks.rank_environment(topology, index, gloo))

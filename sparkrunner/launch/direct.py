@@ -6,7 +6,6 @@ import functools
 
 from sparkrunner import frameworks
 from sparkrunner.channel import launch_times
-from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.launch import zygote_link
 from sparkrunner.launch.base import (
     Launcher,
@@ -16,6 +15,7 @@ from sparkrunner.launch.base import (
     worker_command,
 )
 from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.topology import Topology
 
 

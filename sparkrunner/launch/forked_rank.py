@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.timeouts import ENV_PREFIX
 
 _ARG_START, _ENV_END = 45, 48

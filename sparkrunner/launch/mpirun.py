@@ -16,9 +16,8 @@ import shlex
 import shutil
 import sys
 
-from sparkrunner.channel.environment import Env
-from sparkrunner.channel.handover import SecretDrop
 from sparkrunner.common.checks import PortRange
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 from sparkrunner.launch.base import (
@@ -30,6 +29,7 @@ from sparkrunner.launch.base import (
 )
 from sparkrunner.system.network import mpi_port_split
 from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.topology import Topology
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, readable
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import ChannelError
 from sparkrunner.system import processes
 from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, ZYGOTE_START_WAIT_S

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import RankFailedError
 from sparkrunner.observe.charts import COLORS, PARTS, STYLE, Timeline, anatomy_svg, throughput_svg
 from sparkrunner.observe.observers import RunRecord

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount

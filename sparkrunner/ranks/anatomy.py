@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.channel.messages import StepAnatomy
+from sparkrunner.common.environment import Env
 from sparkrunner.ranks.api import in_run, send_to_driver
 from sparkrunner.timeouts import ANATOMY_WINDOW_S
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sparkrunner.channel import ChannelError, Connection
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 
 _connection: Connection | None = None
 

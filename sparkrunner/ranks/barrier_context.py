@@ -24,7 +24,7 @@ from typing import Any
 
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.barrier_stage import BarrierStage
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import BarrierSyncTimeoutError, ChannelError
 from sparkrunner.frameworks.after_import import after_import
 from sparkrunner.ranks import api as rank

@@ -18,12 +18,12 @@ from typing import Any
 import cloudpickle
 
 from sparkrunner import channel, frameworks
-from sparkrunner.channel import handover, launch_times
+from sparkrunner.channel import launch_times
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import RemoteError, loads, user_frames
 from sparkrunner.common import import_began, version
 from sparkrunner.common.checkpoint_dir import verify_on_rank
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import CheckpointDirError, ResultNotPicklableError
 from sparkrunner.frameworks import deepspeed_env, horovod_env, jax_env, tf_env
 from sparkrunner.ranks import (
@@ -40,7 +40,7 @@ from sparkrunner.ranks import api as rank
 from sparkrunner.ranks.output_relay import OutputRelay
 from sparkrunner.ranks.thread_dump import thread_dump
 from sparkrunner.ranks.warm_relay import WarmRelay
-from sparkrunner.system import gpus, network, processes
+from sparkrunner.system import gpus, network, processes, secret_files
 from sparkrunner.timeouts import RESULT_ACK_TIMEOUT_S
 from sparkrunner.topology import Topology
 
@@ -180,7 +180,7 @@ def main() -> int:
     me = rank.rank_context()
     tf_env.announce_legacy_keras(me.rank, rank.log_to_driver)
     host, port = os.environ[Env.DRIVER].rsplit(":", 1)
-    secret = handover.take_run_secret(me.local_rank)
+    secret = secret_files.take_run_secret(me.local_rank)
     task = os.environ.get(Env.STARTED_BY_TASK)
     launch = launch_times.rank_launch(import_began.AT, imports_done)
     hello = m.Hello(me.rank, socket.gethostname(), os.getpid(), int(task) if task else None, launch)

@@ -22,9 +22,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.common.checkpoint_dir import list_checkpoints
 from sparkrunner.common.checkpoint_folder import CheckpointFolder, folder_at
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import CheckpointDirError, SparkRunnerWarning
 
 

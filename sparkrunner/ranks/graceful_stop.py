@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.timeouts import STOP_GRACE_S
 
 log = logging.getLogger(__name__)

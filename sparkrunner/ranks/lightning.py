@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import InvalidArgumentError
 
 _PACKAGES = {"lightning.pytorch": "lightning.fabric", "pytorch_lightning": "lightning_fabric"}

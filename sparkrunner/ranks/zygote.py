@@ -29,8 +29,8 @@ import time
 import traceback
 
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import ChannelError
 from sparkrunner.launch.forked_rank import become_rank
 from sparkrunner.launch.zygote_link import (

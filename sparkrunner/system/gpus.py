@@ -18,7 +18,7 @@ import subprocess
 import sys
 from collections.abc import MutableMapping, Sequence
 
-from sparkrunner.channel.environment import CUDA_VISIBLE, Env
+from sparkrunner.common.environment import CUDA_VISIBLE, Env
 from sparkrunner.errors import GpuUnavailableError
 from sparkrunner.timeouts import NVIDIA_SMI_TIMEOUT_S
 from sparkrunner.topology import Topology

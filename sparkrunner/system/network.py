@@ -13,8 +13,8 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.common.checks import PortRange
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import InvalidArgumentError
 
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.channel.lines import LineSplitter
+from sparkrunner.common.environment import Env
 from sparkrunner.timeouts import (
     DIRECT_POLL_S,
     PROCESS_KILL_WAIT_S,

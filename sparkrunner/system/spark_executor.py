@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import os
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.system.processes import proc_stat, proc_strings
 
 _EXECUTOR_FLAG = b"--executor-id"

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import tempfile
 
-from sparkrunner.channel.environment import Env
-from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.common.environment import Env
+from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.timeouts import FOLDER_WATCH_POLL_S
 
 _WATCH = 'while kill -0 "$1" 2>/dev/null && [ -d "$2" ]; do sleep "$3"; done; rm -rf -- "$2"'

@@ -9,8 +9,7 @@ import logging
 import shlex
 from pathlib import Path
 
-from sparkrunner.channel.environment import Env
-from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.common.environment import Env
 from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome, barrier_task_of
 from sparkrunner.launch.mpirun import (
     FOLDER_PREFIX,
@@ -24,6 +23,7 @@ from sparkrunner.system import gpus
 from sparkrunner.system.gpus import CUDA_VISIBLE
 from sparkrunner.system.network import local_interface
 from sparkrunner.system.processes import RankProcess
+from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.system.spark_executor import task_environment
 from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.tasks.mpirun_end_notice import RunEndServer, wait_for_run_end

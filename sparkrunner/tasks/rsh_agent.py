@@ -11,10 +11,9 @@ import os
 import sys
 
 from sparkrunner import channel
-from sparkrunner.channel import handover
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
-from sparkrunner.system import processes
+from sparkrunner.common.environment import Env
+from sparkrunner.system import processes, secret_files
 from sparkrunner.timeouts import AGENT_START_WAIT_S
 
 _CONNECTION_LOST = 255  # what ssh returns when the connection breaks
@@ -29,7 +28,7 @@ def main(argv: list[str]) -> int:
         return _CONNECTION_LOST
     host, command = argv[position], argv[position + 1 :]
     try:
-        key = handover.take_agent_key(host)
+        key = secret_files.take_agent_key(host)
         # tasks start their agents while mpirun starts: wait for the agent to listen
         conn = channel.connect_when_listening((host, agents[host]), key, AGENT_START_WAIT_S)
         m.send(conn, m.Exec(command))

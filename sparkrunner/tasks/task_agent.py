@@ -16,7 +16,7 @@ import threading
 
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.launch.base import RankJob
 from sparkrunner.system import gpus, processes
 from sparkrunner.system.gpus import CUDA_VISIBLE
@@ -41,7 +41,7 @@ def agent_tasks(topology: Topology) -> dict[str, int]:
 
 def agents_env(topology: Topology) -> dict[str, str]:
     """Variables that tell `rsh_agent` (a child of mpirun) where each host's agent listens (its key comes
-    through `handover`)."""
+    through `secret_files`)."""
     where = {host: topology.peers[i].ports[PortUse.TASK_AGENT] for host, i in agent_tasks(topology).items()}
     return {Env.TASK_AGENTS: json.dumps(where)}
 

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.launch import zygote_link
 from sparkrunner.launch.zygote_link import (
     Connected,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import KerasStrategyError
 from sparkrunner.frameworks import tf_env
 from sparkrunner.frameworks.after_import import after_import

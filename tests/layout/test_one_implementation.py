@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.placement.slots import local_cores
 from sparkrunner.system.processes import ProcStat, parse_stat, proc_stat
 from sparkrunner.timeouts import TIMINGS
@@ -80,8 +80,8 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
     ("text", "home"),
     [
         # ml/model_cache.py travels in logged models, where sparkrunner may not be installed
-        ("SPARKRUNNER_", {"channel/environment.py", "timeouts.py", "ml/model_cache.py"}),
-        ("CUDA_VISIBLE_DEVICES", {"channel/environment.py"}),
+        ("SPARKRUNNER_", {"common/environment.py", "timeouts.py", "ml/model_cache.py"}),
+        ("CUDA_VISIBLE_DEVICES", {"common/environment.py"}),
     ],
 )
 def test_environment_names_are_spelled_in_one_place(text: str, home: set[str]) -> None:

@@ -8,7 +8,7 @@ import threading
 from pyspark.sql import SparkSession
 
 from sparkrunner import Runner
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import NotEnoughSlotsError, RankFailedError, SparkRunnerError
 
 spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()

@@ -3,7 +3,7 @@ killed (tests/channel/test_secrets.py)."""
 
 import time
 
-from sparkrunner.channel.handover import SecretDrop
+from sparkrunner.system.secret_files import SecretDrop
 
 drop = SecretDrop()
 drop.put_run_secret(bytes(32), [0])

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.common import storage
 from sparkrunner.common.checks import check_number
+from sparkrunner.common.environment import Env
 from sparkrunner.data.dataset import MANIFEST, human_bytes
 from sparkrunner.data.driver import cache_leases
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning

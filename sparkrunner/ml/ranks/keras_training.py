@@ -27,7 +27,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.ranks.loader import NumpyLoader
 from sparkrunner.data.ranks.memory_epochs import MemoryEpochs

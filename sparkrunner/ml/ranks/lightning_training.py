@@ -12,7 +12,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.ml.ranks.training import Batches, Data, loaders, model_inputs
 from sparkrunner.ml.spec import TrainResult, TrainSpec
 from sparkrunner.ranks.api import log_to_driver, rank_context

@@ -19,7 +19,7 @@ from tests.waiting import wait_until
 def pid_and(value: int) -> tuple[int, int, str | None]:
     """This rank's process, the value, and what it printed (tagged with the value, so each run has its own)."""
     from sparkrunner import rank_context
-    from sparkrunner.channel.environment import Env
+    from sparkrunner.common.environment import Env
 
     print(f"run {value} on rank {rank_context().rank}", flush=True)
     return os.getpid(), value * value, os.environ.get(Env.RESULTS)

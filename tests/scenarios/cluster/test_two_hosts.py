@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sparkrunner import Runner
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.placement.spark import SparkPlacement
 from tests.launch.test_outliving_rank import assert_rank_zero_outlived
 from tests.scenarios.cluster.fixtures import TwoHosts

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from tests.helpers import fd_targets, rank_processes
 from tests.waiting import poll_until
 

@@ -16,7 +16,7 @@ class Env:
         "SPARKRUNNER_ZYGOTE_LEASE_ID"  # on an executor's zygote: its lease's id, how it is swept
     )
     DRIVER = "SPARKRUNNER_DRIVER"  # "host:port" of the driver channel
-    SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # folder of one-shot secret files (`handover.py`); holds no secret
+    SECRET_DIR = "SPARKRUNNER_SECRET_DIR"  # one-shot secret files' folder (`secret_files`); holds no secret
     ECHO_OUTPUT = "SPARKRUNNER_ECHO_OUTPUT"  # "1": also copy the rank's output to its own stdout/stderr
     TOPOLOGY = "SPARKRUNNER_TOPOLOGY"  # set by the mpirun launcher: peers in mpirun's rank order
     TASK_AGENTS = "SPARKRUNNER_TASK_AGENTS"  # {host: port} of the task agents (mpirun's rsh agent reads it)

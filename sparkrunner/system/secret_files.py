@@ -18,7 +18,7 @@ import os
 import shutil
 from collections.abc import Iterable
 
-from sparkrunner.channel.environment import Env
+from sparkrunner.common.environment import Env
 from sparkrunner.errors import ChannelError
 
 
