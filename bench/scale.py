@@ -29,11 +29,11 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from bench.scale_ranks import PHASE_TIMEOUT_S, serve
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt import addresses
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.supervisor import Running, Supervisor, error_of
-from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.placement import QuietPlacement

@@ -254,8 +254,8 @@ def check_torch_views(views: list[dict[str, Any]], uuids: dict[str, str]) -> Non
 
 def launchers() -> list[Literal["direct", "mpirun"]]:
     """direct always; mpirun too where it can run (Open MPI and Horovod built with MPI)."""
+    from sparkrunner.driver.launcher_choice import resolve_launcher
     from sparkrunner.errors import LauncherUnavailableError
-    from sparkrunner.launch.driver import resolve_launcher
 
     try:
         resolve_launcher("mpirun").check_available()

@@ -20,8 +20,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sparkrunner.common.lazy_exports import lazy_exports
 from sparkrunner.compat.spark_facts import positive_int
+from sparkrunner.driver.launcher_choice.auto import mpirun_unavailable
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
-from sparkrunner.launch.driver.auto import mpirun_unavailable
 from sparkrunner.options import LauncherName
 from sparkrunner.placement.sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.common.environment import Env
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver import causes
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
@@ -46,12 +47,12 @@ from sparkrunner.driver.attempts import (
 )
 from sparkrunner.driver.elastic import Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
+from sparkrunner.driver.launcher_choice import resolve_launcher
 from sparkrunner.driver.supervisor import Ended, Outcome, RunDeadline, Supervisor, error_of
 from sparkrunner.driver.supervisor import Running as Undecided
 from sparkrunner.driver.zygotes import Zygotes, zygotes_for
 from sparkrunner.errors import InvalidArgumentError, ResultNotUnpicklableError
-from sparkrunner.launch import Launcher, RankJob
-from sparkrunner.launch.driver import resolve_launcher
+from sparkrunner.launch import Launcher
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement

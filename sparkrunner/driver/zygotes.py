@@ -31,13 +31,13 @@ from typing import Any, Protocol
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.common.environment import Env
-from sparkrunner.launch import zygote_link
-from sparkrunner.launch.base import local_imports_environment
-from sparkrunner.launch.driver.code_imports import imported_modules
-from sparkrunner.launch.zygote_link import PRELOADABLE, WARM_LATER, ZygoteSpec
+from sparkrunner.common.rank_job import ZygoteSpec
+from sparkrunner.driver.launcher_choice.code_imports import imported_modules
 from sparkrunner.options import RunOptions
-from sparkrunner.system import processes
+from sparkrunner.system import processes, zygote_link
 from sparkrunner.system.network import server_port
+from sparkrunner.system.rank_environment import local_imports_environment
+from sparkrunner.system.zygote_link import PRELOADABLE, WARM_LATER
 from sparkrunner.timeouts import DRIVER_ZYGOTE_IDLE_S, SWEEP_GRACE_S, TIMINGS
 
 log = logging.getLogger(__name__)

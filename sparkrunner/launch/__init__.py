@@ -1,12 +1,13 @@
 """Launchers turn a `Topology` into running rank processes: on the driver (np < 0) or inside barrier tasks.
 
-The launcher strategies (`direct`, `mpirun`), what they share (the rank job, the rank environment, the zygote
-link) and, in `launch/driver/`, which launcher a run gets. A launcher's side in a barrier task is in
-`sparkrunner.tasks`; the OS utilities they use in `sparkrunner.system`.
+The launcher strategies (`direct`, `mpirun`) and what only they share (`base`). Which launcher a run gets is the
+driver's (`sparkrunner.driver.launcher_choice`); a launcher's side in a barrier task is in `sparkrunner.tasks`; the
+rank job they start in `sparkrunner.common.rank_job`; the rank's environment, the zygote link and the other OS
+utilities they use in `sparkrunner.system`.
 """
 
 from __future__ import annotations
 
-from sparkrunner.launch.base import Launcher, RankJob, TaskOutcome
+from sparkrunner.launch.base import Launcher
 
-__all__ = ["Launcher", "RankJob", "TaskOutcome"]
+__all__ = ["Launcher"]

@@ -6,15 +6,11 @@ import functools
 
 from sparkrunner import frameworks
 from sparkrunner.channel import launch_times
-from sparkrunner.launch import zygote_link
-from sparkrunner.launch.base import (
-    Launcher,
-    RankJob,
-    close_after,
-    rank_process_environment,
-    worker_command,
-)
+from sparkrunner.common.rank_job import RankJob
+from sparkrunner.launch.base import Launcher, close_after, worker_command
+from sparkrunner.system import zygote_link
 from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.rank_environment import rank_process_environment
 from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.topology import Topology
 

@@ -18,17 +18,13 @@ import sys
 
 from sparkrunner.common.checks import PortRange
 from sparkrunner.common.environment import Env
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
-from sparkrunner.launch.base import (
-    Launcher,
-    RankJob,
-    close_after,
-    rank_process_environment,
-    worker_command,
-)
+from sparkrunner.launch.base import Launcher, close_after, worker_command
 from sparkrunner.system.network import mpi_port_split
 from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.rank_environment import rank_process_environment
 from sparkrunner.system.secret_files import SecretDrop
 from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.topology import Topology

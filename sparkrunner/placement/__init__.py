@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sparkrunner.launch import RankJob
+from sparkrunner.common.rank_job import RankJob
 
 
 class Placement(Protocol):

@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from sparkrunner.common.environment import Env
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.common.rank_job import RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import session_slots, too_few_slots

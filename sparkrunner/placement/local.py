@@ -3,7 +3,8 @@ unless the run starts cold), no Spark job."""
 
 from __future__ import annotations
 
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.common.rank_job import RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.launch.base import close_after
 from sparkrunner.system import gpus
 from sparkrunner.system.network import hold_ports, own_ports

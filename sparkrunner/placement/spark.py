@@ -7,8 +7,9 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.errors import BarrierModeUnsupportedError
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Protocol
 
-from sparkrunner.launch import RankJob
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.placement import Placement
 
 Shape = tuple[str, int, bool | None, int]

@@ -32,16 +32,16 @@ from sparkrunner.channel import messages as m
 from sparkrunner.channel.transport import Connection, client_handshake, server_handshake
 from sparkrunner.common.environment import Env
 from sparkrunner.errors import ChannelError
-from sparkrunner.launch.forked_rank import become_rank
-from sparkrunner.launch.zygote_link import (
+from sparkrunner.ranks.zygote_imports import fork_hazard, fork_state, preload
+from sparkrunner.system import processes
+from sparkrunner.system.forked_rank import become_rank
+from sparkrunner.system.temp_folder import WatchedFolder
+from sparkrunner.system.zygote_link import (
     is_abstract,
     made_in_sockets_folder,
     remove_sockets_folder,
     socket_address,
 )
-from sparkrunner.ranks.zygote_imports import fork_hazard, fork_state, preload
-from sparkrunner.system import processes
-from sparkrunner.system.temp_folder import WatchedFolder
 from sparkrunner.timeouts import (
     HANDSHAKE_TIMEOUT_S,
     SERVER_HANDSHAKE_TIMEOUT_S,

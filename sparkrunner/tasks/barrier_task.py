@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator
 
 from sparkrunner.channel.barrier_stage import BarrierStage
 from sparkrunner.channel.messages import RankAddress, SparkTask, TaskReport
-from sparkrunner.launch import Launcher, RankJob, TaskOutcome
+from sparkrunner.common.rank_job import RankJob, TaskOutcome
+from sparkrunner.launch import Launcher
 from sparkrunner.system import gpus, processes
 from sparkrunner.system.network import hold_ports, own_ports, peer_address
 from sparkrunner.tasks import address_exchange, task_report

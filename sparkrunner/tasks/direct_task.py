@@ -7,14 +7,10 @@ import time
 
 from sparkrunner import frameworks
 from sparkrunner.channel import launch_times
-from sparkrunner.launch.base import (
-    RankJob,
-    ReportFailure,
-    TaskOutcome,
-    rank_process_environment,
-    worker_command,
-)
+from sparkrunner.common.rank_job import RankJob, ReportFailure, TaskOutcome
+from sparkrunner.launch.base import worker_command
 from sparkrunner.system.processes import RankHandle, RankProcess
+from sparkrunner.system.rank_environment import rank_process_environment
 from sparkrunner.system.temp_folder import WatchedSecretDrop
 from sparkrunner.tasks import zygote_client
 from sparkrunner.tasks.rank_seeds import RankSeeds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome
+from sparkrunner.common.rank_job import RankJob, ReportFailure, TaskOutcome
 from sparkrunner.tasks.direct_task import run_direct_task
 from sparkrunner.tasks.mpirun_task import run_mpirun_task
 from sparkrunner.tasks.rank_seeds import RankSeeds

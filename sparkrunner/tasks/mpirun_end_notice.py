@@ -16,7 +16,7 @@ import time
 from sparkrunner import channel
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
-from sparkrunner.launch.base import TaskOutcome
+from sparkrunner.common.rank_job import TaskOutcome
 from sparkrunner.timeouts import RUN_END_CONNECT_WAIT_S, RUN_END_TELL_WAIT_S
 from sparkrunner.topology import PortUse, Topology
 

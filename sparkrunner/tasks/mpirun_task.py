@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from sparkrunner.common.environment import Env
-from sparkrunner.launch.base import RankJob, ReportFailure, TaskOutcome, barrier_task_of
+from sparkrunner.common.rank_job import RankJob, ReportFailure, TaskOutcome, barrier_task_of
 from sparkrunner.launch.mpirun import (
     FOLDER_PREFIX,
     exported_names,

@@ -3,7 +3,7 @@
 Spark's Python worker has imported pyspark, cloudpickle and sparkrunner's task side, and runs one thread, when a
 barrier task begins. The task forks one seed per rank there, before it opens anything of the run (held ports, its
 channel connections, its threads), and each seed imports sparkrunner's rank side while the task exchanges
-addresses. Given its rank's argv and environment, a seed becomes the rank (`launch.forked_rank.become_rank`), as
+addresses. Given its rank's argv and environment, a seed becomes the rank (`system.forked_rank.become_rank`), as
 a zygote's fork does: a rank starts in milliseconds instead of a Python start and its imports (docs/benchmarks.md,
 the launch anatomy). A seed dies with its worker, and one that is not needed is killed when the task ends.
 """
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkrunner.channel import messages as m
-from sparkrunner.launch.forked_rank import become_rank, forget_sparkrunner
 from sparkrunner.system import gpus, processes
+from sparkrunner.system.forked_rank import become_rank, forget_sparkrunner
 from sparkrunner.timeouts import TIMINGS
 
 RANK_MODULE = "sparkrunner.ranks.bootstrap"

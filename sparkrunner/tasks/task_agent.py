@@ -17,7 +17,7 @@ import threading
 from sparkrunner.channel import ChannelServer, Connection
 from sparkrunner.channel import messages as m
 from sparkrunner.common.environment import Env
-from sparkrunner.launch.base import RankJob
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.system import gpus, processes
 from sparkrunner.system.gpus import CUDA_VISIBLE
 from sparkrunner.system.spark_executor import task_environment

@@ -12,11 +12,11 @@ from collections.abc import Iterator, Mapping
 
 from sparkrunner.channel import messages as m
 from sparkrunner.common.environment import Env
-from sparkrunner.launch import zygote_link
-from sparkrunner.launch.zygote_link import (
+from sparkrunner.common.rank_job import ZygoteSpec
+from sparkrunner.system import zygote_link
+from sparkrunner.system.zygote_link import (
     Connected,
     ZygoteRank,
-    ZygoteSpec,
     connect,
     imports_environment,
     made_in_sockets_folder,

@@ -20,8 +20,8 @@ import pytest
 
 from sparkrunner.channel import ChannelServer, Connection, connect, new_secret, transport
 from sparkrunner.channel.payload import dumps_call
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
-from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement
 from tests.waiting import poll_until

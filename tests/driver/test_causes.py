@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from sparkrunner import Runner
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.errors import RankFailedError, SparkRunnerError
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement import Placement
 from sparkrunner.placement.local import LocalPlacement

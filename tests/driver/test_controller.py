@@ -16,6 +16,7 @@ import pytest
 
 import sparkrunner
 from sparkrunner import Runner
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempts import Done, Fail, Retry, RetryPolicy, Why
 from sparkrunner.driver.controller import (
@@ -43,7 +44,7 @@ from sparkrunner.errors import (
     RunTimeoutError,
     StartTimeoutError,
 )
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import QuietPlacement
 from sparkrunner.placement.factory import ColdPlacements

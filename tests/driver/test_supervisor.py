@@ -14,6 +14,7 @@ import pytest
 from sparkrunner.channel import Connection, connect
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.payload import RemoteError, dumps_call
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.supervisor import (
@@ -27,7 +28,6 @@ from sparkrunner.driver.supervisor import (
     TimedOut,
 )
 from sparkrunner.errors import RankFailedError, RunTimeoutError, StallError, StartTimeoutError
-from sparkrunner.launch import RankJob
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.system.processes import RankProcess

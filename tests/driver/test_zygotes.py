@@ -5,8 +5,8 @@ imports them before its first fork. Oracle: `WARM_LATER` and the modules the fun
 from __future__ import annotations
 
 from sparkrunner.driver.zygotes import ZygoteLease
-from sparkrunner.launch.zygote_link import WARM_LATER
 from sparkrunner.options import RunOptions
+from sparkrunner.system.zygote_link import WARM_LATER
 
 
 def trains_with_torch() -> None:

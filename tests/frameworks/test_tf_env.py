@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.common.environment import Env
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.errors import KerasStrategyError
 from sparkrunner.frameworks import tf_env
 from sparkrunner.frameworks.after_import import after_import
-from sparkrunner.launch.base import RankJob, rank_process_environment
+from sparkrunner.system.rank_environment import rank_process_environment
 from sparkrunner.topology import PORTS_PER_RANK, Peer, Topology
 
 HAS_TF_KERAS = importlib.util.find_spec("tf_keras") is not None

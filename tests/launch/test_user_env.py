@@ -120,7 +120,7 @@ def test_a_jar_without_python_code_is_left_off_the_rank_pythonpath(tmp_path: Pat
     import zipfile
     import zipimport
 
-    from sparkrunner.launch import user_env
+    from sparkrunner.common import user_env
 
     classes, with_python, folder = tmp_path / "core.jar", tmp_path / "package.jar", tmp_path / "src"
     with zipfile.ZipFile(classes, "w") as jar:

@@ -239,11 +239,12 @@ def test_the_folders_give_every_role_its_modules() -> None:
     assert role("sparkrunner.ranks") == "rank" and role("sparkrunner.errors") == "shared"
     assert role("sparkrunner.lightning") == "facade" and role("sparkrunner.ranks.lightning") == "rank"
     assert (
-        role("sparkrunner.launch.driver.auto") == "driver" and role("sparkrunner.system.network") == "shared"
+        role("sparkrunner.driver.launcher_choice.auto") == "driver"
+        and role("sparkrunner.system.network") == "shared"
     )
     assert (
         role("sparkrunner.tasks.zygote_client") == "task"
-        and role("sparkrunner.launch.zygote_link") == "shared"
+        and role("sparkrunner.system.zygote_link") == "shared"
     )
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from sparkrunner.channel import ChannelServer, new_secret
-from sparkrunner.launch import zygote_link
+from sparkrunner.common.rank_job import ZygoteSpec
 from sparkrunner.ranks import zygote_imports
+from sparkrunner.system import zygote_link
 from sparkrunner.tasks import zygote_client
 from tests.helpers import ROOT
 from tests.waiting import poll_until, wait_until
@@ -65,7 +66,7 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
     lease_id = f"zygote-test-{os.getpid()}-zygote"
-    spec = zygote_link.ZygoteSpec(lease_id, key, ("127.0.0.1", lease.port), ())
+    spec = ZygoteSpec(lease_id, key, ("127.0.0.1", lease.port), ())
     argv = [sys.executable, "-m", "tests.ranks.zygote_child"]
     pythonpath = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     try:
@@ -90,7 +91,7 @@ def test_each_rank_is_a_new_child_of_one_zygote_and_the_zygote_ends_with_its_lea
         (first_pid, zygote), (second_pid, second_parent) = seen
         assert first_pid != second_pid and second_parent == zygote
         assert _zygotes(lease_id) == [zygote]
-        stranger = zygote_link.ZygoteSpec(lease_id, new_secret(), spec.lease, ())  # another key: refused
+        stranger = ZygoteSpec(lease_id, new_secret(), spec.lease, ())  # another key: refused
         assert zygote_client.fork_rank(stranger, [*argv, "0"], env, None) is None
     finally:
         lease.close()
@@ -122,9 +123,7 @@ def test_a_rank_ends_with_its_task_s_connection_or_its_kill(tmp_path: Path) -> N
     """A task that hangs up (its Python worker killed) takes its rank down; `kill()` reports SIGKILL's end."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_link.ZygoteSpec(
-        f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ()
-    )
+    spec = ZygoteSpec(f"zygote-test-{os.getpid()}-kill-zygote", key, ("127.0.0.1", lease.port), ())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "ZYGOTE_TEST_MARKER": str(tmp_path / "never")}  # fmt: skip
     argv = [sys.executable, "-m", "tests.ranks.zygote_child", "0"]
@@ -147,11 +146,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _warm_spec(name: str) -> tuple[zygote_link.ZygoteSpec, ChannelServer, dict[str, str]]:
+def _warm_spec(name: str) -> tuple[ZygoteSpec, ChannelServer, dict[str, str]]:
     """A zygote spec that imports tests/ranks/zygote_warm_probe.py once idle, its lease, and a rank's env."""
     key = new_secret()
     lease = ChannelServer(key, lambda *a: None, lambda *a: None)
-    spec = zygote_link.ZygoteSpec(
+    spec = ZygoteSpec(
         f"zygote-test-{os.getpid()}-{name}-zygote", key, ("127.0.0.1", lease.port), (),
         ("tests.ranks.zygote_warm_probe",),
     )  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrunner.launch.driver import LAUNCHERS
+from sparkrunner.driver.launcher_choice import LAUNCHERS
 from sparkrunner.tasks.barrier_task import split_gpus
 from sparkrunner.tasks.launchers import TASK_SIDES
 from tests.helpers import leftover_rank_processes, run_driver

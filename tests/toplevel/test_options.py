@@ -13,8 +13,8 @@ from typing import Any, get_args
 import pytest
 
 from sparkrunner import Runner, RunObserver
+from sparkrunner.driver.launcher_choice import LAUNCHERS
 from sparkrunner.errors import CheckpointDirError, InvalidArgumentError
-from sparkrunner.launch.driver import LAUNCHERS
 from sparkrunner.options import (
     LauncherName,
     RunOptions,

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.common.environment import Env
+from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
-from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.launch import Launcher
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement

@@ -7,10 +7,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sparkrunner.driver.launcher_choice.code_imports import imported_modules
 from sparkrunner.errors import LauncherUnavailableError
 from sparkrunner.frameworks.horovod_build import horovod_has_mpi
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.driver.code_imports import imported_modules
 from sparkrunner.launch.mpirun import MpirunLauncher
 
 

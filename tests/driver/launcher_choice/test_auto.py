@@ -1,4 +1,4 @@
-"""``launcher="auto"`` (`sparkrunner.launch.driver.auto`) on real runs: direct for code without MPI (a torch function, a script), mpirun for mpi4py
+"""``launcher="auto"`` (`sparkrunner.driver.launcher_choice.auto`) on real runs: direct for code without MPI (a torch function, a script), mpirun for mpi4py
 code, on the driver (np<0) and in a Spark barrier stage; the run's log line and `last_run.launcher` say which
 and why. Which launcher really started the ranks is read in the ranks: mpirun sets ``OMPI_COMM_WORLD_SIZE``.
 Horovod code: tests/frameworks/horovod/test_horovod_local.py and test_horovod_spark.py."""

@@ -1,5 +1,5 @@
-"""What the driver, the barrier tasks and the ranks share of a zygote (`sparkrunner.ranks.zygote`): its spec, its
-socket's names, starting one, and a rank forked through it (`ZygoteRank`, which a launcher waits for as for a
+"""What the driver, the barrier tasks and the ranks share of a zygote (`sparkrunner.ranks.zygote`): its socket's
+names, starting one, and a rank forked through it (`ZygoteRank`, which a launcher waits for as for a
 `RankProcess`).
 
 On an executor a barrier task starts the run's zygote (`sparkrunner.tasks.zygote_client`); on the driver (np < 0)
@@ -20,12 +20,12 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 from sparkrunner.channel import messages as m
 from sparkrunner.channel.transport import Connection, client_handshake, readable
 from sparkrunner.common.environment import Env
+from sparkrunner.common.rank_job import ZygoteSpec
 from sparkrunner.errors import ChannelError
 from sparkrunner.system import processes
 from sparkrunner.timeouts import HANDSHAKE_TIMEOUT_S, ZYGOTE_START_WAIT_S
@@ -98,25 +98,6 @@ by the rank's after the fork (`sparkrunner.ranks.zygote.become_rank`). docs/elas
 
 _ROOM = 64 * 1024
 """Bytes of padding in the zygote's environment (and a little in its argv): a forked rank writes its own there."""
-
-
-@dataclass(frozen=True)
-class ZygoteSpec:
-    """What a barrier task needs to start or reach its executor's zygote for a run."""
-
-    lease_id: str
-    """The id of the run's zygote lease, in the zygote's environment (`Env.ZYGOTE_LEASE_ID`): the lease's sweep
-    finds its zygotes by it, and no attempt's sweep does."""
-    key: bytes
-    lease: tuple[str, int]
-    """The driver's lease server: the zygote stays connected and ends when it closes."""
-    modules: tuple[str, ...]
-    warm: tuple[str, ...] = ()
-    """Modules it imports later, once idle (`WARM_LATER`): the first attempt's ranks do not wait for them."""
-    socket: str | None = None
-    """The socket of a zygote the driver keeps (np < 0): ranks connect there, and nothing starts one."""
-    run_id: str = ""
-    """The run's id, which an executor's zygote carries as every process of the run does."""
 
 
 class ZygoteRank(processes.LocalRank):

@@ -1,4 +1,4 @@
-"""What `launch.driver.code_imports` reads from a run's code without running it: the modules a function imports
+"""What `driver.launcher_choice.code_imports` reads from a run's code without running it: the modules a function imports
 (inline, in nested functions, in the functions of its module it calls, through module globals and closures), a
 script's imports, and None where there is no code to read."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from sparkrunner.launch.driver.code_imports import imported_modules
+from sparkrunner.driver.launcher_choice.code_imports import imported_modules
 from sparkrunner.script import module_call, script_call
 
 

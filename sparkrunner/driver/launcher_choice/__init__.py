@@ -1,4 +1,4 @@
-"""The launchers' driver side: which launcher a run gets (``launcher="auto"`` reads the run's code for it)."""
+"""Which launcher a run gets, chosen on the driver (``launcher="auto"`` reads the run's code for it)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from sparkrunner.driver.launcher_choice.auto import auto_choice
 from sparkrunner.launch.base import Launcher
 from sparkrunner.launch.direct import DirectLauncher
-from sparkrunner.launch.driver.auto import auto_choice
 from sparkrunner.launch.mpirun import MpirunLauncher
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def resolve_launcher(
     name: LauncherName, main: object = None, horovod: bool | None = None, env: Mapping[str, str] | None = None
 ) -> Launcher:
     """The launcher called `name` (checked by `RunOptions`); "auto" picks one for the code `main` (see
-    `launch.driver.auto`) and logs which and why."""
+    `driver.launcher_choice.auto`) and logs which and why."""
     if name == "auto":
         choice = auto_choice(main, horovod, env or {})
         log.info("launcher='auto' picked %s: %s", choice.name, choice.reason)
