@@ -6,7 +6,7 @@
     scored = model.transform(test_df)                             # `prediction`, `probability` on the executors
 
 Imported on first use: ranks import `sparkrunner.ml.ranks.training` and Spark's Python workers
-`sparkrunner.ml.tasks.scoring`, neither of which needs the driver's estimators.
+`sparkrunner.ml.workers.scoring`, neither of which needs the driver's estimators.
 """
 
 from typing import TYPE_CHECKING

@@ -34,7 +34,18 @@ code)."""
 
 
 _IMPORT_BEGAN = "sparkrunner.common.import_began"
-_NOT_IN_A_RANK = ("tasks", "driver", "placement", "observe", "compat", "runner", "cli", "check", "options")
+_NOT_IN_A_RANK = (
+    "tasks",
+    "workers",
+    "driver",
+    "placement",
+    "observe",
+    "compat",
+    "runner",
+    "cli",
+    "check",
+    "options",
+)
 """Where sparkrunner's task- and driver-side modules are (their folder or module name): a rank loads none."""
 
 

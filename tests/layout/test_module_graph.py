@@ -1,7 +1,9 @@
 """The package's import graph: layered by process role, read from the folders, and free of cycles.
 
 Where a module runs is said by its folder: a `ranks/` folder (`sparkrunner/ranks/`, `sparkrunner/data/ranks/`)
-holds code that runs in a rank process, a `tasks/` folder code that runs in Spark's own tasks, and `driver/`,
+holds code that runs in a rank process; a `tasks/` folder code that runs in Spark's barrier tasks and a `workers/`
+folder code that Spark's ordinary Python workers run (`sparkrunner/ml/workers/`, `sparkrunner/data/workers/`):
+both run in Spark's Python workers, so both have the role "task" and its rules; `driver/`,
 `placement/`, `observe/` and `compat/` code that runs on the driver only. Everything else is shared and imports
 neither side. Of the top-level modules, the driver's entry points (`runner`, `cli`, `check`, `__main__`) run on
 the driver. The package root is the public facade: every rank imports it, so what it imports at once must be
@@ -23,7 +25,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "sparkrunner"
 
 RANK_FOLDERS = {"ranks"}
-TASK_FOLDERS = {"tasks"}
+TASK_FOLDERS = {"tasks", "workers"}
 DRIVER_FOLDERS = {"driver", "placement", "observe", "compat"}
 TOP_LEVEL_ROLES = {
     "runner": "driver",
@@ -230,7 +232,8 @@ def test_the_folders_give_every_role_its_modules() -> None:
     )
     assert role("sparkrunner.ranks.bootstrap") == "rank" and role("sparkrunner.data.ranks.loader") == "rank"
     assert (
-        role("sparkrunner.data.tasks.stream_feeder") == "task" and role("sparkrunner.driver.run") == "driver"
+        role("sparkrunner.data.workers.stream_feeder") == "task"
+        and role("sparkrunner.driver.run") == "driver"
     )
     assert (
         role("sparkrunner.data.driver.materialize") == "driver"

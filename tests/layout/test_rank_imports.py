@@ -25,7 +25,8 @@ NOT_IN_A_RANK = (
     "sparkrunner.check",
     "sparkrunner.tasks",
     "sparkrunner.data.driver",
-    "sparkrunner.data.tasks",
+    "sparkrunner.data.workers",
+    "sparkrunner.ml.workers",
 )
 
 

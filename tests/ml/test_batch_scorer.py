@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from sparkrunner.errors import UnsupportedColumnError
-from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
+from sparkrunner.ml.workers.scoring import BatchScorer, ModelSource
 
 RNG = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""`sparkrunner.ml.tasks.torch_forward`: the forward passes scoring runs (channels-last convolution weights, and
+"""`sparkrunner.ml.workers.torch_forward`: the forward passes scoring runs (channels-last convolution weights, and
 the default order again for code that needs it) give what an untouched copy of the module gives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from sparkrunner.ml.tasks import torch_forward
+from sparkrunner.ml.workers import torch_forward
 
 
 class Flattened(torch.nn.Module):

@@ -23,7 +23,7 @@ from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
 from sparkrunner.common.checks import configured_port_range
 from sparkrunner.data.stream_handle import StreamData, rank_share
-from sparkrunner.data.tasks.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
+from sparkrunner.data.workers.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.errors import ChannelError
 from sparkrunner.placement.background_job import short_spark_error
 from sparkrunner.placement.sessions import cancel_tagged, jobs_tagged

@@ -15,7 +15,7 @@ from sparkrunner.data import columns
 from sparkrunner.data.driver.materialize import converted
 from sparkrunner.data.driver.stream_broker import StreamBroker
 from sparkrunner.data.stream_handle import StreamData
-from sparkrunner.data.tasks.stream_feeder import COUNT_SCHEMA, partition_counter
+from sparkrunner.data.workers.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
 from sparkrunner.placement.connect import session_client_address
 from sparkrunner.placement.sessions import context_conf, is_connect_session

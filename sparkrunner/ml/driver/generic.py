@@ -20,7 +20,7 @@ from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.outputs import PROBABILITY_KINDS
 from sparkrunner.ml.params import FunctionParams, ScoringParams, param, probability_param, with_accessors
 from sparkrunner.ml.spec import FitSettings
-from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
+from sparkrunner.ml.workers.scoring import BatchScorer, ModelSource
 from sparkrunner.options import check_choice
 
 _NAMES = ("prediction", "probability")

@@ -21,7 +21,7 @@ from sparkrunner.ml.driver.scoring import model_source, scored
 from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.params import KerasParams, ScoringParams
 from sparkrunner.ml.spec import KerasSpec, TrainResult
-from sparkrunner.ml.tasks.scoring import BatchScorer
+from sparkrunner.ml.workers.scoring import BatchScorer
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.keras_training", "train")
 _CLASSIFIER_LOSSES = ("sparse_categorical_crossentropy", "categorical_crossentropy")

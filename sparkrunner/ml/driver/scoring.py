@@ -16,7 +16,7 @@ from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import outputs
 from sparkrunner.ml.driver import checks
 from sparkrunner.ml.model_cache import MODELS_CONF, SHARE_CONF, Limits
-from sparkrunner.ml.tasks.scoring import BatchScorer, ModelSource
+from sparkrunner.ml.workers.scoring import BatchScorer, ModelSource
 from sparkrunner.placement.sessions import is_connect_session
 
 _SCORED = "__sparkrunner_scored"

@@ -19,7 +19,7 @@ from sparkrunner.ml.entry import RankEntry
 from sparkrunner.ml.features import check_widths
 from sparkrunner.ml.params import ScoringParams, TorchParams, input_shapes_param, with_accessors
 from sparkrunner.ml.spec import TrainResult, TrainSpec
-from sparkrunner.ml.tasks.scoring import BatchScorer
+from sparkrunner.ml.workers.scoring import BatchScorer
 from sparkrunner.options import check_choice, check_number
 
 _TRAIN = RankEntry("sparkrunner.ml.ranks.training", "train")

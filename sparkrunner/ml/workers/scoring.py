@@ -16,8 +16,8 @@ from sparkrunner.data import columns
 from sparkrunner.errors import InvalidArgumentError
 from sparkrunner.ml import features, outputs
 from sparkrunner.ml.model_cache import Limits, ModelCache
-from sparkrunner.ml.tasks import torch_forward
 from sparkrunner.ml.tracking_uri import tracking_uri_for_call
+from sparkrunner.ml.workers import torch_forward
 
 log = logging.getLogger(__name__)
 

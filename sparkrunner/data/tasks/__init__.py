@@ -1,1 +1,0 @@
-"""The data path in Spark's own tasks: the feeders that send a stream's partitions to the ranks."""
