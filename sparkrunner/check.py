@@ -37,8 +37,8 @@ def _version(distribution: str) -> str | None:
 
 
 def _spark_lines(spark: Any | None) -> Iterator[str]:
-    from sparkrunner.placement.sessions import is_connect_session, task_resource_amount
     from sparkrunner.placement.slots import session_slots
+    from sparkrunner.placement.spark_sessions import is_connect_session, task_resource_amount
 
     if spark is None:
         yield "Spark: not checked (give --master or --remote to check a cluster; --np < 0 needs no Spark)"

@@ -12,6 +12,7 @@ from sparkrunner.driver.in_flight import InFlight
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.driver.warm.pool import SessionPool
 from sparkrunner.driver.warm.session import WarmSession
+from sparkrunner.log_handler import install_default_handler
 from sparkrunner.observe.anatomy import AnatomyObserver
 from sparkrunner.observe.observers import RunObserver, RunRecord
 from sparkrunner.observe.progress import ProgressObserver
@@ -20,7 +21,6 @@ from sparkrunner.options import LauncherName, OnStall, RunOptions, Verbosity, op
 from sparkrunner.placement.factory import ColdPlacements
 from sparkrunner.stack_report import StackReport
 from sparkrunner.timeouts import SESSION_IDLE_S, START_TIMEOUT_S, STOP_GRACE_S
-from sparkrunner.voice import install_default_handler
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from sparkrunner.compat.spark_facts import positive_int
 from sparkrunner.driver.launcher_choice.auto import mpirun_unavailable
 from sparkrunner.errors import InvalidArgumentError, SparkRunnerWarning
 from sparkrunner.options import LauncherName
-from sparkrunner.placement.sessions import find_spark_session, is_connect_session
+from sparkrunner.placement.spark_sessions import find_spark_session, is_connect_session
 from sparkrunner.timeouts import START_TIMEOUT_S
 
 if TYPE_CHECKING:

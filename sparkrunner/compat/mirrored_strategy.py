@@ -21,7 +21,7 @@ from sparkrunner.compat.spark_facts import (
     task_gpu_amount,
 )
 from sparkrunner.errors import DriverGpuError, InvalidArgumentError
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.spark_sessions import is_connect_session
 from sparkrunner.system.gpus import CUDA_VISIBLE
 
 TF_SSL_CONF = "tensorflow.spark.distributor.ignoreSsl"

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from sparkrunner.errors import DistributorRuntimeError, DriverGpuError, InvalidArgumentError
-from sparkrunner.placement.sessions import conf_value, is_connect_session, task_resource_amount
+from sparkrunner.placement.spark_sessions import conf_value, is_connect_session, task_resource_amount
 from sparkrunner.system.gpus import device_ids, host_gpu_count
 
 log = logging.getLogger(__name__)
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 def optional_session() -> Any:
     """The user's SparkSession, or None when there is none (driver-only runs do not need one)."""
-    from sparkrunner.placement.sessions import find_spark_session
+    from sparkrunner.placement.spark_sessions import find_spark_session
 
     try:
         return find_spark_session()

@@ -57,7 +57,7 @@ from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver,
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
-from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
+from sparkrunner.placement.spark_sessions import find_spark_session, task_resource_amount
 from sparkrunner.system import processes
 from sparkrunner.system.network import server_port
 from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S

@@ -21,9 +21,9 @@ from sparkrunner.common.environment import Env
 from sparkrunner.common.rank_job import RankJob
 from sparkrunner.launch import Launcher
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
-from sparkrunner.placement.sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import session_slots, too_few_slots
 from sparkrunner.placement.spark import refuse_dynamic_allocation
+from sparkrunner.placement.spark_sessions import executors_print_to_this_console, task_resource_amount
 from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import run_barrier_task
 

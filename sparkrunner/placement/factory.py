@@ -15,8 +15,8 @@ from sparkrunner.launch import Launcher
 from sparkrunner.placement import Placement
 from sparkrunner.placement.connect import ConnectPlacement
 from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.placement.sessions import is_connect_session
 from sparkrunner.placement.spark import SparkPlacement
+from sparkrunner.placement.spark_sessions import is_connect_session
 
 PlacementFactory = Callable[[Launcher, Any, int], Placement]
 """Where the ranks of one attempt run, for (launcher, spark session or None, barrier tasks)."""

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from sparkrunner.errors import NotEnoughSlotsError
-from sparkrunner.placement.sessions import context_conf, is_connect_session
+from sparkrunner.placement.spark_sessions import context_conf, is_connect_session
 from sparkrunner.timeouts import SLOTS_POLL_S
 
 log = logging.getLogger(__name__)

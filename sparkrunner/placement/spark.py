@@ -13,8 +13,12 @@ from sparkrunner.launch import Launcher
 from sparkrunner.placement.admission import Admission, gate_for
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.decommission import DecommissionWatch
-from sparkrunner.placement.sessions import context_conf, executors_print_to_this_console, task_resource_amount
 from sparkrunner.placement.slots import wait_for_slots
+from sparkrunner.placement.spark_sessions import (
+    context_conf,
+    executors_print_to_this_console,
+    task_resource_amount,
+)
 from sparkrunner.system import gpus
 from sparkrunner.tasks.barrier_task import barrier_partition_fn
 

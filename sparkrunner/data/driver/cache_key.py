@@ -23,7 +23,7 @@ from sparkrunner.common import storage
 from sparkrunner.data.driver import plan_code
 from sparkrunner.data.driver.connect_plan import connect_plan
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.spark_sessions import is_connect_session
 
 FORMAT_VERSION = 3
 _NO_LIMIT = 2**31 - 1

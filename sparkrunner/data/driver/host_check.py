@@ -1,5 +1,5 @@
 """Driver side of "shared or refused": before ranks on other hosts read a dataset on a local path, one small
-Spark task per slot counts the rows its host can open (`sparkrunner.data.shared` holds the rank's own check)."""
+Spark task per slot counts the rows its host can open (`sparkrunner.data.shared_storage` holds the rank's own check)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkrunner.data.dataset import ParquetData, path_in
-from sparkrunner.data.shared import ADVICE
+from sparkrunner.data.shared_storage import ADVICE
 from sparkrunner.errors import DataNotSharedError
 from sparkrunner.placement.slots import session_slots
 

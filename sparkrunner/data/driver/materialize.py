@@ -17,8 +17,8 @@ from sparkrunner.data.driver.cache_store import CACHE_ENV, default_cache_dir
 from sparkrunner.data.driver.write_progress import WriteProgress
 from sparkrunner.data.driver.writer import WriteOptions, write
 from sparkrunner.errors import InvalidArgumentError
-from sparkrunner.placement.sessions import is_connect_session
-from sparkrunner.voice import install_default_handler
+from sparkrunner.log_handler import install_default_handler
+from sparkrunner.placement.spark_sessions import is_connect_session
 
 __all__ = ["CACHE_ENV", "default_cache_dir", "materialize"]
 

@@ -26,7 +26,7 @@ from sparkrunner.data.stream_handle import StreamData, rank_share
 from sparkrunner.data.workers.stream_feeder import RESULT_SCHEMA, FeedJob, Target, feeder
 from sparkrunner.errors import ChannelError
 from sparkrunner.placement.background_job import short_spark_error
-from sparkrunner.placement.sessions import cancel_tagged, jobs_tagged
+from sparkrunner.placement.spark_sessions import cancel_tagged, jobs_tagged
 from sparkrunner.system.network import server_port
 
 log = logging.getLogger(__name__)

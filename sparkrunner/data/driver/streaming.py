@@ -17,10 +17,10 @@ from sparkrunner.data.driver.stream_broker import StreamBroker
 from sparkrunner.data.stream_handle import StreamData
 from sparkrunner.data.workers.stream_feeder import COUNT_SCHEMA, partition_counter
 from sparkrunner.errors import InvalidArgumentError, NotEnoughSlotsError
+from sparkrunner.log_handler import install_default_handler
 from sparkrunner.placement.connect import session_client_address
-from sparkrunner.placement.sessions import context_conf, is_connect_session
 from sparkrunner.placement.slots import session_slots
-from sparkrunner.voice import install_default_handler
+from sparkrunner.placement.spark_sessions import context_conf, is_connect_session
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from sparkrunner.data.dataset import DataFile, human_bytes
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.spark_sessions import is_connect_session
 from sparkrunner.timeouts import DATA_PROGRESS_EVERY_S
 
 log = logging.getLogger(__name__)

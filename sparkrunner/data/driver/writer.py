@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkrunner.common import storage
-from sparkrunner.data import shared
+from sparkrunner.data import shared_storage
 from sparkrunner.data.dataset import MANIFEST, DataFile, path_in
 from sparkrunner.data.driver.write_progress import WriteProgress
 
@@ -51,7 +51,7 @@ def write(
     if root.is_local:
         infos = root.filesystem.get_file_info([path_in(root, f.name) for f in files])
         missing = [f.name for f, info in zip(files, infos, strict=True) if info.type != pafs.FileType.File]
-        shared.check_writers_shared(root.uri, hosts, missing)
+        shared_storage.check_writers_shared(root.uri, hosts, missing)
     if not files:  # every partition was empty: one empty file still carries the schema
         files = [_write_empty(frame, root, write_id)]
     _remove_strays(root, write_id, {file.name for file in files})

@@ -9,7 +9,7 @@ import numpy as np
 
 from sparkrunner.channel.messages import StreamOpen
 from sparkrunner.common.checks import check_choice, check_number
-from sparkrunner.data import shards, shared
+from sparkrunner.data import shards, shared_storage
 from sparkrunner.data.columns import Chunk
 from sparkrunner.data.dataset import ParquetData
 from sparkrunner.data.ranks import arrow_reader, batching, petastorm_reader, resume, stream_reader
@@ -78,7 +78,7 @@ class NumpyLoader:
         elif reader == "petastorm":
             petastorm_reader.check_available()
         if isinstance(data, ParquetData):
-            shared.check_rank_sees(data, self.rank)
+            shared_storage.check_rank_sees(data, self.rank)
         self.data = data
         self.batch_size = batch_size
         self.shuffle = shuffle

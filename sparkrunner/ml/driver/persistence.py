@@ -22,7 +22,7 @@ from pyspark.ml.util import (
 )
 
 from sparkrunner.ml.driver import checks
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.spark_sessions import is_connect_session
 
 _STATE_KEY = "sparkrunner"
 

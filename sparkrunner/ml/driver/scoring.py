@@ -17,7 +17,7 @@ from sparkrunner.ml import outputs
 from sparkrunner.ml.driver import checks
 from sparkrunner.ml.model_cache import MODELS_CONF, SHARE_CONF, Limits
 from sparkrunner.ml.workers.scoring import BatchScorer, ModelSource
-from sparkrunner.placement.sessions import is_connect_session
+from sparkrunner.placement.spark_sessions import is_connect_session
 
 _SCORED = "__sparkrunner_scored"
 

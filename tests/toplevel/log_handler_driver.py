@@ -1,6 +1,6 @@
-"""A driver program for test_voice: one local rank (np=-1, direct) sends a file, so the driver logs a line.
+"""A driver program for test_log_handler: one local rank (np=-1, direct) sends a file, so the driver logs a line.
 
-``python voice_driver.py user`` configures logging first (a user handler); without it sparkrunner's default
+``python log_handler_driver.py user`` configures logging first (a user handler); without it sparkrunner's default
 handler is the only one.
 """
 

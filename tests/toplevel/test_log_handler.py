@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from sparkrunner import Runner, errors
+from sparkrunner.log_handler import DefaultHandler, install_default_handler
 from sparkrunner.ranks.api import send_file_to_driver
-from sparkrunner.voice import DefaultHandler, install_default_handler
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sparkrunner"
-DRIVER = Path(__file__).with_name("voice_driver.py")
+DRIVER = Path(__file__).with_name("log_handler_driver.py")
 # where printing IS the product: the CLI's own output; the rank's own message when log_to_driver runs outside a
 # run; the rsh agent, whose stderr is what mpirun shows of a failed remote launch
 PRINT_ALLOWED = {"cli.py", "ranks/api.py", "tasks/rsh_agent.py"}
@@ -72,7 +72,7 @@ def test_every_warning_is_a_sparkrunner_warning_and_every_logger_is_named_after_
                 )
                 if not (isinstance(category, ast.Name) and category.id in WARNING_CLASSES):
                     bad.append(f"{name}:{call.lineno} warns without SparkRunnerWarning")
-            if _name(call) == "logging.getLogger" and name != "voice.py":
+            if _name(call) == "logging.getLogger" and name != "log_handler.py":
                 argument = call.args[0] if call.args else None
                 if not (isinstance(argument, ast.Name) and argument.id == "__name__"):
                     bad.append(f"{name}:{call.lineno} logs outside the sparkrunner.<module> hierarchy")
