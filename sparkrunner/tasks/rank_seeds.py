@@ -35,16 +35,8 @@ code)."""
 
 _IMPORT_BEGAN = "sparkrunner.common.import_began"
 _NOT_IN_A_RANK = (
-    "tasks",
-    "workers",
-    "driver",
-    "placement",
-    "observe",
-    "compat",
-    "runner",
-    "cli",
-    "check",
-    "options",
+    *("tasks", "workers", "driver", "placement", "observe", "compat"),  # folders
+    *("runner", "cli", "check", "options"),  # top-level modules
 )
 """Where sparkrunner's task- and driver-side modules are (their folder or module name): a rank loads none."""
 
