@@ -25,7 +25,8 @@ PATTERNS = {
     "the development team": re.compile(r"\b(?:helper|lead|other|another)\s+engineers?\b|\bengineers?'", re.I),
     "the merge process": re.compile(r"\blanding\s+CI\b|\bat\s+landing\b|\bthe\s+merged\s+main\b", re.I),
 }
-URL = re.compile(r"\b(?:https?|file)://\S+")
+URL = re.compile(r"\[[^\]]*\]\(<?(?:https?|file)://[^)]*\)|\b(?:https?|file)://\S+")
+"""A link out of the repository: a markdown link to one (its text too), or a bare URL."""
 ALLOWED = {"tests/COVERAGE.md": {"a work item"}}
 """Per file, the kinds of hit it may keep (COVERAGE.md's headings name the work item that cut or folded a test)."""
 
@@ -82,7 +83,8 @@ def test_the_scan_finds_each_kind_and_allows_urls_and_coverage_headings(tmp_path
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "scale.md").write_text(
         f"# Scale\n\n{branch.title()} {item}23-scale, 2 cores.\n"
-        f"See https://github.com/pytorch/pytorch/{item}s/97191 and keras-team/keras#20585.\n"
+        f"See https://github.com/pytorch/pytorch/{item}s/97191, keras-team/keras#20585 and\n"
+        f"[Horovod {item} 3165](https://github.com/horovod/horovod/{item}s/3165).\n"
         f"## Real processes ({item} 23, item 3)\n"
         f"On {branch} s7-dropin; the {branch} point 14baf82.\n"
         f"Measured while other {team}' tests ran; a spare executor, a warm session, a lead time.\n"
@@ -100,10 +102,10 @@ def test_the_scan_finds_each_kind_and_allows_urls_and_coverage_headings(tmp_path
     assert hits == [
         ["docs/scale.md:3", "a branch"],
         ["docs/scale.md:3", "a work item"],
-        ["docs/scale.md:5", "a work item"],
-        ["docs/scale.md:6", "a branch"],
-        ["docs/scale.md:7", "the development team"],
-        ["docs/scale.md:8", "the merge process"],
+        ["docs/scale.md:6", "a work item"],
+        ["docs/scale.md:7", "a branch"],
+        ["docs/scale.md:8", "the development team"],
+        ["docs/scale.md:9", "the merge process"],
         ["sparkrunner/x.py:1", "a work item"],
         ["tests/COVERAGE.md:2", "a branch"],
     ], hits
