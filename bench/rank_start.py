@@ -2,7 +2,7 @@
 attempt's rank pays today) against a fork of a process that imported them already (a fork server, or zygote,
 per executor), whose child runs one torch op to show the fork is usable.
 
-Issue 31 item 5: on a retried or resized attempt most of the resume time is this import (docs/elastic.md).
+On a retried or resized attempt most of the resume time is this import (docs/elastic.md).
 
     PYTHONPATH=$PWD .venv/bin/python bench/rank_start.py [--repeats 3] [--modules torch,numpy]
 """

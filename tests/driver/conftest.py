@@ -20,8 +20,8 @@ def np2(request: pytest.FixtureRequest) -> int:
 
 
 def wait_for_both_executors(spark: Any, seconds: float = 120.0) -> None:
-    """A failed mpirun run may cost an executor (issue 9's "a failed run costs an executor", fixed apart from
-    this suite); Spark starts a new one: wait for it, so these tests see the cluster they ask for."""
+    """A failed mpirun run may cost an executor (that it does not is tests/runner/test_executor_survival.py's
+    subject, not this suite's); Spark starts a new one: wait for it, so these tests see the cluster they ask for."""
     wait_until(lambda: task_slots(spark.sparkContext) >= 2, seconds, "two task slots")
 
 

@@ -32,7 +32,7 @@ def rank_view() -> dict[str, Any]:
 def test_two_tasks_of_two_ranks_form_one_world(spark_cluster: Any, launcher: str) -> None:
     views = Runner(np=4, ranks_per_task=2, launcher=launcher).run_all(rank_view)
     run_ended_at = time.time()  # the test's own clock, on the one machine that holds driver and ranks
-    # how long the run outlived its ranks' last return: issue 18 item 3 bounds it
+    # how long the run outlived its ranks' last return
     outlived_ranks_s = run_ended_at - max(v["returned_at"] for v in views)
     assert outlived_ranks_s >= 0
     assert [v["RANK"] for v in views] == [0, 1, 2, 3]

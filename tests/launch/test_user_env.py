@@ -1,4 +1,4 @@
-"""Explicit settings win (issue 31): a variable the user set in `Runner(env=...)` or the driver's environment
+"""Explicit settings win: a variable the user set in `Runner(env=...)` or the driver's environment
 reaches every rank as set (PYTHONPATH: the user's entries first), and env= naming a variable that sparkrunner
 must choose is refused before anything starts. The oracle is the rank's own `os.environ`, and an import of a
 module that only the user's PYTHONPATH holds.

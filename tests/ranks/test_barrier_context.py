@@ -1,4 +1,4 @@
-"""`BarrierTaskContext.get()` inside a rank answers as in its Spark barrier task (issue 29): the task's facts,
+"""`BarrierTaskContext.get()` inside a rank answers as in its Spark barrier task: the task's facts,
 Spark's task infos, and `barrier()` / `allGather()` across every rank of the run. Real `local-cluster[2,1,1024]`
 (two executors, one slot each), launchers `direct` and `mpirun`; and np < 0, where there is no barrier task."""
 

@@ -1,11 +1,11 @@
-"""A retried attempt starts its ranks warm (issue 31 item 5): on real Spark (the local-cluster[2,2,1024] session of
+"""A retried attempt starts its ranks warm: on real Spark (the local-cluster[2,2,1024] session of
 test_elastic.py), launcher direct, np=4 (every slot, so both executors host ranks in both attempts),
 `max_failures=1`, rank 1 fails in attempt 0. Every rank of both attempts is forked by its executor's zygote
 (`sparkrunner.ranks.zygote`, leased by `sparkrunner.driver.zygotes`): attempt 1's ranks are new processes whose
 parent is the zygote that forked attempt 0's ranks on the same executor, with torch already imported.
 Oracles: what each rank reads of itself and its parent in /proc, and the process table after the run.
 
-The zygote leaves nothing in its executor's temp dir (issue 31, soak finding 2): not its sockets' folder, not
+The zygote leaves nothing in its executor's temp dir (a soak run found it did, 2026-11-27): not its sockets' folder, not
 torch's inductor cache folder (made by its later import of torch._dynamo, once idle). Oracle: the test's own
 listing of a temp dir the executors' Python workers get for that run alone (`SparkContext.environment`, which
 starts new ones)."""

@@ -1,5 +1,5 @@
 """Ports a rank listens on later (MASTER_PORT, TF_CONFIG's, Horovod's rendezvous, JAX's coordinator) are held
-from the moment they are chosen until the rank has taken them over (issue 31).
+from the moment they are chosen until the rank has taken them over.
 
 Oracles: plain `bind` calls from processes of the test's own (a fresh interpreter, a port thief), and a real
 torch TCP store listening on MASTER_PORT; none goes through sparkrunner's code.
