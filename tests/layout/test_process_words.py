@@ -2,8 +2,8 @@
 
 A reader of the docs, benches, tests or code needs the commit or the date a figure or a fix comes from, not the
 name of the development branch it was made on or the number of the work item that asked for it. The scan covers
-the README, docs/, bench/, tests/, sparkrunner/, examples/, notebooks/ and scripts/ and names every hit as
-file:line. Another project's bug is a fact and stays: cite it as a URL or as `owner/repo#N`
+the README, docs/, bench/, tests/, sparkrunner/, examples/, notebooks/, scripts/, requirements/, docker/ and .ci/
+and names every hit as file:line. Another project's bug is a fact and stays: cite it as a URL or as `owner/repo#N`
 (keras-team/keras#20585), which the patterns do not match. tests/COVERAGE.md keeps its work-item headings
 (which change cut or folded a test). No file is exempt but those: the patterns below are written so that this
 file does not match them, and the planted phrases are put together at run time.
@@ -17,6 +17,7 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 SCANNED = ("README.md", "docs", "bench", "tests", "sparkrunner", "examples", "notebooks", "scripts")
+SCANNED += ("requirements", "docker", ".ci")
 TEXT = {".py", ".md", ".sh", ".ipynb", ".txt", ".json", ".html", ".toml", ".cfg", ".yml", ".yaml"}
 PATTERNS = {
     "a work item": re.compile(r"\bissues?[- ]?#?\d+", re.I),  # also its number glued on, or after #
