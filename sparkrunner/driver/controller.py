@@ -17,19 +17,18 @@ raised (an interrupt as the interrupt it is).
 from __future__ import annotations
 
 import logging
-import pickletools
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
-from sparkrunner.driver import causes
+from sparkrunner.data.driver import check_stream_feeders
+from sparkrunner.driver.attempt import teardown
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.attempts import (
@@ -49,7 +48,6 @@ from sparkrunner.driver.in_flight import InFlightWatch
 from sparkrunner.driver.supervisor import Ended, Outcome, RunDeadline, Supervisor, error_of
 from sparkrunner.driver.supervisor import Running as Undecided
 from sparkrunner.driver.zygotes import Zygotes, zygotes_for
-from sparkrunner.errors import InvalidArgumentError, ResultNotUnpicklableError
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.launch.driver import resolve_launcher
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
@@ -57,9 +55,10 @@ from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
-from sparkrunner.system import processes
+from sparkrunner.placement.spark import job_description
 from sparkrunner.system.network import server_port
-from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
+from sparkrunner.timeouts import SUPERVISE_POLL_S
+from sparkrunner.topology import ranks_per_task
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +392,7 @@ class RunController:
         try:
             placed = state.placed if isinstance(state, Running | Stopping) else None
             if placed is not None:  # an attempt in flight
-                _kill_now(placed)
+                teardown.kill_now(placed.channel, placed.placement, placed.attempt.id)
         finally:
             try:
                 state.run.observers.end(state.run.record, error)
@@ -404,13 +403,16 @@ class RunController:
         """Checking: everything that can be refused before a process starts; then the run's record opens."""
         options, call = self.options, state.call
         deadline = RunDeadline.starting_now(options.timeout)
-        payload = _function_payload(call.main, call.args, call.kwargs)
+        payload = dumps_call(call.main, call.args, call.kwargs)
         launcher = resolve_launcher(options.launcher, call.main, options.horovod, options.env)
-        spark = None if options.np < 0 else _spark_session(options.spark)
-        per_task = _ranks_per_task(options.np, options.ranks_per_task, spark)
+        spark = (
+            None if options.np < 0 else options.spark if options.spark is not None else find_spark_session()
+        )
+        gpus = 0.0 if spark is None or options.ranks_per_task is not None else task_resource_amount(spark)
+        per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
         sizing = self.policies.scaling(spark, per_task)
         self._placements(launcher, spark, sizing.least // per_task).check()
-        _check_stream_feeders(
+        check_stream_feeders(
             (*call.args, *call.kwargs.values()), 0 if options.np < 0 else sizing.least // per_task
         )
         observers = Observers(self._observers)
@@ -480,7 +482,16 @@ class RunController:
             job = self._job(run, attempt, placement, channel)
         except BaseException as exc:  # nothing started: the policies read why
             return Stopping(run, record, None, AttemptEnd(np, exc), state.failures)
-        placed = _Placed(attempt, placement, channel, job, job_description(run.record, attempt.id))
+        opened = run.record
+        description = job_description(
+            opened.function,
+            opened.np,
+            opened.launcher,
+            opened.run_id,
+            opened.mlflow_run_id,
+            (number, attempt.id),
+        )
+        placed = _Placed(attempt, placement, channel, job, description)
         return Running(run, record, placed, state.failures)
 
     def _job(self, run: _Run, attempt: Attempt, placement: Placement, channel: AttemptChannel) -> RankJob:
@@ -583,23 +594,18 @@ class RunController:
     ) -> tuple[list[Any], BaseException | None]:
         """After a success let the ranks exit and read their values; otherwise stop them. Returns the values and
         the attempt's error (None: it succeeded); a second Ctrl-C cuts the shutdown short."""
-        channel, attempt, grace_s = placed.channel, placed.attempt, self.recovery.stop_grace_s
+        channel, placement, attempt = placed.channel, placed.placement, placed.attempt
         try:
             if error is None:
                 try:
-                    _let_exit(channel, placed.placement)
-                    _sweep(channel, placed.placement, attempt.id)
-                    return _results(channel, range(attempt.np) if run.call.every_rank else range(1)), None
+                    teardown.after_success(channel, placement, attempt.id)
+                    return channel.result_values(range(attempt.np) if run.call.every_rank else range(1)), None
                 except BaseException as exc:  # the ranks succeeded, but their end or their values failed
                     if not isinstance(exc, Exception):
-                        _kill_now(placed)
+                        teardown.kill_now(channel, placement, attempt.id)
                     return [], exc
-
-            def stop() -> None:
-                _stop_ranks(channel, attempt.id, grace_s)
-                _sweep(channel, placed.placement, attempt.id)
-
-            return [], causes.shut_down_after_failure(stop, lambda: _kill_now(placed), error)
+            grace_s = self.recovery.stop_grace_s
+            return [], teardown.after_failure(channel, placement, attempt.id, grace_s, error)
         finally:
             self._in_flight.publish(None)
             self._outputs.received_files.update(channel.report.files)
@@ -648,119 +654,3 @@ class _Acted:
 
     resize: Resize | None = None
     stop_asked: bool = False
-
-
-def _let_exit(channel: AttemptChannel, placement: Placement) -> None:
-    """After a success: let the ranks exit on their own first (not what they left: a daemon may hold mpirun up),
-    their last output delivered."""
-    deadline = time.monotonic() + EXIT_WAIT_S
-    with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
-        while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
-            channel.changed.wait(EXIT_POLL_S)  # (nothing wakes it when the Spark job ends)
-        # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
-        # now would drop a rank's last lines
-        causes.wait_until(channel, channel.output_delivered, OUTPUT_END_WAIT_S)
-
-
-def _stop_ranks(channel: AttemptChannel, attempt_id: str, stop_grace_s: float) -> None:
-    """Otherwise: stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
-    channel.stop_ranks(stop_grace_s)
-    log.debug("run %s: every rank stopped", attempt_id)
-
-
-def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
-    """Leave nothing behind: the placement ends, the channel closes, and what is left of the attempt is killed."""
-    placement.stop()
-    log.debug("run %s: its placement ended", attempt_id)
-    channel.close()
-    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
-    if leftover:
-        log.warning(
-            "killed %d leftover process(es) of run %s: %s",
-            len(leftover),
-            attempt_id,
-            processes.described(leftover),
-        )
-
-
-def _kill_now(placed: _Placed) -> None:
-    """Leave nothing behind, without waiting: on a second Ctrl-C, or an interrupt between two steps."""
-    placed.channel.abort_ranks()
-    placed.placement.stop()
-    placed.channel.close()
-    processes.sweep_attempt(placed.attempt.id, grace_s=0)
-
-
-def _results(channel: AttemptChannel, ranks: Iterable[int]) -> list[Any]:
-    values = []
-    for rank in ranks:
-        try:
-            values.append(channel.result_value(rank))
-        except Exception as exc:
-            raise ResultNotUnpicklableError(rank, _type_in(channel.report.results[rank]), exc) from exc
-    return values
-
-
-def _type_in(pickled: bytes) -> str:
-    """The class a pickled value names first (its own, or its first element's): ``module.Name``."""
-    strings: list[str] = []
-    try:
-        for opcode, arg, _ in pickletools.genops(pickled):
-            if opcode.name in ("GLOBAL", "INST"):
-                return str(arg).replace(" ", ".")
-            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
-                return f"{strings[-2]}.{strings[-1]}"
-            if isinstance(arg, str):
-                strings.append(arg)
-    except Exception:  # not a pickle this can read: say so rather than guess
-        pass
-    return "value whose type its pickle does not name"
-
-
-def _spark_session(given: Any) -> Any:
-    """The SparkSession given, else the active or default one."""
-    return given if given is not None else find_spark_session()
-
-
-def _check_stream_feeders(arguments: tuple[Any, ...], barrier_tasks: int) -> None:
-    """A run that reads a `stream()` needs task slots for its feeders. A `StreamData` exists only once its module
-    is loaded, so a run without one never imports the data path (numpy and pyarrow: the `data` extra)."""
-    if "sparkrunner.data.stream_handle" in sys.modules:
-        from sparkrunner.data.driver.streaming import check_feeder_slots
-
-        check_feeder_slots(arguments, barrier_tasks)
-
-
-def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    if not callable(main):
-        raise InvalidArgumentError(
-            f"main must be a function to run on every rank (or a script's path), not a {type(main).__name__}"
-        )
-    return dumps_call(main, args, kwargs)
-
-
-def job_description(record: RunRecord, attempt_id: str) -> str:
-    """The run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
-    first, the attempt's id."""
-    mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
-    return (
-        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={record.run_id}"
-        + ("" if attempt_id == record.run_id else f" attempt={attempt_id}")
-    )
-
-
-def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
-    """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
-    if np < 0:
-        return 1
-    if requested is not None:
-        return requested
-    amount = task_resource_amount(spark)
-    if amount <= 1 or not amount.is_integer():
-        return 1
-    if np % int(amount):
-        raise InvalidArgumentError(
-            f"each task has {int(amount)} GPUs, so each starts {int(amount)} ranks by default, but np={np} is not "
-            f"a multiple of {int(amount)}; pass ranks_per_task=... explicitly"
-        )
-    return int(amount)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sparkrunner.driver import causes
+from sparkrunner.driver import failure_causes
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
@@ -132,7 +132,7 @@ class Supervisor:
         if cancelled is not None:
             return cancelled
         if report.errors or report.vanished:
-            failure = causes.run_failure(channel, self._placement)
+            failure = failure_causes.run_failure(channel, self._placement)
             return self._cancelled() or Failed(failure)  # ranks of a cancelled job may go first
         if report.all_done():
             return Succeeded()
@@ -176,11 +176,11 @@ class Supervisor:
                     f"on_stop() had stop_grace_s to save a checkpoint"
                 )
             )
-        if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-            channel, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
+        if (placement.finished() or placement.failure() is not None) and not channel.wait_until(
+            lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
         ):
             missing = report.num_ranks - sum(1 for s in report.ranks.values() if s.done)
-            return Failed(causes.ended_without_result(channel, placement, missing))
+            return Failed(failure_causes.ended_without_result(channel, placement, missing))
         return None
 
 

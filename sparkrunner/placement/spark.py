@@ -29,6 +29,17 @@ def spark_context(spark: Any) -> Any:
         ) from exc
 
 
+def job_description(
+    function: str, np: int, launcher: str, run_id: str, mlflow_run_id: str | None, attempt: tuple[int, str]
+) -> str:
+    """A run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
+    first, the attempt's id (`attempt`: its number and id)."""
+    mlflow = "" if mlflow_run_id is None else f" mlflow={mlflow_run_id}"
+    number, attempt_id = attempt
+    later = "" if number == 0 else f" attempt={attempt_id}"
+    return f"sparkrunner: {function} np={np} launcher={launcher}{mlflow} run={run_id}{later}"
+
+
 class SparkPlacement(StageHolder):
     def __init__(
         self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None

@@ -10,20 +10,22 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.payload import loads
+from sparkrunner.channel.payload import loads, pickled_type_name
 from sparkrunner.driver.attempt.addresses import AddressBook
 from sparkrunner.driver.attempt.barrier_gate import BarrierGate
 from sparkrunner.driver.attempt.output import RankOutput
 from sparkrunner.driver.attempt.registry import RankRegistry
 from sparkrunner.driver.attempt.stacks import LiveRank, StackCollector, StackReport
-from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
+from sparkrunner.errors import ChannelError, RankFailedError, ResultNotUnpicklableError, SparkRunnerWarning
 from sparkrunner.observe.events import AnatomyEvent, LaunchEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.system import processes
+from sparkrunner.timeouts import FAILURE_POLL_S
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +211,18 @@ class AttemptChannel:
         data = self.report.results.get(rank)
         return loads(data) if data is not None else None
 
+    def result_values(self, ranks: Iterable[int]) -> list[Any]:
+        """The values `ranks` returned; one the driver cannot unpickle raises `ResultNotUnpicklableError`."""
+        values = []
+        for rank in ranks:
+            try:
+                values.append(self.result_value(rank))
+            except Exception as exc:
+                raise ResultNotUnpicklableError(
+                    rank, pickled_type_name(self.report.results[rank]), exc
+                ) from exc
+        return values
+
     def collect_stacks(self) -> StackReport:
         """Every live rank's stacks now (bounded wait); ranks that never connected are listed as such."""
         with self.changed:
@@ -256,6 +270,15 @@ class AttemptChannel:
             states = list(self.report.ranks.values())
             done = self.report.all_done()
         return done and all(s.task is None and s.pid and processes.ended(s.pid) for s in states)
+
+    def wait_until(self, predicate: Callable[[], bool], seconds: float) -> bool:
+        """Wait (the caller holds `changed`) until `predicate()`; polled, so changes nobody notifies count."""
+        deadline = time.monotonic() + seconds
+        while not predicate():
+            if time.monotonic() >= deadline:
+                return False
+            self.changed.wait(FAILURE_POLL_S)
+        return True
 
     def output_delivered(self) -> bool:
         """True once the output relay of every rank that connected has hung up, after its last line was shown;

@@ -1,0 +1,99 @@
+"""How an attempt's ranks go, however it ended: nothing of the attempt is left behind.
+
+After a success the ranks exit on their own (`after_success`); after a failure they are stopped, then killed
+(`after_failure`), and a second Ctrl-C cuts that short (`kill_now`). Either way the placement ends, the channel
+closes and what is left of the attempt's processes is swept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.placement import Placement
+from sparkrunner.system import processes
+from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SWEEP_GRACE_S
+
+log = logging.getLogger(__name__)
+
+
+def after_success(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
+    """Let the ranks exit on their own, their last output delivered; then leave nothing behind."""
+    _let_exit(channel, placement)
+    _sweep(channel, placement, attempt_id)
+
+
+def after_failure(
+    channel: AttemptChannel, placement: Placement, attempt_id: str, stop_grace_s: float, error: BaseException
+) -> BaseException:
+    """Stop the ranks (SIGTERM, up to `stop_grace_s`), kill what is left and leave nothing behind; returns the
+    error the attempt ended with (`error`, or a second Ctrl-C that cut the shutdown short)."""
+
+    def stop() -> None:
+        channel.stop_ranks(stop_grace_s)
+        log.debug("attempt %s: every rank stopped", attempt_id)
+        _sweep(channel, placement, attempt_id)
+
+    return shut_down_after_failure(stop, lambda: kill_now(channel, placement, attempt_id), error)
+
+
+def kill_now(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
+    """Leave nothing behind, without waiting: on a second Ctrl-C, or an interrupt between two steps."""
+    channel.abort_ranks()
+    placement.stop()
+    channel.close()
+    processes.sweep_attempt(attempt_id, grace_s=0)
+
+
+def _let_exit(channel: AttemptChannel, placement: Placement) -> None:
+    """Let the ranks exit on their own first (not what they left: a daemon may hold mpirun up), their last output
+    delivered."""
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
+        while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
+            channel.changed.wait(EXIT_POLL_S)  # (nothing wakes it when the Spark job ends)
+        # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
+        # now would drop a rank's last lines
+        channel.wait_until(channel.output_delivered, OUTPUT_END_WAIT_S)
+
+
+def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
+    """The placement ends, the channel closes, and what is left of the attempt is killed."""
+    placement.stop()
+    log.debug("attempt %s: its placement ended", attempt_id)
+    channel.close()
+    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
+    if leftover:
+        log.warning(
+            "killed %d leftover process(es) of attempt %s: %s",
+            len(leftover),
+            attempt_id,
+            processes.described(leftover),
+        )
+
+
+def shut_down_after_failure(
+    shut_down: Callable[[], None], kill_now: Callable[[], None], run_error: BaseException
+) -> BaseException:
+    """Shut down after a failed attempt; returns the error the attempt ended with. An error while doing so is
+    logged and noted, never replaces the attempt's; an interrupt (a second Ctrl-C) ends the shutdown at once:
+    `kill_now` takes what is left, and the interrupt is what the attempt ended with."""
+    try:
+        shut_down()
+    except KeyboardInterrupt as again:
+        log.warning("interrupted while shutting down: killing every process of the attempt now")
+        kill_now()
+        if isinstance(
+            run_error, Exception
+        ):  # the first Ctrl-C came during this shutdown: it stays an interrupt
+            again.__context__ = run_error
+            return again
+    except BaseException as exc:
+        log.warning("while shutting down after the run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        note = f"(while shutting down after this error, sparkrunner also hit {type(exc).__name__}: {exc})"
+        if hasattr(run_error, "add_note"):
+            run_error.add_note(note)
+        run_error.__dict__.setdefault("shutdown_error", exc)
+    return run_error
