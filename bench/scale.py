@@ -32,7 +32,7 @@ from bench.scale_ranks import PHASE_TIMEOUT_S, serve
 from sparkrunner.driver.attempt import addresses
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
-from sparkrunner.driver.supervisor import Running, Supervisor, error_of
+from sparkrunner.driver.supervisor import StillRunning, Supervisor, error_of
 from sparkrunner.launch import RankJob
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
@@ -160,7 +160,7 @@ def _end(session: AttemptChannel) -> None:
     stall = StallWatch(None, "warn")
     supervisor = Supervisor(session, _SimulatedPlacement(), 600.0, None, stall)
     with session.changed:
-        while isinstance(outcome := supervisor.step(), Running):
+        while isinstance(outcome := supervisor.step(), StillRunning):
             session.changed.wait(SUPERVISE_POLL_S)
     error = error_of(outcome)
     if error is not None:

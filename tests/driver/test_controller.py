@@ -17,22 +17,28 @@ import pytest
 import sparkrunner
 from sparkrunner import Runner
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
-from sparkrunner.driver.attempts import Done, Fail, Retry, RetryPolicy, Why
 from sparkrunner.driver.controller import (
-    Attempt,
     AttemptEnd,
     Policies,
-    RunCall,
     RunController,
-    RunOutputs,
+    RunFailed,
     State,
     Stopping,
     decide,
 )
-from sparkrunner.driver.controller import Failed as RunFailed
 from sparkrunner.driver.elastic import Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.supervisor import Cancelled, Failed, Outcome, Running, Succeeded, TimedOut, error_of
+from sparkrunner.driver.open_run import RunCall, RunOutputs
+from sparkrunner.driver.retry_policy import Done, Fail, Retry, RetryPolicy, Why
+from sparkrunner.driver.supervisor import (
+    Cancelled,
+    Outcome,
+    RanksFailed,
+    RanksSucceeded,
+    StillRunning,
+    TimedOut,
+    error_of,
+)
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,
@@ -44,6 +50,7 @@ from sparkrunner.errors import (
     StartTimeoutError,
 )
 from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import QuietPlacement
 from sparkrunner.placement.factory import ColdPlacements
@@ -96,26 +103,28 @@ class StandInSupervisor:
         return answer(self.channel) if callable(answer) else answer
 
 
-class StandInSlots(Sizing):
-    """Stands in for the cluster's slots of an elastic run np=(2, 4): the first attempt gets `first` ranks, and
-    its grow watch proposes `proposes` at once (no thread, no Spark)."""
+class StandInScaling(Sizing):
+    """Stands in for the scaling policy of an elastic run np=(2, 4) (no Spark): the first attempt gets `first`
+    ranks, and the first time the loop asks whether a smaller attempt grows, it grows to `grows_to` (capped at
+    max). It records what the loop asked."""
 
-    def __init__(self, first: int, proposes: int) -> None:
-        super().__init__(4, None, None, 1, 1.0)
-        self.least, self.first, self.proposes = 2, first, proposes
+    def __init__(self, first: int, grows_to: int) -> None:
+        super().__init__(4, None, 1)
+        self.least, self.first, self.grows_to = 2, first, grows_to
         self.np_asked: list[int] = []
+        self.grow_asked: list[int] = []
 
     @property
     def elastic(self) -> bool:
         return True
 
-    def np_for(self, attempt: int) -> int:
+    def np_for(self, attempt: int, slots: int | None) -> int:
         self.np_asked.append(attempt)
         return self.first
 
-    def watch(self, np: int, channel: AttemptChannel, propose: Callable[[int], None]) -> None:
-        if np < self.np:
-            propose(self.proposes)
+    def grow(self, np: int, slots: int | None, connected: int) -> Resize | None:
+        self.grow_asked.append(np)
+        return Resize(np, min(self.grows_to, self.np)) if np < self.np else None
 
 
 class Stepped:
@@ -138,13 +147,17 @@ class Stepped:
         scripts = iter(attempts)
         defaults = Policies.of(options)
         policies = Policies(
-            defaults.failures,
-            (lambda spark, per_task: sizing) if sizing is not None else defaults.scaling,
-            lambda channel, placement, deadline: StandInSupervisor(channel, next(scripts)),
+            defaults.recovery, (lambda per_task: sizing) if sizing is not None else defaults.scaling
         )
         self.outputs = RunOutputs()
         self.controller = RunController(
-            options, [], self._place, InFlightWatch(), self.outputs, policies, on_state=self.states.append
+            options,
+            [],
+            self._place,
+            InFlightWatch(),
+            policies,
+            supervisor=lambda channel, placement, deadline: StandInSupervisor(channel, next(scripts)),
+            on_state=self.states.append,
         )
 
     def _place(self, launcher: Launcher, spark: Any, tasks: int) -> StandInPlacement:
@@ -153,7 +166,7 @@ class Stepped:
         return placement
 
     def run(self) -> list[Any]:
-        return self.controller.run(RunCall(lambda: None, (), {}, "main", every_rank=False))
+        return self.controller.run(RunCall(lambda: None, (), {}, "main", every_rank=False), self.outputs)
 
     @property
     def names(self) -> list[str]:
@@ -165,13 +178,13 @@ class Stepped:
         return self.outputs.last_run.attempts
 
 
-ONE_ATTEMPT = ["Checking", "Placing", "Running", "Stopping"]
+ONE_ATTEMPT = ["Checking", "Placing", "AttemptRunning", "Stopping"]
 
 
 def test_a_failed_attempt_restarts_and_the_next_one_succeeds() -> None:
-    run = Stepped([Running(), Failed(lost_rank())], [Succeeded()])
+    run = Stepped([StillRunning(), RanksFailed(lost_rank())], [RanksSucceeded()])
     assert run.run() == [None]
-    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Succeeded"]
+    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "RunSucceeded"]
     first, second = run.attempts
     assert first.error is not None and second.error is None and second.attempt_id.endswith("-attempt1")
     started = [p.started for p in run.placements if p.started is not None]
@@ -179,19 +192,19 @@ def test_a_failed_attempt_restarts_and_the_next_one_succeeds() -> None:
 
 
 def test_failures_count_restarts_only_and_the_run_fails_when_they_are_spent() -> None:
-    run = Stepped([Failed(lost_rank())], [Failed(lost_rank())], [Failed(lost_rank())])
+    run = Stepped([RanksFailed(lost_rank())], [RanksFailed(lost_rank())], [RanksFailed(lost_rank())])
     with pytest.raises(AttemptsFailedError, match="all 3 attempts failed"):
         run.run()
-    assert run.names.count("Restarting") == 2 and run.names[-1] == "Failed"
+    assert run.names.count("Restarting") == 2 and run.names[-1] == "RunFailed"
     failed = run.states[-1]
     assert isinstance(failed, RunFailed) and failed.fail.why is Why.NO_ATTEMPTS_LEFT
 
 
 def test_ctrl_c_during_the_second_attempt_stays_an_interrupt_and_the_record_says_so() -> None:
-    run = Stepped([Failed(lost_rank())], [Running(), KeyboardInterrupt()])
+    run = Stepped([RanksFailed(lost_rank())], [StillRunning(), KeyboardInterrupt()])
     with pytest.raises(KeyboardInterrupt) as raised:
         run.run()
-    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Failed"]
+    assert run.names == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "RunFailed"]
     first, second = run.attempts
     assert isinstance(first.error, RankFailedError) and second.error is raised.value
     assert run.outputs.last_run is not None and run.outputs.last_run.error is raised.value
@@ -204,11 +217,11 @@ def test_ctrl_c_during_the_second_attempt_stays_an_interrupt_and_the_record_says
 def test_a_second_ctrl_c_ends_the_shutdown_at_once_and_the_interrupt_reaches_the_caller() -> None:
     """The attempt failed; Ctrl-C while its placement stops: the rest goes at once, and the run raises it."""
     placements = iter([StandInPlacement(), StandInPlacement(stop_raises=KeyboardInterrupt())])
-    run = Stepped([Failed(lost_rank())], placements=placements)
+    run = Stepped([RanksFailed(lost_rank())], placements=placements)
     with pytest.raises(KeyboardInterrupt) as raised:
         run.run()
     assert isinstance(raised.value.__context__, RankFailedError)
-    assert run.names == [*ONE_ATTEMPT, "Failed"], "an interrupt is not retried"
+    assert run.names == [*ONE_ATTEMPT, "RunFailed"], "an interrupt is not retried"
     assert run.placements[1].stops == 2, "the shutdown's stop, then the one that kills what is left"
 
 
@@ -217,11 +230,11 @@ def test_a_second_ctrl_c_ends_the_shutdown_at_once_and_the_interrupt_reaches_the
 )
 def test_the_restarts_slot_wait_ends_the_run_like_any_failure(error: BaseException) -> None:
     placements = iter([StandInPlacement(), StandInPlacement(), StandInPlacement(check_raises=error)])
-    run = Stepped([Failed(lost_rank())], placements=placements)
+    run = Stepped([RanksFailed(lost_rank())], placements=placements)
     expected = type(error) if isinstance(error, KeyboardInterrupt) else AttemptsFailedError
     with pytest.raises(expected) as raised:
         run.run()
-    assert run.names == [*ONE_ATTEMPT, "Restarting", "Placing", "Stopping", "Failed"]
+    assert run.names == [*ONE_ATTEMPT, "Restarting", "Placing", "Stopping", "RunFailed"]
     assert run.attempts[1].error is error
     if expected is AttemptsFailedError:
         assert raised.value.__cause__ is error
@@ -231,27 +244,28 @@ def test_the_restarts_slot_wait_ends_the_run_like_any_failure(error: BaseExcepti
 def unpicklable(channel: AttemptChannel) -> Outcome:
     """Rank 0's value, pickled on a rank that could import `trainer_only.Model` (protocol 0: GLOBAL)."""
     channel.report.results[0] = b"ctrainer_only\nModel\n(tR."
-    return Succeeded()
+    return RanksSucceeded()
 
 
 def test_a_result_the_driver_cannot_unpickle_ends_the_run_after_one_attempt() -> None:
-    run = Stepped([unpicklable], [Succeeded()])
+    run = Stepped([unpicklable], [RanksSucceeded()])
     with pytest.raises(ResultNotUnpicklableError) as raised:
         run.run()
-    assert run.names == [*ONE_ATTEMPT, "Failed"] and len(run.attempts) == 1
+    assert run.names == [*ONE_ATTEMPT, "RunFailed"] and len(run.attempts) == 1
     assert "rank 0's return value could not be unpickled on the driver" in str(raised.value)
     assert "It is a trainer_only.Model; return plain Python" in str(raised.value)
     assert isinstance(raised.value.__cause__, ModuleNotFoundError)
 
 
-def test_the_grow_watch_proposes_and_the_next_attempt_runs_the_resizes_np() -> None:
-    sizing = StandInSlots(first=2, proposes=6)
-    run = Stepped([Running(), Succeeded()], [Succeeded()], max_failures=0, sizing=sizing)
+def test_the_scaling_policy_grows_the_run_and_the_next_attempt_runs_the_resizes_np() -> None:
+    sizing = StandInScaling(first=2, grows_to=6)
+    run = Stepped([StillRunning(), RanksSucceeded()], [RanksSucceeded()], max_failures=0, sizing=sizing)
     run.run()
-    assert run.names == [*ONE_ATTEMPT, "Resizing", *ONE_ATTEMPT[1:], "Succeeded"]
+    assert run.names == [*ONE_ATTEMPT, "Resizing", *ONE_ATTEMPT[1:], "RunSucceeded"]
     assert run.states[4].resize == Resize(2, 4)  # type: ignore[union-attr]  # capped at max
     assert [a.world_size for a in run.attempts] == [2, 4] and run.attempts[0].rescaled
     assert sizing.np_asked == [0], "the resize's np is used, not chosen again"
+    assert sizing.grow_asked == [2], "asked between steps of the smaller attempt only, until it decided"
 
 
 def test_a_stop_asked_reaches_the_loop_and_a_failure_after_it_is_not_retried() -> None:
@@ -259,14 +273,14 @@ def test_a_stop_asked_reaches_the_loop_and_a_failure_after_it_is_not_retried() -
 
     def ask(channel: AttemptChannel) -> Outcome:
         asked.append(run.controller.ask_to_stop("stop"))
-        return Running()
+        return StillRunning()
 
-    run = Stepped([ask, Running(), Failed(lost_rank())], [Succeeded()])
+    run = Stepped([ask, StillRunning(), RanksFailed(lost_rank())], [RanksSucceeded()])
     with pytest.raises(RankFailedError):
         run.run()
     stopping = next(s for s in run.states if isinstance(s, Stopping))
     assert asked == [True] and stopping.end.stop_asked
-    assert run.names == [*ONE_ATTEMPT, "Failed"]
+    assert run.names == [*ONE_ATTEMPT, "RunFailed"]
     assert not run.controller.ask_to_stop("stop"), "no attempt is in flight"
 
 
@@ -276,9 +290,9 @@ FIXED = RetryPolicy(2)
 @pytest.mark.parametrize(
     ("end", "failures", "decision"),
     [
-        (AttemptEnd(4, error_of(Succeeded())), 0, Done()),
-        (AttemptEnd(4, error_of(Failed(lost_rank()))), 1, Retry),
-        (AttemptEnd(4, error_of(Failed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
+        (AttemptEnd(4, error_of(RanksSucceeded())), 0, Done()),
+        (AttemptEnd(4, error_of(RanksFailed(lost_rank()))), 1, Retry),
+        (AttemptEnd(4, error_of(RanksFailed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
         (AttemptEnd(4, error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Why.NOT_RETRIED),
         (AttemptEnd(4, error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Why.NOT_RETRIED),
         (
@@ -327,21 +341,22 @@ def test_the_users_retry_if_still_decides() -> None:
     assert str(Resize(2, 4)) == "rescaled from 2 to 4 ranks"
 
 
-def test_an_attempt_is_its_number_its_id_and_its_np() -> None:
-    assert Attempt.of("abc", 0, 4) == Attempt(0, "abc", 4)
-    assert Attempt.of("abc", 2, 3).id == "abc-attempt2"
+def test_an_attempts_id_is_derived_from_its_runs_and_never_equal_to_it() -> None:
+    assert [AttemptRecord.id_for("abc", n) for n in (0, 2)] == ["abc-attempt0", "abc-attempt2"]
 
 
 def test_a_rank_failure_carries_its_original_as_the_cause() -> None:
     original = ValueError("bad")
-    error = error_of(Failed(RankFailedError(0, "ValueError", "bad", "", original)))
+    error = error_of(RanksFailed(RankFailedError(0, "ValueError", "bad", "", original)))
     assert error is not None and error.__cause__ is original
 
 
 def fails_on_the_first_attempt() -> tuple[str, str]:
+    """Fails on attempt 0, naming the ids its process carries; returns them on the next."""
+    ids = os.environ["SPARKRUNNER_ATTEMPT_ID"], os.environ["SPARKRUNNER_RUN_ID"]
     if sparkrunner.rank_context().attempt == 0:
-        raise RuntimeError("lost on the first attempt")
-    return os.environ["SPARKRUNNER_ATTEMPT_ID"], os.environ["SPARKRUNNER_RUN_ID"]
+        raise RuntimeError(f"lost on the first attempt: attempt={ids[0]} run={ids[1]}")
+    return ids
 
 
 def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id() -> None:
@@ -350,16 +365,25 @@ def test_a_real_run_restarts_once_and_its_records_carry_each_attempts_id() -> No
     states: list[State] = []
     outputs = RunOutputs()
     placements = ColdPlacements(-1, options.start_timeout, None)
-    controller = RunController(options, [], placements, InFlightWatch(), outputs, on_state=states.append)
-    [seen_by_rank] = controller.run(RunCall(fails_on_the_first_attempt, (), {}, "f", every_rank=False))
+    controller = RunController(options, [], placements, InFlightWatch(), on_state=states.append)
+    [seen_by_rank] = controller.run(
+        RunCall(fails_on_the_first_attempt, (), {}, "f", every_rank=False), outputs
+    )
     record = outputs.last_run
     assert record is not None
     first, second = record.attempts
-    assert (first.attempt_id, second.attempt_id) == (record.run_id, f"{record.run_id}-attempt1")
+    assert (first.attempt_id, second.attempt_id) == (f"{record.run_id}-attempt0", f"{record.run_id}-attempt1")
     assert seen_by_rank == (second.attempt_id, record.run_id)  # what the rank process carried
+    seen_first = f"attempt={first.attempt_id} run={record.run_id}"
+    assert seen_first in str(first.error) and first.attempt_id != record.run_id  # attempt 0's process too
     assert isinstance(first.error, RankFailedError) and second.error is None
     assert first.world_size == second.world_size == 1
-    assert [type(s).__name__ for s in states] == [*ONE_ATTEMPT, "Restarting", *ONE_ATTEMPT[1:], "Succeeded"]
+    assert [type(s).__name__ for s in states] == [
+        *ONE_ATTEMPT,
+        "Restarting",
+        *ONE_ATTEMPT[1:],
+        "RunSucceeded",
+    ]
 
 
 def returns_what_only_the_rank_can_import(folder: str) -> object:

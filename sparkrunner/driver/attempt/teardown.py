@@ -1,8 +1,8 @@
 """How an attempt's ranks go, however it ended: nothing of the attempt is left behind.
 
-After a success the ranks exit on their own (`after_success`); after a failure they are stopped, then killed
-(`after_failure`), and a second Ctrl-C cuts that short (`kill_now`). Either way the placement ends, the channel
-closes and what is left of the attempt's processes is swept.
+After a success the ranks exit on their own and their values are read (`end_attempt`); after a failure they are
+stopped, then killed, and a second Ctrl-C cuts that short (`kill_now`). Either way the placement ends, the
+channel closes and what is left of the attempt's processes is swept.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.placement import Placement
@@ -19,13 +20,30 @@ from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SW
 log = logging.getLogger(__name__)
 
 
-def after_success(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
-    """Let the ranks exit on their own, their last output delivered; then leave nothing behind."""
-    _let_exit(channel, placement)
-    _sweep(channel, placement, attempt_id)
+def end_attempt(
+    channel: AttemptChannel,
+    placement: Placement,
+    attempt_id: str,
+    error: BaseException | None,
+    values_of: range,
+    stop_grace_s: float,
+) -> tuple[list[Any], BaseException | None]:
+    """After a success (`error` None) let the ranks exit and read the values of the ranks `values_of`; otherwise
+    stop them. Returns the values and the attempt's error (None: it succeeded); a second Ctrl-C cuts the
+    shutdown short."""
+    if error is not None:
+        return [], _after_failure(channel, placement, attempt_id, stop_grace_s, error)
+    try:
+        _let_exit(channel, placement)
+        _sweep(channel, placement, attempt_id)
+        return channel.result_values(values_of), None
+    except BaseException as exc:  # the ranks succeeded, but their end or their values failed
+        if not isinstance(exc, Exception):
+            kill_now(channel, placement, attempt_id)
+        return [], exc
 
 
-def after_failure(
+def _after_failure(
     channel: AttemptChannel, placement: Placement, attempt_id: str, stop_grace_s: float, error: BaseException
 ) -> BaseException:
     """Stop the ranks (SIGTERM, up to `stop_grace_s`), kill what is left and leave nothing behind; returns the
@@ -36,7 +54,7 @@ def after_failure(
         log.debug("attempt %s: every rank stopped", attempt_id)
         _sweep(channel, placement, attempt_id)
 
-    return shut_down_after_failure(stop, lambda: kill_now(channel, placement, attempt_id), error)
+    return shut_down__after_failure(stop, lambda: kill_now(channel, placement, attempt_id), error)
 
 
 def kill_now(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
@@ -74,7 +92,7 @@ def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> No
         )
 
 
-def shut_down_after_failure(
+def shut_down__after_failure(
     shut_down: Callable[[], None], kill_now: Callable[[], None], run_error: BaseException
 ) -> BaseException:
     """Shut down after a failed attempt; returns the error the attempt ended with. An error while doing so is

@@ -21,6 +21,7 @@ from sparkrunner.channel.environment import Env
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
@@ -38,8 +39,9 @@ class _Launch:
     shape: Shape
     placement: Placement
     home: WarmHome
-    launch_id: str
-    """The id the launched ranks carry as their attempt's (`Env.ATTEMPT_ID`): how their leftovers are found."""
+    attempt_id: str
+    """The id the launched ranks carry as their attempt's (`Env.ATTEMPT_ID`, derived from the launch's id as any
+    attempt's is from its run's): how their leftovers are found."""
 
     def lost(self) -> list[int]:
         return self.home.lost()
@@ -96,7 +98,7 @@ class WarmRanks:
         home = WarmHome(cold.bind_host, server_port(cold.bind_host, job.port_range))
         launch_id = f"warm-{uuid.uuid4().hex}"
         launch_job = dataclasses.replace(
-            job, attempt_id=launch_id, run_id=launch_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
+            job, attempt_id=AttemptRecord.id_for(launch_id, 0), run_id=launch_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
             user_env={Env.WARM: "1"},
         )  # fmt: skip
         try:
@@ -106,7 +108,7 @@ class WarmRanks:
             raise
         self.launches += 1
         log.debug("warm session: started %d task(s) of ranks (launch %s)", shape[1], launch_id)
-        return _Launch(shape, cold, home, launch_id)
+        return _Launch(shape, cold, home, launch_job.attempt_id)
 
     def end_run(self, clean: bool) -> None:
         """The run is over: keep the ranks for the next one when it ended cleanly, else tear them down."""
@@ -148,12 +150,12 @@ class WarmRanks:
             return
         live.home.close()
         live.placement.stop()
-        leftover = processes.sweep_attempt(live.launch_id, grace_s=SWEEP_GRACE_S)
+        leftover = processes.sweep_attempt(live.attempt_id, grace_s=SWEEP_GRACE_S)
         if leftover:
             log.warning(
                 "killed %d leftover process(es) of warm session %s: %s",
                 len(leftover),
-                live.launch_id,
+                live.attempt_id,
                 processes.described(leftover),
             )
 

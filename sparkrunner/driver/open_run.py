@@ -1,0 +1,225 @@
+"""One run once its checks passed, as the run's controller carries it from attempt to attempt (`OpenRun`): what
+every attempt shares, what the caller reads of the run (`RunOutputs`), the stops asked of its attempt in flight
+(`StopInbox`), and each placed attempt (`Placed`). Each run has its own, so that runs from several threads never
+share state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkrunner.channel.environment import Env
+from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
+from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.elastic import Sizing
+from sparkrunner.driver.retry_policy import RecoveryOptions, resume_text
+from sparkrunner.driver.supervisor import RunDeadline
+from sparkrunner.driver.zygotes import Zygotes, zygotes_for
+from sparkrunner.launch import Launcher, RankJob
+from sparkrunner.observe.observers import AttemptRecord, Observers, RunRecord
+from sparkrunner.options import RunOptions
+from sparkrunner.placement import Placement
+from sparkrunner.placement.slots import session_slots, wait_for_slots
+from sparkrunner.placement.spark import job_description
+from sparkrunner.timeouts import SLOTS_POLL_S
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunCall:
+    """What a run runs on every rank: ``main(*args, **kwargs)``; `every_rank`: return every rank's value."""
+
+    main: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    name: str
+    every_rank: bool
+
+
+@dataclass
+class RunOutputs:
+    """What a caller reads after a run: its record (set as the run opens) and the files its ranks sent."""
+
+    last_run: RunRecord | None = None
+    received_files: dict[str, str] = field(default_factory=dict)
+
+
+class StopInbox:
+    """The stops the caller asks of a run's attempt in flight, from other threads; asking wakes the loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channel: AttemptChannel | None = None
+        self._reasons: list[str] = []
+
+    def serve(self, channel: AttemptChannel | None) -> None:
+        """Take stops for the attempt on `channel` (None: no attempt is in flight)."""
+        with self._lock:
+            self._channel, self._reasons = channel, []
+
+    def put(self, reason: str) -> bool:
+        """Ask the attempt in flight to stop; False when none is."""
+        with self._lock:
+            channel = self._channel
+            if channel is not None:
+                self._reasons.append(reason)
+        if channel is not None:
+            with channel.changed:
+                channel.changed.notify_all()
+        return channel is not None
+
+    def take(self) -> list[str]:
+        with self._lock:
+            reasons, self._reasons = self._reasons, []
+        return reasons
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the run's checks found: the call's payload, the launcher, the SparkSession (None: np < 0), the ranks
+    each barrier task starts, the scaling policy and the run's deadline."""
+
+    call: RunCall
+    payload: bytes
+    launcher: Launcher
+    spark: Any
+    ranks_per_task: int
+    sizing: Sizing
+    deadline: RunDeadline | None
+
+
+@dataclass
+class OpenRun:
+    """What every attempt of one run shares, from its checks on."""
+
+    call: RunCall
+    outputs: RunOutputs
+    payload: bytes
+    launcher: Launcher
+    spark: Any
+    ranks_per_task: int
+    sizing: Sizing
+    deadline: RunDeadline | None
+    observers: Observers
+    record: RunRecord
+    checkpoints: RunCheckpoints
+    env: dict[str, str]
+    zygotes: Zygotes | None
+    inbox: StopInbox = field(default_factory=StopInbox)
+
+    @classmethod
+    def open(
+        cls,
+        checked: Checked,
+        outputs: RunOutputs,
+        observers: Observers,
+        options: RunOptions,
+        recovery: RecoveryOptions,
+    ) -> OpenRun:
+        """The run's record opens (`outputs` shows it), its observers start, its checkpoints and zygotes open."""
+        call, launcher = checked.call, checked.launcher
+        record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
+        outputs.last_run, outputs.received_files = record, {}
+        checkpoints = RunCheckpoints.open(recovery.checkpoint_dir, record.run_id, options.np < 0)
+        env = {**observers.start(record), **options.env, **checkpoints.rank_env()}
+        if call.every_rank:
+            env[Env.RESULTS] = "all"
+        zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
+        return cls(
+            call, outputs, checked.payload, launcher, checked.spark, checked.ranks_per_task, checked.sizing,
+            checked.deadline, observers, record, checkpoints, env, zygotes,
+        )  # fmt: skip
+
+    def job_description(self, attempt: AttemptRecord) -> str:
+        """The attempt's barrier job in Spark's UI."""
+        record = self.record
+        return job_description(
+            record.function, record.np, record.launcher, record.run_id, record.mlflow_run_id,
+            (attempt.number, AttemptRecord.id_for(record.run_id, attempt.number)),
+        )  # fmt: skip
+
+    def start_attempt(self, number: int) -> AttemptRecord:
+        """The record of attempt `number` as it starts: what `last_run.attempts`, MLflow and the report read."""
+        resumed = latest_step(self.checkpoints.folder) if number else None
+        attempt_id = AttemptRecord.id_for(self.record.run_id, number)
+        record = AttemptRecord(number, time.time(), resumed_from_step=resumed, attempt_id=attempt_id)
+        self.record.attempts.append(record)
+        if number:
+            log.info(f"attempt {number} started{resume_text(resumed)}")
+        return record
+
+    def slots(self) -> int | None:
+        """The cluster's task slots now; None without Spark, or when the cluster does not say."""
+        return None if self.spark is None else session_slots(self.spark)
+
+    def np_for(self, number: int, start_timeout: float) -> int:
+        """The np of attempt `number`, the scaling policy's once the run waited for max slots as long as the
+        policy says, then (up to `start_timeout`) for min."""
+        sizing = self.sizing
+        if not sizing.elastic:
+            return sizing.np_for(number, None)
+        deadline = time.monotonic() + sizing.patience_s(number)
+        while sizing.ranks_in(self.slots()) < sizing.np and time.monotonic() < deadline:
+            time.sleep(SLOTS_POLL_S)
+        if sizing.ranks_in(self.slots()) < sizing.least:
+            wait_for_slots(self.spark.sparkContext, sizing.least // self.ranks_per_task, start_timeout)
+        return sizing.np_for(number, self.slots())
+
+    def failed_before(self) -> int:
+        """How many attempts before the last one failed (a resize is no failure): their records say."""
+        return sum(1 for attempt in self.record.attempts[:-1] if attempt.error is not None)
+
+    def job(
+        self,
+        record: AttemptRecord,
+        placement: Placement,
+        channel: AttemptChannel,
+        options: RunOptions,
+        recovery: RecoveryOptions,
+    ) -> RankJob:
+        """What every rank of the attempt `record` is given: where the driver is, its secret, its environment."""
+        zygote = None
+        if self.zygotes is not None:
+            zygote = self.zygotes.spec(placement.bind_host, placement.driver_host, options)
+        return RankJob(
+            AttemptRecord.id_for(self.record.run_id, record.number),
+            (placement.driver_host, channel.port),
+            channel.secret,
+            {**self.env, **recovery.rank_env(record.number)},
+            options.horovod,
+            options.use_gpu,
+            port_range=options.port_range,
+            ranks_per_task=self.ranks_per_task,
+            zygote=zygote,
+            run_id=self.record.run_id,
+        )
+
+    def close(self) -> None:
+        self.checkpoints.close()
+        if self.zygotes is not None:
+            self.zygotes.close()
+
+
+@dataclass(frozen=True)
+class Placed:
+    """An attempt ready to run: its record (number, id, np), where its ranks start, the channel they reach, and
+    the job they are given (the attempt's id with it)."""
+
+    record: AttemptRecord
+    placement: Placement
+    channel: AttemptChannel
+    job: RankJob
+    description: str
+
+    @property
+    def np(self) -> int:
+        return self.record.world_size or 0
+
+    @property
+    def attempt_id(self) -> str:
+        return self.job.attempt_id
