@@ -76,9 +76,6 @@ class _SimulatedPlacement(QuietPlacement):
     `QuietPlacement`), so `mypy bench/scale.py` checks that it is whole (a missing `cancelled` once hung the
     harness)."""
 
-    def check(self) -> None:
-        pass
-
     def start(self, job: RankJob, description: str = "") -> None:
         pass
 

@@ -285,7 +285,7 @@ class RunController:
         gpus = 0.0 if spark is None or options.ranks_per_task is not None else task_resource_amount(spark)
         per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
         sizing = self.policies.scaling(per_task)
-        self._placements(launcher, spark, sizing.least // per_task).check()
+        self._placements.check(launcher, spark, sizing.least // per_task)
         check_stream_feeders(
             (*call.args, *call.kwargs.values()), 0 if spark is None else sizing.least // per_task
         )
@@ -302,7 +302,7 @@ class RunController:
         record = run.start_attempt(number)
         try:
             if state.regain_slots:  # the executors lost with the last attempt come back
-                self._placements(run.launcher, run.spark, run.sizing.least // run.ranks_per_task).check()
+                self._placements.check(run.launcher, run.spark, run.sizing.least // run.ranks_per_task)
             if state.np is None:
                 record.world_size = run.np_for(number, self.options.start_timeout)
             else:  # the resize's

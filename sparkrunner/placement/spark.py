@@ -40,16 +40,25 @@ def job_description(
     return f"sparkrunner: {function} np={np} launcher={launcher}{mlflow} run={run_id}{later}"
 
 
+def check_spark(
+    spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None
+) -> None:
+    """Raise a typed error before anything starts when a barrier stage of `num_tasks` cannot run in this session
+    (waiting up to `slot_wait_s` for its slots)."""
+    sc = spark_context(spark)
+    refuse_dynamic_allocation(context_conf(sc).get("spark.dynamicAllocation.enabled", "false"))
+    launcher.check_available()
+    if use_gpu:
+        gpus.require_spark_gpus(task_resource_amount(spark))
+    wait_for_slots(sc, num_tasks, slot_wait_s)
+
+
 class SparkPlacement(StageHolder):
-    def __init__(
-        self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
-    ) -> None:
+    def __init__(self, spark: Any, num_tasks: int, launcher: Launcher) -> None:
         self._spark = spark
         self._sc = spark_context(spark)
-        self._use_gpu = use_gpu
         self._num_tasks = num_tasks
         self._launcher = launcher
-        self._slot_wait_s = slot_wait_s
         conf = context_conf(self._sc)
         self.driver_host = str(conf.get("spark.driver.host", "127.0.0.1"))
         # the driver channel listens where Spark's driver does, not on every interface
@@ -58,14 +67,6 @@ class SparkPlacement(StageHolder):
         self._job: BackgroundJob | None = None
         self._admission: Admission | None = None
         self._decommission = DecommissionWatch(self._sc)
-
-    def check(self) -> None:
-        conf = context_conf(self._sc)
-        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
-        self._launcher.check_available()
-        if self._use_gpu:
-            gpus.require_spark_gpus(task_resource_amount(self._spark))
-        wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
 
     def start(self, job: RankJob, description: str = "") -> None:
         # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark

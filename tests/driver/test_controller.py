@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +65,12 @@ Step = Outcome | BaseException | Callable[[AttemptChannel], Outcome]
 
 
 class StandInPlacement(QuietPlacement):
-    """Stands in for a placement: starts no process; `check` raises what the test queued, `stop` (the shutdown)
-    raises what it queued once."""
+    """Stands in for a placement: starts no process; `stop` (the shutdown) raises what the test queued, once."""
 
-    def __init__(self, check_raises: BaseException | None = None, stop_raises: BaseException | None = None):
-        self.check_raises, self.stop_raises = check_raises, stop_raises
+    def __init__(self, stop_raises: BaseException | None = None):
+        self.stop_raises = stop_raises
         self.started: RankJob | None = None
         self.stops = 0
-
-    def check(self) -> None:
-        if self.check_raises is not None:
-            raise self.check_raises
 
     def start(self, job: RankJob, description: str = "") -> None:
         self.started = job
@@ -129,7 +124,8 @@ class StandInScaling(Sizing):
 
 class Stepped:
     """The real controller of a driver-only run (np=-2), its placements and supervisors the stand-ins above,
-    each attempt's supervisor answering `attempts[n]`; `states` holds every state the loop entered."""
+    each attempt's supervisor answering `attempts[n]`; `states` holds every state the loop entered. It is the
+    run's placement factory too: each placement check raises the next of `checks` (None: it passes)."""
 
     def __init__(
         self,
@@ -137,13 +133,14 @@ class Stepped:
         max_failures: int = 2,
         sizing: Sizing | None = None,
         placements: Iterator[StandInPlacement] | None = None,
+        checks: Sequence[BaseException | None] = (),
     ) -> None:
         options = RunOptions(
             np=-2, launcher="direct", max_failures=max_failures, cold_start=True, stop_grace_s=1
         )
         self.states: list[State] = []
         self.placements: list[StandInPlacement] = []
-        self._more = placements
+        self._more, self._checks = placements, iter(checks)
         scripts = iter(attempts)
         defaults = Policies.of(options)
         policies = Policies(
@@ -153,14 +150,19 @@ class Stepped:
         self.controller = RunController(
             options,
             [],
-            self._place,
+            self,
             InFlightWatch(),
             policies,
             supervisor=lambda channel, placement, deadline: StandInSupervisor(channel, next(scripts)),
             on_state=self.states.append,
         )
 
-    def _place(self, launcher: Launcher, spark: Any, tasks: int) -> StandInPlacement:
+    def check(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        raises = next(self._checks, None)
+        if raises is not None:
+            raise raises
+
+    def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> StandInPlacement:
         placement = next(self._more) if self._more is not None else StandInPlacement()
         self.placements.append(placement)
         return placement
@@ -216,21 +218,22 @@ def test_ctrl_c_during_the_second_attempt_stays_an_interrupt_and_the_record_says
 
 def test_a_second_ctrl_c_ends_the_shutdown_at_once_and_the_interrupt_reaches_the_caller() -> None:
     """The attempt failed; Ctrl-C while its placement stops: the rest goes at once, and the run raises it."""
-    placements = iter([StandInPlacement(), StandInPlacement(stop_raises=KeyboardInterrupt())])
+    placements = iter([StandInPlacement(stop_raises=KeyboardInterrupt())])
     run = Stepped([RanksFailed(lost_rank())], placements=placements)
     with pytest.raises(KeyboardInterrupt) as raised:
         run.run()
     assert isinstance(raised.value.__context__, RankFailedError)
     assert run.names == [*ONE_ATTEMPT, "RunFailed"], "an interrupt is not retried"
-    assert run.placements[1].stops == 2, "the shutdown's stop, then the one that kills what is left"
+    assert run.placements[0].stops == 2, "the shutdown's stop, then the one that kills what is left"
 
 
 @pytest.mark.parametrize(
     "error", [NotEnoughSlotsError("np=2"), KeyboardInterrupt()], ids=lambda e: type(e).__name__
 )
 def test_the_restarts_slot_wait_ends_the_run_like_any_failure(error: BaseException) -> None:
-    placements = iter([StandInPlacement(), StandInPlacement(), StandInPlacement(check_raises=error)])
-    run = Stepped([RanksFailed(lost_rank())], placements=placements)
+    run = Stepped(
+        [RanksFailed(lost_rank())], checks=[None, error]
+    )  # the run's check passes, the restart's not
     expected = type(error) if isinstance(error, KeyboardInterrupt) else AttemptsFailedError
     with pytest.raises(expected) as raised:
         run.run()

@@ -66,8 +66,14 @@ class WarmRanks:
         self.launches = 0
         """How many times ranks were started: 1 while every run reused them."""
 
-    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
+    def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
+        """The session's placement factory: one run's placement on the live ranks."""
         return WarmPlacement(self, lambda: self._cold(launcher, spark, tasks), (launcher.name, tasks))
+
+    def check(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        """Live ranks for this launcher and number of tasks hold their slots; else new ones must be placeable."""
+        if self.live_placement((launcher.name, tasks)) is None:
+            self._cold.check(launcher, spark, tasks)
 
     def is_live(self) -> bool:
         with self._lock:
