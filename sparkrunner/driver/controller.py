@@ -9,7 +9,7 @@ the resize); the loop hands it to its step, which does the work and returns the 
 loop steps its supervisor and, between steps, asks the scaling policy whether the attempt grows (`Resize`) and
 acts on a stop the caller asked for. How an attempt ended (`AttemptEnd`) goes to `decide`, which returns what the
 loop does next: `Done`, `Resize`, `Retry` or `Fail(why)`. The policies decide and the loop acts: it reads the
-cluster's slots, waits for them and stops the ranks. The policies (`Policies`) and each attempt's supervisor are
+cluster's slots, waits for them and stops the ranks. The scaling policy and each attempt's supervisor can be
 passed in, and every state goes to the `on_state` hook, so a test can step the loop. The checks raise their typed
 errors before any process starts; after that an attempt's error is a value the policies read, and only the run's
 final error is raised (an interrupt as the interrupt it is).
@@ -63,11 +63,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AttemptEnd:
-    """How an attempt of `np` ranks ended (np 0: it never got its np), as the policies read it: its error (None:
-    it succeeded), the resize the controller asked its ranks to stop for, and whether the caller asked it to
-    stop."""
+    """How an attempt ended, as the policies read it: its error (None: it succeeded), the resize the controller
+    asked its ranks to stop for, and whether the caller asked it to stop."""
 
-    np: int
     error: BaseException | None
     resize: Resize | None = None
     stop_asked: bool = False
@@ -87,23 +85,6 @@ def decide(end: AttemptEnd, failures: RetryPolicy, failed_before: int) -> Decisi
     if end.error is None:
         return Done()
     return failures.decide(end.error, failed_before, end.stop_asked)
-
-
-@dataclass(frozen=True)
-class Policies:
-    """What the controller asks for its decisions, passed in so that a test can step the loop with its own: the
-    recovery options (the failure policy among them, what `Runner.recovery` reports) and the scaling policy
-    (made once the ranks per task are known)."""
-
-    recovery: RecoveryOptions
-    scaling: Callable[[int], Sizing]
-
-    @classmethod
-    def of(cls, options: RunOptions) -> Policies:
-        """Runner's: `max_failures`, `retry_if`, `checkpoint_dir`, `stop_grace_s`, and `np` or its range."""
-        return cls(
-            RecoveryOptions.of(options), lambda per_task: Sizing(options.np, options.np_range, per_task)
-        )
 
 
 @dataclass(frozen=True)
@@ -197,12 +178,14 @@ class RunController:
         observers: Sequence[RunObserver],
         placements: PlacementFactory,
         in_flight: InFlightWatch,
-        policies: Policies | None = None,
+        scaling: Callable[[int], Sizing] | None = None,
         supervisor: SupervisorFactory | None = None,
         on_state: Callable[[State], None] | None = None,
     ) -> None:
         self.options = options
-        self.policies = policies or Policies.of(options)
+        self.recovery = RecoveryOptions.of(options)
+        """The recovery options, derived once: the failure policy decides with them (`Runner.recovery`)."""
+        self._scaling = scaling or (lambda per_task: Sizing(options.np, options.np_range, per_task))
         self._supervisor = supervisor or supervisors(options)
         self._observers = list(observers)
         self._placements = placements
@@ -210,11 +193,6 @@ class RunController:
         self._on_state = on_state
         self._runs: list[OpenRun] = []  # the runs open now, for `ask_to_stop`
         self._runs_lock = threading.Lock()
-
-    @property
-    def recovery(self) -> RecoveryOptions:
-        """The recovery options the failure policy decides with (`Runner.recovery`)."""
-        return self.policies.recovery
 
     def run(self, call: RunCall, outputs: RunOutputs) -> list[Any]:
         """`call` on every rank: rank 0's value (or every rank's) in a list, or the run's error raised; `outputs`
@@ -279,16 +257,15 @@ class RunController:
         deadline = RunDeadline.starting_now(options.timeout)
         payload = dumps_call(call.main, call.args, call.kwargs)
         launcher = resolve_launcher(options.launcher, call.main, options.horovod, options.env)
-        spark = (
-            None if options.np < 0 else options.spark if options.spark is not None else find_spark_session()
-        )
+        spark = None if options.np < 0 else options.spark or find_spark_session()
         gpus = 0.0 if spark is None or options.ranks_per_task is not None else task_resource_amount(spark)
         per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
-        sizing = self.policies.scaling(per_task)
+        sizing = self._scaling(per_task)
         self._placements.check(launcher, spark, sizing.least // per_task)
-        check_stream_feeders(
-            (*call.args, *call.kwargs.values()), 0 if spark is None else sizing.least // per_task
-        )
+        feeding = (
+            0 if spark is None else sizing.least // per_task
+        )  # the barrier tasks beside a stream's feeders
+        check_stream_feeders((*call.args, *call.kwargs.values()), feeding)
         checked = Checked(call, payload, launcher, spark, per_task, sizing, deadline)
         run = OpenRun.open(checked, state.outputs, Observers(self._observers), options, self.recovery)
         with self._runs_lock:
@@ -321,8 +298,8 @@ class RunController:
             )
             job = run.job(record, placement, channel, self.options, self.recovery)
         except BaseException as exc:  # nothing started: the policies read why
-            return Stopping(run, record, None, AttemptEnd(record.world_size or 0, exc))
-        return AttemptRunning(run, Placed(record, placement, channel, job, run.job_description(record)))
+            return Stopping(run, record, None, AttemptEnd(exc))
+        return AttemptRunning(run, Placed(record, placement, channel, job))
 
     def _supervise(self, state: AttemptRunning) -> Stopping:
         """AttemptRunning: start the ranks, then step the supervisor, acting between steps, until the attempt
@@ -333,7 +310,7 @@ class RunController:
         run.inbox.serve(placed.channel)
         acted = _Acted()
         try:
-            placed.placement.start(placed.job, placed.description)
+            placed.placement.start(placed.job, run.job_description(placed.record))
             supervisor = self._supervisor(placed.channel, placed.placement, run.deadline)
             error: BaseException | None = error_of(self._steps(run, placed, supervisor, acted))
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
@@ -342,7 +319,7 @@ class RunController:
             run.inbox.serve(None)
         if error is not None:
             log.debug("attempt %s: %s; shutting its ranks down", placed.attempt_id, type(error).__name__)
-        end = AttemptEnd(placed.np, error, acted.resize, acted.stop_asked)
+        end = AttemptEnd(error, acted.resize, acted.stop_asked)
         return Stopping(run, placed.record, placed, end)
 
     def _steps(self, run: OpenRun, placed: Placed, supervisor: Supervises, acted: _Acted) -> Ended:
@@ -354,7 +331,7 @@ class RunController:
                 outcome = supervisor.step()
                 if not isinstance(outcome, StillRunning):
                     return outcome
-                for reason in run.inbox.take():
+                if (reason := run.inbox.take()) is not None:
                     acted.stop(placed.channel, reason)
                 if acted.may_grow and run.sizing.can_grow(placed.np) and time.monotonic() >= next_look:
                     next_look = time.monotonic() + ELASTIC_POLL_S

@@ -6,7 +6,6 @@ share state."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -50,36 +49,33 @@ class RunOutputs:
 
 
 class StopInbox:
-    """The stops the caller asks of a run's attempt in flight, from other threads; asking wakes the loop."""
+    """The stop the caller asks of a run's attempt in flight, from another thread: kept under the attempt's
+    `channel.changed`, which the loop holds between its steps, and asking wakes the loop."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._channel: AttemptChannel | None = None
-        self._reasons: list[str] = []
+        self.channel: AttemptChannel | None = None
+        """The attempt in flight (None: none is): `serve` sets it."""
+        self._reason: str | None = None
 
     def serve(self, channel: AttemptChannel | None) -> None:
-        """Take stops for the attempt on `channel` (None: no attempt is in flight)."""
-        with self._lock:
-            self._channel, self._reasons = channel, []
+        self.channel, self._reason = channel, None
 
     def put(self, reason: str) -> bool:
         """Ask the attempt in flight to stop; False when none is."""
-        with self._lock:
-            channel = self._channel
-            if channel is not None:
-                self._reasons.append(reason)
+        channel = self.channel
         if channel is not None:
             with channel.changed:
+                self._reason = self._reason or reason
                 channel.changed.notify_all()
         return channel is not None
 
-    def take(self) -> list[str]:
-        with self._lock:
-            reasons, self._reasons = self._reasons, []
-        return reasons
+    def take(self) -> str | None:
+        """The stop asked since the last look (the caller holds `channel.changed`)."""
+        reason, self._reason = self._reason, None
+        return reason
 
 
-@dataclass(frozen=True)
+@dataclass
 class Checked:
     """What the run's checks found: the call's payload, the launcher, the SparkSession (None: np < 0), the ranks
     each barrier task starts, the scaling policy and the run's deadline."""
@@ -94,17 +90,10 @@ class Checked:
 
 
 @dataclass
-class OpenRun:
+class OpenRun(Checked):
     """What every attempt of one run shares, from its checks on."""
 
-    call: RunCall
     outputs: RunOutputs
-    payload: bytes
-    launcher: Launcher
-    spark: Any
-    ranks_per_task: int
-    sizing: Sizing
-    deadline: RunDeadline | None
     observers: Observers
     record: RunRecord
     checkpoints: RunCheckpoints
@@ -130,10 +119,8 @@ class OpenRun:
         if call.every_rank:
             env[Env.RESULTS] = "all"
         zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
-        return cls(
-            call, outputs, checked.payload, launcher, checked.spark, checked.ranks_per_task, checked.sizing,
-            checked.deadline, observers, record, checkpoints, env, zygotes,
-        )  # fmt: skip
+        return cls(**vars(checked), outputs=outputs, observers=observers, record=record, checkpoints=checkpoints,
+                   env=env, zygotes=zygotes)  # fmt: skip
 
     def job_description(self, attempt: AttemptRecord) -> str:
         """The attempt's barrier job in Spark's UI."""
@@ -214,7 +201,6 @@ class Placed:
     placement: Placement
     channel: AttemptChannel
     job: RankJob
-    description: str
 
     @property
     def np(self) -> int:

@@ -19,7 +19,6 @@ from sparkrunner import Runner
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.controller import (
     AttemptEnd,
-    Policies,
     RunController,
     RunFailed,
     State,
@@ -142,17 +141,13 @@ class Stepped:
         self.placements: list[StandInPlacement] = []
         self._more, self._checks = placements, iter(checks)
         scripts = iter(attempts)
-        defaults = Policies.of(options)
-        policies = Policies(
-            defaults.recovery, (lambda per_task: sizing) if sizing is not None else defaults.scaling
-        )
         self.outputs = RunOutputs()
         self.controller = RunController(
             options,
             [],
             self,
             InFlightWatch(),
-            policies,
+            scaling=None if sizing is None else lambda per_task: sizing,
             supervisor=lambda channel, placement, deadline: StandInSupervisor(channel, next(scripts)),
             on_state=self.states.append,
         )
@@ -293,20 +288,20 @@ FIXED = RetryPolicy(2)
 @pytest.mark.parametrize(
     ("end", "failures", "decision"),
     [
-        (AttemptEnd(4, error_of(RanksSucceeded())), 0, Done()),
-        (AttemptEnd(4, error_of(RanksFailed(lost_rank()))), 1, Retry),
-        (AttemptEnd(4, error_of(RanksFailed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
-        (AttemptEnd(4, error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Why.NOT_RETRIED),
-        (AttemptEnd(4, error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Why.NOT_RETRIED),
+        (AttemptEnd(error_of(RanksSucceeded())), 0, Done()),
+        (AttemptEnd(error_of(RanksFailed(lost_rank()))), 1, Retry),
+        (AttemptEnd(error_of(RanksFailed(lost_rank()))), 2, Why.NO_ATTEMPTS_LEFT),
+        (AttemptEnd(error_of(Cancelled(RunCancelledError("cancelJobGroup")))), 0, Why.NOT_RETRIED),
+        (AttemptEnd(error_of(TimedOut(RunTimeoutError("timeout=5")))), 0, Why.NOT_RETRIED),
         (
-            AttemptEnd(4, RankFailedError(0, "DoNotRetry", "no", "", DoNotRetry("no"))),
+            AttemptEnd(RankFailedError(0, "DoNotRetry", "no", "", DoNotRetry("no"))),
             0,
             Why.NOT_RETRIED,
         ),
-        (AttemptEnd(4, lost_rank(), stop_asked=True), 0, Why.NOT_RETRIED),
-        (AttemptEnd(2, None, resize=Resize(2, 4)), 0, Resize(2, 4)),
-        (AttemptEnd(2, lost_rank(), resize=Resize(2, 4)), 2, Resize(2, 4)),  # whatever its ranks did then
-        (AttemptEnd(2, KeyboardInterrupt(), resize=Resize(2, 4)), 0, Why.INTERRUPTED),
+        (AttemptEnd(lost_rank(), stop_asked=True), 0, Why.NOT_RETRIED),
+        (AttemptEnd(None, resize=Resize(2, 4)), 0, Resize(2, 4)),
+        (AttemptEnd(lost_rank(), resize=Resize(2, 4)), 2, Resize(2, 4)),  # whatever its ranks did then
+        (AttemptEnd(KeyboardInterrupt(), resize=Resize(2, 4)), 0, Why.INTERRUPTED),
     ],
     ids=[
         "success",
@@ -332,15 +327,15 @@ def test_decide_after_an_attempt(end: AttemptEnd, failures: int, decision: objec
 
 def test_without_retries_the_attempts_own_error_is_raised() -> None:
     error = lost_rank()
-    assert decide(AttemptEnd(4, error), RetryPolicy(0), 0) == Fail(Why.NO_RETRIES, error)
+    assert decide(AttemptEnd(error), RetryPolicy(0), 0) == Fail(Why.NO_RETRIES, error)
 
 
 def test_the_users_retry_if_still_decides() -> None:
     policy = RetryPolicy(3, retry_if=lambda e: isinstance(e, StartTimeoutError))
-    late = AttemptEnd(4, error_of(TimedOut(StartTimeoutError("only 1 of 4 ranks started"))))
+    late = AttemptEnd(error_of(TimedOut(StartTimeoutError("only 1 of 4 ranks started"))))
     assert decide(late, policy, 0) == Retry(late.error)  # type: ignore[arg-type]
     lost = lost_rank()
-    assert decide(AttemptEnd(4, lost), policy, 0) == Fail(Why.NOT_RETRIED, lost)
+    assert decide(AttemptEnd(lost), policy, 0) == Fail(Why.NOT_RETRIED, lost)
     assert str(Resize(2, 4)) == "rescaled from 2 to 4 ranks"
 
 

@@ -207,20 +207,15 @@ class AttemptChannel:
             log.debug("rank %d hung up without reporting a result", rank)
         m.send_to_all(told, m.RunOver())  # what still runs is no rank's: mpirun held up by a daemon
 
-    def result_value(self, rank: int = 0) -> Any:
-        data = self.report.results.get(rank)
-        return loads(data) if data is not None else None
-
     def result_values(self, ranks: Iterable[int]) -> list[Any]:
         """The values `ranks` returned; one the driver cannot unpickle raises `ResultNotUnpicklableError`."""
         values = []
         for rank in ranks:
+            data = self.report.results.get(rank)
             try:
-                values.append(self.result_value(rank))
+                values.append(loads(data) if data is not None else None)
             except Exception as exc:
-                raise ResultNotUnpicklableError(
-                    rank, pickled_type_name(self.report.results[rank]), exc
-                ) from exc
+                raise ResultNotUnpicklableError(rank, pickled_type_name(data or b""), exc) from exc
         return values
 
     def collect_stacks(self) -> StackReport:

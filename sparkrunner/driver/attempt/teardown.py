@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
@@ -32,7 +31,7 @@ def end_attempt(
     stop them. Returns the values and the attempt's error (None: it succeeded); a second Ctrl-C cuts the
     shutdown short."""
     if error is not None:
-        return [], _after_failure(channel, placement, attempt_id, stop_grace_s, error)
+        return [], shut_down_after_failure(channel, placement, attempt_id, stop_grace_s, error)
     try:
         _let_exit(channel, placement)
         _sweep(channel, placement, attempt_id)
@@ -41,20 +40,6 @@ def end_attempt(
         if not isinstance(exc, Exception):
             kill_now(channel, placement, attempt_id)
         return [], exc
-
-
-def _after_failure(
-    channel: AttemptChannel, placement: Placement, attempt_id: str, stop_grace_s: float, error: BaseException
-) -> BaseException:
-    """Stop the ranks (SIGTERM, up to `stop_grace_s`), kill what is left and leave nothing behind; returns the
-    error the attempt ended with (`error`, or a second Ctrl-C that cut the shutdown short)."""
-
-    def stop() -> None:
-        channel.stop_ranks(stop_grace_s)
-        log.debug("attempt %s: every rank stopped", attempt_id)
-        _sweep(channel, placement, attempt_id)
-
-    return shut_down__after_failure(stop, lambda: kill_now(channel, placement, attempt_id), error)
 
 
 def kill_now(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
@@ -92,26 +77,27 @@ def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> No
         )
 
 
-def shut_down__after_failure(
-    shut_down: Callable[[], None], kill_now: Callable[[], None], run_error: BaseException
+def shut_down_after_failure(
+    channel: AttemptChannel, placement: Placement, attempt_id: str, stop_grace_s: float, error: BaseException
 ) -> BaseException:
-    """Shut down after a failed attempt; returns the error the attempt ended with. An error while doing so is
-    logged and noted, never replaces the attempt's; an interrupt (a second Ctrl-C) ends the shutdown at once:
-    `kill_now` takes what is left, and the interrupt is what the attempt ended with."""
+    """Stop the ranks (SIGTERM, up to `stop_grace_s`), kill what is left and leave nothing behind; returns the error
+    the attempt ended with. An error while doing so is logged and noted, never replaces the attempt's; an interrupt
+    (a second Ctrl-C) ends the shutdown at once: what is left is killed without waiting, and the interrupt is what
+    the attempt ended with."""
     try:
-        shut_down()
+        channel.stop_ranks(stop_grace_s)
+        log.debug("attempt %s: every rank stopped", attempt_id)
+        _sweep(channel, placement, attempt_id)
     except KeyboardInterrupt as again:
         log.warning("interrupted while shutting down: killing every process of the attempt now")
-        kill_now()
-        if isinstance(
-            run_error, Exception
-        ):  # the first Ctrl-C came during this shutdown: it stays an interrupt
-            again.__context__ = run_error
+        kill_now(channel, placement, attempt_id)
+        if isinstance(error, Exception):  # the first Ctrl-C came during this shutdown: it stays an interrupt
+            again.__context__ = error
             return again
     except BaseException as exc:
         log.warning("while shutting down after the run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
         note = f"(while shutting down after this error, sparkrunner also hit {type(exc).__name__}: {exc})"
-        if hasattr(run_error, "add_note"):
-            run_error.add_note(note)
-        run_error.__dict__.setdefault("shutdown_error", exc)
-    return run_error
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        error.__dict__.setdefault("shutdown_error", exc)
+    return error
