@@ -50,7 +50,7 @@ from sparkrunner.driver.supervisor import (
     supervisors,
 )
 from sparkrunner.launch.driver import resolve_launcher
-from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver
+from sparkrunner.observe.observers import Observers, RunObserver
 from sparkrunner.options import RunOptions
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
@@ -120,7 +120,6 @@ class Stopping:
     never started, and `end` says why."""
 
     run: OpenRun = field(repr=False)
-    record: AttemptRecord
     placed: Placed | None
     end: AttemptEnd
 
@@ -130,7 +129,6 @@ class Resizing:
     """The attempt ended for a larger np (`resize`, not a failure): the next attempt runs `resize.new` ranks."""
 
     run: OpenRun = field(repr=False)
-    record: AttemptRecord
     resize: Resize
 
 
@@ -139,7 +137,6 @@ class Restarting:
     """The attempt failed and the failure policy retries (`retry`, with the attempt's error)."""
 
     run: OpenRun = field(repr=False)
-    record: AttemptRecord
     retry: Retry
 
 
@@ -148,7 +145,6 @@ class RunSucceeded:
     """The run's values: rank 0's, or every rank's."""
 
     run: OpenRun = field(repr=False)
-    record: AttemptRecord
     values: list[Any]
 
 
@@ -157,7 +153,6 @@ class RunFailed:
     """The run ends with the attempt's error, as the failure policy decided (`fail`: the error and why)."""
 
     run: OpenRun = field(repr=False)
-    record: AttemptRecord
     fail: Fail
 
 
@@ -244,7 +239,7 @@ class RunController:
         try:
             placed = state.placed if isinstance(state, AttemptRunning | Stopping) else None
             if placed is not None:  # an attempt in flight
-                teardown.kill_now(placed.channel, placed.placement, placed.attempt_id)
+                teardown.kill_now(placed.channel, placed.placement, run.attempt_id)
         finally:
             try:
                 run.observers.end(run.record, error)
@@ -296,10 +291,10 @@ class RunController:
                 run.observers,
                 server_port(placement.bind_host, self.options.port_range),
             )
-            job = run.job(record, placement, channel, self.options, self.recovery)
+            job = run.job(placement, channel, self.options, self.recovery)
         except BaseException as exc:  # nothing started: the policies read why
-            return Stopping(run, record, None, AttemptEnd(exc))
-        return AttemptRunning(run, Placed(record, placement, channel, job))
+            return Stopping(run, None, AttemptEnd(exc))
+        return AttemptRunning(run, Placed(placement, channel, job))
 
     def _supervise(self, state: AttemptRunning) -> Stopping:
         """AttemptRunning: start the ranks, then step the supervisor, acting between steps, until the attempt
@@ -310,7 +305,7 @@ class RunController:
         run.inbox.serve(placed.channel)
         acted = _Acted()
         try:
-            placed.placement.start(placed.job, run.job_description(placed.record))
+            placed.placement.start(placed.job, run.job_description())
             supervisor = self._supervisor(placed.channel, placed.placement, run.deadline)
             error: BaseException | None = error_of(self._steps(run, placed, supervisor, acted))
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
@@ -318,9 +313,9 @@ class RunController:
         finally:
             run.inbox.serve(None)
         if error is not None:
-            log.debug("attempt %s: %s; shutting its ranks down", placed.attempt_id, type(error).__name__)
+            log.debug("attempt %s: %s; shutting its ranks down", run.attempt_id, type(error).__name__)
         end = AttemptEnd(error, acted.resize, acted.stop_asked)
-        return Stopping(run, placed.record, placed, end)
+        return Stopping(run, placed, end)
 
     def _steps(self, run: OpenRun, placed: Placed, supervisor: Supervises, acted: _Acted) -> Ended:
         """Step `supervisor` until the attempt ends; between steps, act on a stop asked and ask the scaling policy
@@ -333,7 +328,7 @@ class RunController:
                     return outcome
                 if (reason := run.inbox.take()) is not None:
                     acted.stop(placed.channel, reason)
-                if acted.may_grow and run.sizing.can_grow(placed.np) and time.monotonic() >= next_look:
+                if acted.may_grow and run.sizing.can_grow(run.np) and time.monotonic() >= next_look:
                     next_look = time.monotonic() + ELASTIC_POLL_S
                     acted.grow(run, placed)
                 channel.changed.wait(SUPERVISE_POLL_S)
@@ -342,14 +337,14 @@ class RunController:
         """Stopping: the ranks go and nothing of the attempt is left (after a success they exit on their own and
         the values asked for are read; a second Ctrl-C cuts the shutdown short). Then the policies decide what the
         loop does next."""
-        run, record, end = state.run, state.record, state.end
+        run, record, end = state.run, state.run.attempt, state.end
         values: list[Any] = []
         if (placed := state.placed) is not None:
             channel, grace_s = placed.channel, self.recovery.stop_grace_s
-            values_of = range(placed.np) if run.call.every_rank else range(1)
+            values_of = range(run.np) if run.call.every_rank else range(1)
             try:
                 values, error = teardown.end_attempt(
-                    channel, placed.placement, placed.attempt_id, end.error, values_of, grace_s
+                    channel, placed.placement, run.attempt_id, end.error, values_of, grace_s
                 )
             finally:
                 self._in_flight.publish(None)
@@ -359,36 +354,37 @@ class RunController:
         decision = decide(end, self.recovery.policy, run.failed_before())
         match decision:
             case Done():
-                return RunSucceeded(run, record, values)
+                return RunSucceeded(run, values)
             case Resize():
-                return Resizing(run, record, decision)
+                return Resizing(run, decision)
             case Retry():
-                return Restarting(run, record, decision)
+                return Restarting(run, decision)
             case Fail():
-                return RunFailed(run, record, decision)
+                return RunFailed(run, decision)
 
     def _resize(self, state: Resizing) -> Placing:
         """Resizing: not a failure; the next attempt runs the np the resize decided."""
-        state.record.rescaled = True
-        log.info(f"attempt {state.record.number} ended after {state.record.duration_s:.1f} s: {state.resize}")
-        return Placing(state.run, state.record.number + 1, np=state.resize.new)
+        record = state.run.attempt
+        record.rescaled = True
+        log.info(f"attempt {record.number} ended after {record.duration_s:.1f} s: {state.resize}")
+        return Placing(state.run, record.number + 1, np=state.resize.new)
 
     def _restart(self, state: Restarting) -> Placing:
         """Restarting: the failure is logged; the next attempt waits for the slots a fixed-size run lost."""
-        state.record.error = state.retry.error
-        log.warning(failure_line(state.record, state.retry))
-        fixed = not state.run.sizing.elastic
-        return Placing(state.run, state.record.number + 1, regain_slots=fixed)
+        record = state.run.attempt
+        record.error = state.retry.error
+        log.warning(failure_line(record, state.retry))
+        return Placing(state.run, record.number + 1, regain_slots=not state.run.sizing.elastic)
 
     def _succeeded(self, state: RunSucceeded) -> list[Any]:
-        if state.record.number:
-            log.info(f"attempt {state.record.number} succeeded")
+        if state.run.attempt.number:
+            log.info(f"attempt {state.run.attempt.number} succeeded")
         self._end(state, None)
         return state.values
 
     def _failed(self, state: RunFailed) -> BaseException:
         """RunFailed: the error the run raises, as the failure policy words it."""
-        state.record.error = state.fail.error
+        state.run.attempt.error = state.fail.error
         return run_error(state.fail, state.run.record.attempts, self.recovery.policy)
 
 
@@ -417,7 +413,7 @@ class _Acted:
         except Exception:
             self.may_grow = False
             return
-        self.resize = run.sizing.grow(placed.np, slots, len(placed.channel.report.ranks))
+        self.resize = run.sizing.grow(run.np, slots, len(placed.channel.report.ranks))
         if self.resize is not None:
             log.info("slots for %d ranks are back: the run grows at its next checkpoint", self.resize.new)
             placed.channel.ask_ranks_to_rescale()

@@ -122,12 +122,27 @@ class OpenRun(Checked):
         return cls(**vars(checked), outputs=outputs, observers=observers, record=record, checkpoints=checkpoints,
                    env=env, zygotes=zygotes)  # fmt: skip
 
-    def job_description(self, attempt: AttemptRecord) -> str:
-        """The attempt's barrier job in Spark's UI."""
-        record = self.record
+    @property
+    def attempt(self) -> AttemptRecord:
+        """The record of the attempt in flight (or the last to end): its number, id and np."""
+        return self.record.attempts[-1]
+
+    @property
+    def attempt_id(self) -> str:
+        """The id of the attempt in flight: derived from the run's (`AttemptRecord.id_for`)."""
+        return AttemptRecord.id_for(self.record.run_id, self.attempt.number)
+
+    @property
+    def np(self) -> int:
+        """The np of the attempt in flight (0 before it has one)."""
+        return self.attempt.world_size or 0
+
+    def job_description(self) -> str:
+        """The barrier job of the attempt in flight, in Spark's UI."""
+        record, attempt = self.record, self.attempt
         return job_description(
             record.function, record.np, record.launcher, record.run_id, record.mlflow_run_id,
-            (attempt.number, AttemptRecord.id_for(record.run_id, attempt.number)),
+            (attempt.number, self.attempt_id),
         )  # fmt: skip
 
     def start_attempt(self, number: int) -> AttemptRecord:
@@ -162,22 +177,17 @@ class OpenRun(Checked):
         return sum(1 for attempt in self.record.attempts[:-1] if attempt.error is not None)
 
     def job(
-        self,
-        record: AttemptRecord,
-        placement: Placement,
-        channel: AttemptChannel,
-        options: RunOptions,
-        recovery: RecoveryOptions,
+        self, placement: Placement, channel: AttemptChannel, options: RunOptions, recovery: RecoveryOptions
     ) -> RankJob:
-        """What every rank of the attempt `record` is given: where the driver is, its secret, its environment."""
+        """What every rank of the attempt in flight is given: where the driver is, its secret, its environment."""
         zygote = None
         if self.zygotes is not None:
             zygote = self.zygotes.spec(placement.bind_host, placement.driver_host, options)
         return RankJob(
-            AttemptRecord.id_for(self.record.run_id, record.number),
+            self.attempt_id,
             (placement.driver_host, channel.port),
             channel.secret,
-            {**self.env, **recovery.rank_env(record.number)},
+            {**self.env, **recovery.rank_env(self.attempt.number)},
             options.horovod,
             options.use_gpu,
             port_range=options.port_range,
@@ -194,18 +204,9 @@ class OpenRun(Checked):
 
 @dataclass(frozen=True)
 class Placed:
-    """An attempt ready to run: its record (number, id, np), where its ranks start, the channel they reach, and
+    """An attempt ready to run (its record is its run's last): where its ranks start, the channel they reach, and
     the job they are given (the attempt's id with it)."""
 
-    record: AttemptRecord
     placement: Placement
     channel: AttemptChannel
     job: RankJob
-
-    @property
-    def np(self) -> int:
-        return self.record.world_size or 0
-
-    @property
-    def attempt_id(self) -> str:
-        return self.job.attempt_id
