@@ -18,19 +18,22 @@ final error is raised (an interrupt as the interrupt it is).
 from __future__ import annotations
 
 import logging
-import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sparkrunner.channel.environment import Env
 from sparkrunner.channel.payload import dumps_call
+from sparkrunner.common.checkpoint_dir import RunCheckpoints
 from sparkrunner.data.driver import check_stream_feeders
 from sparkrunner.driver.attempt import teardown
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
+from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.elastic import Resize, Sizing
 from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.open_run import Checked, OpenRun, Placed, RunCall, RunOutputs
+from sparkrunner.driver.open_run import OpenRun, Placed, RunCall, RunOutputs
 from sparkrunner.driver.retry_policy import (
     Done,
     Fail,
@@ -45,12 +48,13 @@ from sparkrunner.driver.supervisor import (
     RunDeadline,
     StillRunning,
     Supervises,
+    Supervisor,
     SupervisorFactory,
     error_of,
-    supervisors,
 )
+from sparkrunner.driver.zygotes import zygotes_for
 from sparkrunner.launch.driver import resolve_launcher
-from sparkrunner.observe.observers import Observers, RunObserver
+from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
@@ -181,13 +185,19 @@ class RunController:
         self.recovery = RecoveryOptions.of(options)
         """The recovery options, derived once: the failure policy decides with them (`Runner.recovery`)."""
         self._scaling = scaling or (lambda per_task: Sizing(options.np, options.np_range, per_task))
-        self._supervisor = supervisor or supervisors(options)
+        self._supervisor = supervisor or (
+            lambda channel, placement, deadline: Supervisor(
+                channel,
+                placement,
+                options.start_timeout,
+                deadline,
+                StallWatch(options.stall_timeout, options.on_stall),
+            )
+        )
         self._observers = list(observers)
         self._placements = placements
         self._in_flight = in_flight
         self._on_state = on_state
-        self._runs: list[OpenRun] = []  # the runs open now, for `ask_to_stop`
-        self._runs_lock = threading.Lock()
 
     def run(self, call: RunCall, outputs: RunOutputs) -> list[Any]:
         """`call` on every rank: rank 0's value (or every rank's) in a list, or the run's error raised; `outputs`
@@ -220,9 +230,10 @@ class RunController:
 
     def ask_to_stop(self, reason: str) -> bool:
         """Ask the ranks of the attempt in flight to stop gracefully (the loop acts on it); False when none is."""
-        with self._runs_lock:
-            runs = list(reversed(self._runs))
-        return any(run.inbox.put(reason) for run in runs)
+        channel = self._in_flight.channel
+        if channel is not None:
+            channel.request_stop(reason)
+        return channel is not None
 
     def _enter(self, state: State) -> None:
         log.debug("run: %s", state)
@@ -233,9 +244,6 @@ class RunController:
         """The run's end, however it came: what an attempt left behind goes (an interrupt landing between two
         steps), the observers see the record, the checkpoints and zygotes close."""
         run = state.run
-        with self._runs_lock:
-            if run in self._runs:
-                self._runs.remove(run)
         try:
             placed = state.placed if isinstance(state, AttemptRunning | Stopping) else None
             if placed is not None:  # an attempt in flight
@@ -261,10 +269,18 @@ class RunController:
             0 if spark is None else sizing.least // per_task
         )  # the barrier tasks beside a stream's feeders
         check_stream_feeders((*call.args, *call.kwargs.values()), feeding)
-        checked = Checked(call, payload, launcher, spark, per_task, sizing, deadline)
-        run = OpenRun.open(checked, state.outputs, Observers(self._observers), options, self.recovery)
-        with self._runs_lock:
-            self._runs.append(run)
+        observers = Observers(self._observers)
+        record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
+        state.outputs.last_run, state.outputs.received_files = record, {}
+        checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, options.np < 0)
+        env = {**observers.start(record), **options.env, **checkpoints.rank_env()}
+        if call.every_rank:
+            env[Env.RESULTS] = "all"
+        zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
+        run = OpenRun(
+            call, state.outputs, payload, launcher, spark, per_task, sizing, deadline, observers, record,
+            checkpoints, env, zygotes,
+        )  # fmt: skip
         return Placing(run, 0)
 
     def _place(self, state: Placing) -> AttemptRunning | Stopping:
@@ -302,7 +318,6 @@ class RunController:
         run, placed = state.run, state.placed
         self._in_flight.publish(placed.channel)
         run.record.spark_job_group = placed.placement.job_group  # known while the attempt runs
-        run.inbox.serve(placed.channel)
         acted = _Acted()
         try:
             placed.placement.start(placed.job, run.job_description())
@@ -310,8 +325,6 @@ class RunController:
             error: BaseException | None = error_of(self._steps(run, placed, supervisor, acted))
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
             error = exc
-        finally:
-            run.inbox.serve(None)
         if error is not None:
             log.debug("attempt %s: %s; shutting its ranks down", run.attempt_id, type(error).__name__)
         end = AttemptEnd(error, acted.resize, acted.stop_asked)
@@ -326,8 +339,8 @@ class RunController:
                 outcome = supervisor.step()
                 if not isinstance(outcome, StillRunning):
                     return outcome
-                if (reason := run.inbox.take()) is not None:
-                    acted.stop(placed.channel, reason)
+                if channel.stop_requested is not None:
+                    acted.stop(channel, channel.stop_requested)
                 if acted.may_grow and run.sizing.can_grow(run.np) and time.monotonic() >= next_look:
                     next_look = time.monotonic() + ELASTIC_POLL_S
                     acted.grow(run, placed)
@@ -416,4 +429,4 @@ class _Acted:
         self.resize = run.sizing.grow(run.np, slots, len(placed.channel.report.ranks))
         if self.resize is not None:
             log.info("slots for %d ranks are back: the run grows at its next checkpoint", self.resize.new)
-            placed.channel.ask_ranks_to_rescale()
+            placed.channel.ask_ranks_to_stop("rescale")  # `stop_reason`: they save and return

@@ -1,23 +1,20 @@
 """One run once its checks passed, as the run's controller carries it from attempt to attempt (`OpenRun`): what
-every attempt shares, what the caller reads of the run (`RunOutputs`), the stops asked of its attempt in flight
-(`StopInbox`), and each placed attempt (`Placed`). Each run has its own, so that runs from several threads never
-share state."""
+every attempt shares, what the caller reads of the run (`RunOutputs`), and each placed attempt (`Placed`). Each
+run has its own, so that runs from several threads never share state."""
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrunner.channel.environment import Env
 from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.elastic import Sizing
 from sparkrunner.driver.retry_policy import RecoveryOptions, resume_text
 from sparkrunner.driver.supervisor import RunDeadline
-from sparkrunner.driver.zygotes import Zygotes, zygotes_for
+from sparkrunner.driver.zygotes import Zygotes
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.observe.observers import AttemptRecord, Observers, RunRecord
 from sparkrunner.options import RunOptions
@@ -48,79 +45,23 @@ class RunOutputs:
     received_files: dict[str, str] = field(default_factory=dict)
 
 
-class StopInbox:
-    """The stop the caller asks of a run's attempt in flight, from another thread: kept under the attempt's
-    `channel.changed`, which the loop holds between its steps, and asking wakes the loop."""
-
-    def __init__(self) -> None:
-        self.channel: AttemptChannel | None = None
-        """The attempt in flight (None: none is): `serve` sets it."""
-        self._reason: str | None = None
-
-    def serve(self, channel: AttemptChannel | None) -> None:
-        self.channel, self._reason = channel, None
-
-    def put(self, reason: str) -> bool:
-        """Ask the attempt in flight to stop; False when none is."""
-        channel = self.channel
-        if channel is not None:
-            with channel.changed:
-                self._reason = self._reason or reason
-                channel.changed.notify_all()
-        return channel is not None
-
-    def take(self) -> str | None:
-        """The stop asked since the last look (the caller holds `channel.changed`)."""
-        reason, self._reason = self._reason, None
-        return reason
-
-
 @dataclass
-class Checked:
-    """What the run's checks found: the call's payload, the launcher, the SparkSession (None: np < 0), the ranks
-    each barrier task starts, the scaling policy and the run's deadline."""
+class OpenRun:
+    """What every attempt of one run shares, from its checks on."""
 
     call: RunCall
+    outputs: RunOutputs
     payload: bytes
     launcher: Launcher
     spark: Any
     ranks_per_task: int
     sizing: Sizing
     deadline: RunDeadline | None
-
-
-@dataclass
-class OpenRun(Checked):
-    """What every attempt of one run shares, from its checks on."""
-
-    outputs: RunOutputs
     observers: Observers
     record: RunRecord
     checkpoints: RunCheckpoints
     env: dict[str, str]
     zygotes: Zygotes | None
-    inbox: StopInbox = field(default_factory=StopInbox)
-
-    @classmethod
-    def open(
-        cls,
-        checked: Checked,
-        outputs: RunOutputs,
-        observers: Observers,
-        options: RunOptions,
-        recovery: RecoveryOptions,
-    ) -> OpenRun:
-        """The run's record opens (`outputs` shows it), its observers start, its checkpoints and zygotes open."""
-        call, launcher = checked.call, checked.launcher
-        record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
-        outputs.last_run, outputs.received_files = record, {}
-        checkpoints = RunCheckpoints.open(recovery.checkpoint_dir, record.run_id, options.np < 0)
-        env = {**observers.start(record), **options.env, **checkpoints.rank_env()}
-        if call.every_rank:
-            env[Env.RESULTS] = "all"
-        zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
-        return cls(**vars(checked), outputs=outputs, observers=observers, record=record, checkpoints=checkpoints,
-                   env=env, zygotes=zygotes)  # fmt: skip
 
     @property
     def attempt(self) -> AttemptRecord:

@@ -58,6 +58,8 @@ class AttemptChannel:
         self.output = RankOutput(show=verbosity == "all")
         self.last_activity = time.monotonic()
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
+        self.stop_requested: str | None = None
+        """Why the caller asked the attempt to stop (`request_stop`); the run's controller acts on it."""
         self._stacks = StackCollector(self._ask_ranks_for_stacks)
         self._warned: set[str] = set()
         self._addresses = AddressBook()
@@ -230,10 +232,12 @@ class AttemptChannel:
         """Tell every connected rank to kill itself and its children now."""
         self._server.broadcast(*m.encode(m.Abort()))
 
-    def ask_ranks_to_rescale(self) -> None:
-        """Tell every rank that the run restarts at a new size: `stopping()` turns true, `stop_reason` is
-        "rescale"; the ranks save and return, and nothing is aborted."""
-        self.ask_ranks_to_stop("rescale")
+    def request_stop(self, reason: str) -> None:
+        """Note, from any thread, that the caller asks the attempt to stop; wakes the run's controller, which asks
+        the ranks (once, between its steps)."""
+        with self.changed:
+            self.stop_requested = self.stop_requested or reason
+            self.changed.notify_all()
 
     def ask_ranks_to_stop(self, reason: str) -> None:
         """Tell every rank to stop gracefully: `stopping()` turns true, `stop_reason` is `reason`; the ranks
