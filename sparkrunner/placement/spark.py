@@ -70,7 +70,7 @@ class SparkPlacement(StageHolder):
 
     def start(self, job: RankJob, description: str = "") -> None:
         # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark
-        self._admission = gate_for(self._sc).admit(self._num_tasks, job.attempt_id)
+        self._admission = gate_for(self._sc).admit(self._num_tasks, job.run_id)
         job = replace(job, echo_output=not executors_print_to_this_console(self._spark))
         self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 
