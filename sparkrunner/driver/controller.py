@@ -56,6 +56,7 @@ from sparkrunner.driver.zygotes import zygotes_for
 from sparkrunner.launch.driver import resolve_launcher
 from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
+from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.sessions import find_spark_session, task_resource_amount
 from sparkrunner.system.network import server_port
@@ -185,15 +186,14 @@ class RunController:
         self.recovery = RecoveryOptions.of(options)
         """The recovery options, derived once: the failure policy decides with them (`Runner.recovery`)."""
         self._scaling = scaling or (lambda per_task: Sizing(options.np, options.np_range, per_task))
-        self._supervisor = supervisor or (
-            lambda channel, placement, deadline: Supervisor(
-                channel,
-                placement,
-                options.start_timeout,
-                deadline,
-                StallWatch(options.stall_timeout, options.on_stall),
-            )
-        )
+
+        def supervise(
+            channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None
+        ) -> Supervisor:
+            stall = StallWatch(options.stall_timeout, options.on_stall)
+            return Supervisor(channel, placement, options.start_timeout, deadline, stall)
+
+        self._supervisor = supervisor or supervise
         self._observers = list(observers)
         self._placements = placements
         self._in_flight = in_flight
@@ -265,10 +265,8 @@ class RunController:
         per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
         sizing = self._scaling(per_task)
         self._placements.check(launcher, spark, sizing.least // per_task)
-        feeding = (
-            0 if spark is None else sizing.least // per_task
-        )  # the barrier tasks beside a stream's feeders
-        check_stream_feeders((*call.args, *call.kwargs.values()), feeding)
+        tasks = 0 if spark is None else sizing.least // per_task  # a stream's feeders need slots beside them
+        check_stream_feeders((*call.args, *call.kwargs.values()), tasks)
         observers = Observers(self._observers)
         record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
         state.outputs.last_run, state.outputs.received_files = record, {}
