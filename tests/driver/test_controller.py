@@ -50,9 +50,10 @@ from sparkrunner.errors import (
 )
 from sparkrunner.launch import Launcher, RankJob
 from sparkrunner.observe.observers import AttemptRecord
-from sparkrunner.options import RunOptions
+from sparkrunner.options import RunOptions, parse_np
 from sparkrunner.placement import QuietPlacement
 from sparkrunner.placement.factory import ColdPlacements
+from sparkrunner.timeouts import ELASTIC_WAIT_S
 
 
 def lost_rank() -> RankFailedError:
@@ -280,6 +281,21 @@ def test_a_stop_asked_reaches_the_loop_and_a_failure_after_it_is_not_retried() -
     assert asked == [True] and stopping.end.stop_asked
     assert run.names == [*ONE_ATTEMPT, "RunFailed"]
     assert not run.controller.ask_to_stop("stop"), "no attempt is in flight"
+
+
+def test_the_scaling_policy_grows_only_a_connected_attempt_into_more_slots_and_never_waits() -> None:
+    """`Sizing` alone, for np=(2, 4) and two ranks per task: it reads no cluster and answers at once; the oracle
+    is the arithmetic by hand (slots x ranks per task, capped at max)."""
+    sizing = Sizing(*parse_np((2, 4)), ranks_per_task=2)
+    assert [sizing.ranks_in(slots) for slots in (None, 0, 1, 3)] == [4, 0, 2, 4]
+    assert sizing.patience_s(0) == ELASTIC_WAIT_S and sizing.patience_s(1) == 0, (
+        "the first attempt waits for max"
+    )
+    assert sizing.np_for(1, 0) == 2, "never below min: the controller waited for it"
+    assert sizing.grow(2, 3, connected=2) == Resize(2, 4)
+    assert sizing.grow(2, 3, connected=1) is None, "not before every rank is connected"
+    assert sizing.grow(2, 1, connected=2) is None, "one slot holds no more ranks than the attempt has"
+    assert sizing.grow(4, 8, connected=4) is None and not sizing.can_grow(4), "max"
 
 
 FIXED = RetryPolicy(2)
