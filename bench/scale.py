@@ -33,7 +33,7 @@ from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt import addresses
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
-from sparkrunner.driver.supervisor import Running, Supervisor, error_of
+from sparkrunner.driver.supervisor import StillRunning, Supervisor, error_of
 from sparkrunner.observe.events import ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.placement import QuietPlacement
@@ -75,9 +75,6 @@ class _SimulatedPlacement(QuietPlacement):
     """The ranks live in the client processes: nothing to start, stop or ask. A subclass of the protocol (through
     `QuietPlacement`), so `mypy bench/scale.py` checks that it is whole (a missing `cancelled` once hung the
     harness)."""
-
-    def check(self) -> None:
-        pass
 
     def start(self, job: RankJob, description: str = "") -> None:
         pass
@@ -160,7 +157,7 @@ def _end(session: AttemptChannel) -> None:
     stall = StallWatch(None, "warn")
     supervisor = Supervisor(session, _SimulatedPlacement(), 600.0, None, stall)
     with session.changed:
-        while isinstance(outcome := supervisor.step(), Running):
+        while isinstance(outcome := supervisor.step(), StillRunning):
             session.changed.wait(SUPERVISE_POLL_S)
     error = error_of(outcome)
     if error is not None:

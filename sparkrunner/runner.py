@@ -7,8 +7,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sparkrunner.driver.attempts import RecoveryOptions, RetryPredicate
 from sparkrunner.driver.in_flight import InFlight
+from sparkrunner.driver.retry_policy import RecoveryOptions, RetryPredicate
 from sparkrunner.driver.run import RunPipeline
 from sparkrunner.driver.warm.pool import SessionPool
 from sparkrunner.driver.warm.session import WarmSession

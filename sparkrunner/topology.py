@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NewType
 
+from sparkrunner.errors import InvalidArgumentError
+
 RankIndex = NewType("RankIndex", int)  # a rank's place in the world (0 .. world size - 1)
 TaskIndex = NewType(
     "TaskIndex", int
@@ -95,3 +97,21 @@ class Topology:
     def cross_rank(self, index: int) -> int:
         """Index of this peer's host among all hosts (Horovod's cross rank)."""
         return self.hosts().index(self.peers[index].host)
+
+
+def ranks_per_task(np: int, requested: int | None, gpus_per_task: float) -> int:
+    """How many ranks each barrier task starts: `requested`, else one per GPU Spark gives each task
+    (`gpus_per_task`) when it gives more than one, else 1; a run on the driver (np < 0) has no tasks: 1."""
+    if np < 0:
+        return 1
+    if requested is not None:
+        return requested
+    if gpus_per_task <= 1 or not gpus_per_task.is_integer():
+        return 1
+    gpus = int(gpus_per_task)
+    if np % gpus:
+        raise InvalidArgumentError(
+            f"each task has {gpus} GPUs, so each starts {gpus} ranks by default, but np={np} is not "
+            f"a multiple of {gpus}; pass ranks_per_task=... explicitly"
+        )
+    return gpus

@@ -6,6 +6,7 @@ import inspect
 import io
 import os
 import pickle
+import pickletools
 import runpy
 import traceback
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from typing import Any
 
 import cloudpickle
 
-from sparkrunner.errors import DoNotRetry, NotPicklableError, RankFailedError
+from sparkrunner.errors import DoNotRetry, InvalidArgumentError, NotPicklableError, RankFailedError
 
 _HINTS = {
     "SparkSession": "a SparkSession lives only on the driver; pass data paths or values instead",
@@ -46,7 +47,12 @@ def _with_file(code: CodeType, filename: str) -> CodeType:
 
 
 def dumps_call(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    """Serialize ``main(*args, **kwargs)``; on failure name the object that cannot be pickled."""
+    """Serialize ``main(*args, **kwargs)``; a `main` that is no function, or an object that cannot be pickled, is
+    refused by name."""
+    if not callable(main):
+        raise InvalidArgumentError(
+            f"main must be a function to run on every rank (or a script's path), not a {type(main).__name__}"
+        )
     try:
         buffer = io.BytesIO()
         _SourcePickler(buffer, protocol=pickle.DEFAULT_PROTOCOL).dump((main, args, kwargs))
@@ -58,6 +64,23 @@ def dumps_call(main: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
 
 def loads(data: bytes) -> Any:
     return pickle.loads(data)
+
+
+def pickled_type_name(pickled: bytes) -> str:
+    """The class a pickled value names first (its own, or its first element's): ``module.Name``; what the driver
+    says of a result it cannot unpickle."""
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(pickled):
+            if opcode.name in ("GLOBAL", "INST"):
+                return str(arg).replace(" ", ".")
+            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                return f"{strings[-2]}.{strings[-1]}"
+            if isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # not a pickle this can read: say so rather than guess
+        pass
+    return "value whose type its pickle does not name"
 
 
 def _explain(culprit: tuple[str, Any] | None, exc: Exception) -> str:

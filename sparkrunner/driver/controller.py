@@ -1,107 +1,76 @@
 """The run's controller: one loop owns a run from its checks to its end, as an explicit state machine.
 
-    Checking -> Placing -> Running -> Stopping -> Succeeded | Resizing | Restarting | Failed
+    Checking -> Placing -> AttemptRunning -> Stopping -> RunSucceeded | Resizing | Restarting | RunFailed
     Resizing -> Placing (the scaling policy grew the run), Restarting -> Placing (the failure policy retries);
     Placing -> Stopping when the attempt cannot start (docs/architecture.md draws it)
 
-Each state is a value that carries its data (the run, the attempt's placement, how it ended, its error, the
-resize); the loop hands it to its step, which does the work and returns the next. While an attempt runs, the loop
-steps its supervisor and acts on its events: a larger np its grow watch proposes (the scaling policy decides:
-`Resize`), a stop the caller asks for. How an attempt ended (`AttemptEnd`) goes to `decide`, which returns what
-the loop does next: `Done`, `Resize`, `Retry` or `Fail(why)`. The policies are passed in (`Policies`) and every
-state goes to the `on_state` hook, so a test can step the loop. The checks raise their typed errors before any
-process starts; after that an attempt's error is a value the policies read, and only the run's final error is
-raised (an interrupt as the interrupt it is).
+Each state is a value that carries its data (the run, the attempt's record and placement, how it ended, its error,
+the resize); the loop hands it to its step, which does the work and returns the next. While an attempt runs, the
+loop steps its supervisor and, between steps, asks the scaling policy whether the attempt grows (`Resize`) and
+acts on a stop the caller asked for. How an attempt ended (`AttemptEnd`) goes to `decide`, which returns what the
+loop does next: `Done`, `Resize`, `Retry` or `Fail(why)`. The policies decide and the loop acts: it reads the
+cluster's slots, waits for them and stops the ranks. The scaling policy and each attempt's supervisor can be
+passed in, and every state goes to the `on_state` hook, so a test can step the loop. The checks raise their typed
+errors before any process starts; after that an attempt's error is a value the policies read, and only the run's
+final error is raised (an interrupt as the interrupt it is).
 """
 
 from __future__ import annotations
 
 import logging
-import pickletools
-import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from sparkrunner.channel.payload import dumps_call
-from sparkrunner.common.checkpoint_dir import RunCheckpoints, latest_step
+from sparkrunner.common.checkpoint_dir import RunCheckpoints
 from sparkrunner.common.environment import Env
-from sparkrunner.common.rank_job import RankJob
-from sparkrunner.driver import causes
+from sparkrunner.data.driver import check_stream_feeders
+from sparkrunner.driver.attempt import teardown
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
-from sparkrunner.driver.attempts import (
+from sparkrunner.driver.elastic import Resize, Sizing
+from sparkrunner.driver.in_flight import InFlightWatch
+from sparkrunner.driver.launcher_choice import resolve_launcher
+from sparkrunner.driver.open_run import OpenRun, Placed, RunCall, RunOutputs
+from sparkrunner.driver.retry_policy import (
     Done,
     Fail,
     RecoveryOptions,
     Retry,
     RetryPolicy,
-    Why,
     failure_line,
-    final_error,
-    interrupted_note,
-    resume_text,
+    run_error,
 )
-from sparkrunner.driver.elastic import Resize, Sizing
-from sparkrunner.driver.in_flight import InFlightWatch
-from sparkrunner.driver.launcher_choice import resolve_launcher
-from sparkrunner.driver.supervisor import Ended, Outcome, RunDeadline, Supervisor, error_of
-from sparkrunner.driver.supervisor import Running as Undecided
-from sparkrunner.driver.zygotes import Zygotes, zygotes_for
-from sparkrunner.errors import InvalidArgumentError, ResultNotUnpicklableError
-from sparkrunner.launch import Launcher
-from sparkrunner.observe.observers import AttemptRecord, Observers, RunObserver, RunRecord
+from sparkrunner.driver.supervisor import (
+    Ended,
+    RunDeadline,
+    StillRunning,
+    Supervises,
+    Supervisor,
+    SupervisorFactory,
+    error_of,
+)
+from sparkrunner.driver.zygotes import zygotes_for
+from sparkrunner.observe.observers import Observers, RunObserver, RunRecord
 from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.spark_sessions import find_spark_session, task_resource_amount
-from sparkrunner.system import processes
 from sparkrunner.system.network import server_port
-from sparkrunner.timeouts import EXIT_POLL_S, EXIT_WAIT_S, OUTPUT_END_WAIT_S, SUPERVISE_POLL_S, SWEEP_GRACE_S
+from sparkrunner.timeouts import ELASTIC_POLL_S, SUPERVISE_POLL_S
+from sparkrunner.topology import ranks_per_task
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RunCall:
-    """What a run runs on every rank: ``main(*args, **kwargs)``; `every_rank`: return every rank's value."""
-
-    main: Any
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    name: str
-    every_rank: bool
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One attempt of a run: its number (0 first, as `rank_context().attempt` says on its ranks), its id (every
-    process of the attempt carries it) and its np (its ranks)."""
-
-    number: int
-    id: str
-    np: int
-
-    @classmethod
-    def of(cls, run_id: str, number: int, np: int) -> Attempt:
-        return cls(number, cls.id_for(run_id, number), np)
-
-    @staticmethod
-    def id_for(run_id: str, number: int) -> str:
-        """The id of attempt `number` of run `run_id`: the run's own for the first, then one per attempt."""
-        return run_id if number == 0 else f"{run_id}-attempt{number}"
-
-
-@dataclass(frozen=True)
 class AttemptEnd:
-    """How an attempt of `np` ranks ended (np 0: it never got its np), as the policies read it: its error (None:
-    it succeeded), the resize the controller asked its ranks to stop for, and whether the caller asked it to
-    stop."""
+    """How an attempt ended, as the policies read it: its error (None: it succeeded), the resize the controller
+    asked its ranks to stop for, and whether the caller asked it to stop."""
 
-    np: int
     error: BaseException | None
     resize: Resize | None = None
     stop_asked: bool = False
@@ -124,147 +93,30 @@ def decide(end: AttemptEnd, failures: RetryPolicy, failed_before: int) -> Decisi
 
 
 @dataclass(frozen=True)
-class GrowProposed:
-    """An event of a running attempt: its grow watch found slots for `np` ranks."""
-
-    np: int
-
-
-@dataclass(frozen=True)
-class StopAsked:
-    """An event of a running attempt: the caller asked its ranks to stop (`Runner.ask_to_stop`), for `reason`."""
-
-    reason: str
-
-
-Event = GrowProposed | StopAsked
-
-
-class _Inbox:
-    """The events of the attempt in flight, put from other threads; putting one wakes the controller's loop."""
-
-    def __init__(self, channel: AttemptChannel) -> None:
-        self._channel = channel
-        self._events: list[Event] = []
-        self._lock = threading.Lock()
-
-    def put(self, event: Event) -> None:
-        with self._lock:
-            self._events.append(event)
-        with self._channel.changed:
-            self._channel.changed.notify_all()
-
-    def take(self) -> list[Event]:
-        with self._lock:
-            events, self._events = self._events, []
-        return events
-
-
-class Supervises(Protocol):
-    """What the loop steps while an attempt runs (`Supervisor`, or a test's stand-in)."""
-
-    def step(self) -> Outcome: ...
-
-
-SupervisorFactory = Callable[[AttemptChannel, Placement, "RunDeadline | None"], Supervises]
-"""The supervisor of one attempt, for its channel, its placement and the run's deadline."""
-
-
-@dataclass(frozen=True)
-class Policies:
-    """What the controller asks for its decisions and its supervision, passed in so that a test can step the
-    loop with its own: the failure policy, the scaling policy (made once Spark and the ranks per task are known)
-    and each attempt's supervisor."""
-
-    failures: RetryPolicy
-    scaling: Callable[[Any, int], Sizing]
-    supervisor: SupervisorFactory
-
-    @classmethod
-    def of(cls, options: RunOptions) -> Policies:
-        """Runner's: `max_failures` and `retry_if`, `np` or its range, the timeouts and the stall watch."""
-
-        def scaling(spark: Any, per_task: int) -> Sizing:
-            return Sizing(options.np, options.np_range, spark, per_task, options.start_timeout)
-
-        def supervisor(
-            channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None
-        ) -> Supervisor:
-            stall = StallWatch(options.stall_timeout, options.on_stall)
-            return Supervisor(channel, placement, options.start_timeout, deadline, stall)
-
-        return cls(RecoveryOptions.of(options).policy, scaling, supervisor)
-
-
-@dataclass
-class RunOutputs:
-    """What a caller reads after a run: its record (set as the run opens) and the files its ranks sent."""
-
-    last_run: RunRecord | None = None
-    received_files: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Run:
-    """What every attempt of one run shares, from Checking on."""
-
-    call: RunCall
-    payload: bytes
-    launcher: Launcher
-    spark: Any
-    ranks_per_task: int
-    sizing: Sizing
-    deadline: RunDeadline | None
-    observers: Observers
-    record: RunRecord
-    checkpoints: RunCheckpoints
-    env: dict[str, str]
-    zygotes: Zygotes | None
-
-    def close(self) -> None:
-        self.checkpoints.close()
-        if self.zygotes is not None:
-            self.zygotes.close()
-
-
-@dataclass(frozen=True)
-class _Placed:
-    """An attempt ready to run: where its ranks start, the channel they reach, and the job they are given."""
-
-    attempt: Attempt
-    placement: Placement
-    channel: AttemptChannel
-    job: RankJob
-    description: str
-
-
-@dataclass(frozen=True)
 class Checking:
     """Arguments, launcher, Spark and slots are checked; the run's record opens."""
 
     call: RunCall
+    outputs: RunOutputs = field(repr=False)
 
 
 @dataclass(frozen=True)
 class Placing:
     """Attempt `number` gets its np (`np`, else the scaling policy's), its placement, channel and job; after a
-    failure (`wait_for_slots`) the cluster first gets back the slots it lost with the last attempt."""
+    failure (`regain_slots`) the cluster first gets back the slots it lost with the last attempt."""
 
-    run: _Run = field(repr=False)
+    run: OpenRun = field(repr=False)
     number: int
-    failures: int
     np: int | None = None
-    wait_for_slots: bool = False
+    regain_slots: bool = False
 
 
 @dataclass(frozen=True)
-class Running:
-    """The attempt's ranks start; the loop steps its supervisor and acts on its events until it ends."""
+class AttemptRunning:
+    """The attempt's ranks start; the loop steps its supervisor and acts between steps until it ends."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
-    placed: _Placed
-    failures: int
+    run: OpenRun = field(repr=False)
+    placed: Placed
 
 
 @dataclass(frozen=True)
@@ -272,52 +124,44 @@ class Stopping:
     """The attempt ended (`end`): its ranks go, its placement ends, its results are read; `placed` None: it
     never started, and `end` says why."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
-    placed: _Placed | None
+    run: OpenRun = field(repr=False)
+    placed: Placed | None
     end: AttemptEnd
-    failures: int
 
 
 @dataclass(frozen=True)
 class Resizing:
     """The attempt ended for a larger np (`resize`, not a failure): the next attempt runs `resize.new` ranks."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
+    run: OpenRun = field(repr=False)
     resize: Resize
-    failures: int
 
 
 @dataclass(frozen=True)
 class Restarting:
     """The attempt failed and the failure policy retries (`retry`, with the attempt's error)."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
+    run: OpenRun = field(repr=False)
     retry: Retry
-    failures: int
 
 
 @dataclass(frozen=True)
-class Succeeded:
+class RunSucceeded:
     """The run's values: rank 0's, or every rank's."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
+    run: OpenRun = field(repr=False)
     values: list[Any]
 
 
 @dataclass(frozen=True)
-class Failed:
+class RunFailed:
     """The run ends with the attempt's error, as the failure policy decided (`fail`: the error and why)."""
 
-    run: _Run = field(repr=False)
-    record: AttemptRecord
+    run: OpenRun = field(repr=False)
     fail: Fail
 
 
-Opened = Placing | Running | Stopping | Resizing | Restarting | Succeeded | Failed
+Opened = Placing | AttemptRunning | Stopping | Resizing | Restarting | RunSucceeded | RunFailed
 """Where a run is once its record opened."""
 State = Checking | Opened
 """Where a run is."""
@@ -325,8 +169,8 @@ State = Checking | Opened
 
 class RunController:
     """Owns each run of a pipeline (`RunPipeline`, a warm session's): its states, its attempts and their
-    placements, made by the placement factory it holds. Runs from several threads keep their own state;
-    `on_state` sees every state each run enters, in order."""
+    placements, made by the placement factory it holds. Each run keeps its own state (runs may come from several
+    threads); `on_state` sees every state each run enters, in order."""
 
     def __init__(
         self,
@@ -334,23 +178,31 @@ class RunController:
         observers: Sequence[RunObserver],
         placements: PlacementFactory,
         in_flight: InFlightWatch,
-        outputs: RunOutputs,
-        policies: Policies | None = None,
+        scaling: Callable[[int], Sizing] | None = None,
+        supervisor: SupervisorFactory | None = None,
         on_state: Callable[[State], None] | None = None,
     ) -> None:
         self.options = options
         self.recovery = RecoveryOptions.of(options)
-        self.policies = policies or Policies.of(options)
+        """The recovery options, derived once: the failure policy decides with them (`Runner.recovery`)."""
+        self._scaling = scaling or (lambda per_task: Sizing(options.np, options.np_range, per_task))
+
+        def supervise(
+            channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None
+        ) -> Supervisor:
+            stall = StallWatch(options.stall_timeout, options.on_stall)
+            return Supervisor(channel, placement, options.start_timeout, deadline, stall)
+
+        self._supervisor = supervisor or supervise
         self._observers = list(observers)
         self._placements = placements
         self._in_flight = in_flight
-        self._outputs = outputs
         self._on_state = on_state
-        self._inbox: _Inbox | None = None
 
-    def run(self, call: RunCall) -> list[Any]:
-        """`call` on every rank: rank 0's value (or every rank's) in a list, or the run's error raised."""
-        state: State = Checking(call)
+    def run(self, call: RunCall, outputs: RunOutputs) -> list[Any]:
+        """`call` on every rank: rank 0's value (or every rank's) in a list, or the run's error raised; `outputs`
+        gets the run's record as it opens, and the files its ranks sent."""
+        state: State = Checking(call, outputs)
         try:
             while True:
                 self._enter(state)
@@ -359,7 +211,7 @@ class RunController:
                         state = self._check(state)  # typed errors, before any process starts
                     case Placing():
                         state = self._place(state)
-                    case Running():
+                    case AttemptRunning():
                         state = self._supervise(state)
                     case Stopping():
                         state = self._stop(state)
@@ -367,9 +219,9 @@ class RunController:
                         state = self._resize(state)
                     case Restarting():
                         state = self._restart(state)
-                    case Succeeded():
+                    case RunSucceeded():
                         return self._succeeded(state)
-                    case Failed():
+                    case RunFailed():
                         raise self._failed(state)
         except BaseException as exc:
             if not isinstance(state, Checking):  # the run's record is open
@@ -377,11 +229,11 @@ class RunController:
             raise
 
     def ask_to_stop(self, reason: str) -> bool:
-        """Ask the ranks of the attempt in flight to stop gracefully (an event of the loop); False when none is."""
-        inbox = self._inbox
-        if inbox is not None:
-            inbox.put(StopAsked(reason))
-        return inbox is not None
+        """Ask the ranks of the attempt in flight to stop gracefully (the loop acts on it); False when none is."""
+        channel = self._in_flight.channel
+        if channel is not None:
+            channel.request_stop(reason)
+        return channel is not None
 
     def _enter(self, state: State) -> None:
         log.debug("run: %s", state)
@@ -391,377 +243,188 @@ class RunController:
     def _end(self, state: Opened, error: BaseException | None) -> None:
         """The run's end, however it came: what an attempt left behind goes (an interrupt landing between two
         steps), the observers see the record, the checkpoints and zygotes close."""
+        run = state.run
         try:
-            placed = state.placed if isinstance(state, Running | Stopping) else None
+            placed = state.placed if isinstance(state, AttemptRunning | Stopping) else None
             if placed is not None:  # an attempt in flight
-                _kill_now(placed)
+                teardown.kill_now(placed.channel, placed.placement, run.attempt_id)
         finally:
             try:
-                state.run.observers.end(state.run.record, error)
+                run.observers.end(run.record, error)
             finally:
-                state.run.close()
+                run.close()
 
     def _check(self, state: Checking) -> Placing:
         """Checking: everything that can be refused before a process starts; then the run's record opens."""
         options, call = self.options, state.call
         deadline = RunDeadline.starting_now(options.timeout)
-        payload = _function_payload(call.main, call.args, call.kwargs)
+        payload = dumps_call(call.main, call.args, call.kwargs)
         launcher = resolve_launcher(options.launcher, call.main, options.horovod, options.env)
-        spark = None if options.np < 0 else _spark_session(options.spark)
-        per_task = _ranks_per_task(options.np, options.ranks_per_task, spark)
-        sizing = self.policies.scaling(spark, per_task)
-        self._placements(launcher, spark, sizing.least // per_task).check()
-        _check_stream_feeders(
-            (*call.args, *call.kwargs.values()), 0 if options.np < 0 else sizing.least // per_task
-        )
+        spark = None if options.np < 0 else options.spark or find_spark_session()
+        gpus = 0.0 if spark is None or options.ranks_per_task is not None else task_resource_amount(spark)
+        per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
+        sizing = self._scaling(per_task)
+        self._placements.check(launcher, spark, sizing.least // per_task)
+        tasks = 0 if spark is None else sizing.least // per_task  # a stream's feeders need slots beside them
+        check_stream_feeders((*call.args, *call.kwargs.values()), tasks)
         observers = Observers(self._observers)
-        record = self._outputs.last_run = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
-        self._outputs.received_files = {}
+        record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
+        state.outputs.last_run, state.outputs.received_files = record, {}
         checkpoints = RunCheckpoints.open(self.recovery.checkpoint_dir, record.run_id, options.np < 0)
         env = {**observers.start(record), **options.env, **checkpoints.rank_env()}
         if call.every_rank:
             env[Env.RESULTS] = "all"
         zygotes = zygotes_for(record.run_id, call.main, options, launcher.name)
-        run = _Run(
-            call,
-            payload,
-            launcher,
-            spark,
-            per_task,
-            sizing,
-            deadline,
-            observers,
-            record,
-            checkpoints,
-            env,
-            zygotes,
-        )
-        return Placing(run, 0, 0)
+        run = OpenRun(
+            call, state.outputs, payload, launcher, spark, per_task, sizing, deadline, observers, record,
+            checkpoints, env, zygotes,
+        )  # fmt: skip
+        return Placing(run, 0)
 
-    def _new_attempt_record(self, run: _Run, number: int) -> AttemptRecord:
-        """The record of attempt `number` (what `last_run.attempts`, MLflow and the report read), as it starts."""
-        resumed = latest_step(run.checkpoints.folder) if number else None
-        record = AttemptRecord(
-            number,
-            time.time(),
-            resumed_from_step=resumed,
-            attempt_id=Attempt.id_for(run.record.run_id, number),
-        )
-        run.record.attempts.append(record)
-        if number:
-            log.info(f"attempt {number} started{resume_text(resumed)}")
-        return record
-
-    def _place(self, state: Placing) -> Running | Stopping:
-        """Placing: the attempt's np, its placement (from the factory), channel and job; or why it cannot start
+    def _place(self, state: Placing) -> AttemptRunning | Stopping:
+        """Placing: the attempt's record, np, placement (from the factory), channel and job; or why it cannot start
         (a slot wait that failed or was interrupted included)."""
         run, number = state.run, state.number
-        record = self._new_attempt_record(run, number)
-        np = 0
+        record = run.start_attempt(number)
         try:
-            if state.wait_for_slots:  # the executors lost with the last attempt come back
-                self._placements(run.launcher, run.spark, run.sizing.least // run.ranks_per_task).check()
+            if state.regain_slots:  # the executors lost with the last attempt come back
+                self._placements.check(run.launcher, run.spark, run.sizing.least // run.ranks_per_task)
             if state.np is None:
-                np = record.world_size = run.sizing.np_for(number)
+                record.world_size = run.np_for(number, self.options.start_timeout)
             else:  # the resize's
-                np = record.world_size = state.np
-                run.sizing.announce(number, np)
+                record.world_size = state.np
+                run.sizing.announce(number, state.np)
             if run.deadline is not None:
                 run.deadline.refuse_start_when_passed(number)
-            attempt = Attempt.of(run.record.run_id, number, np)
-            placement = self._placements(run.launcher, run.spark, np // run.ranks_per_task)
+            placement = self._placements(run.launcher, run.spark, record.world_size // run.ranks_per_task)
             channel = AttemptChannel(
                 run.payload,
-                np,
+                record.world_size,
                 self.options.driver_log_verbosity,
                 placement.bind_host,
                 run.observers,
                 server_port(placement.bind_host, self.options.port_range),
             )
-            job = self._job(run, attempt, placement, channel)
+            job = run.job(placement, channel, self.options, self.recovery)
         except BaseException as exc:  # nothing started: the policies read why
-            return Stopping(run, record, None, AttemptEnd(np, exc), state.failures)
-        placed = _Placed(attempt, placement, channel, job, job_description(run.record, attempt.id))
-        return Running(run, record, placed, state.failures)
+            return Stopping(run, None, AttemptEnd(exc))
+        return AttemptRunning(run, Placed(placement, channel, job))
 
-    def _job(self, run: _Run, attempt: Attempt, placement: Placement, channel: AttemptChannel) -> RankJob:
-        """What every rank of `attempt` is given: where the driver is, its secret, its environment."""
-        zygote = None
-        if run.zygotes is not None:
-            zygote = run.zygotes.spec(placement.bind_host, placement.driver_host, self.options)
-        return RankJob(
-            attempt.id,
-            (placement.driver_host, channel.port),
-            channel.secret,
-            {**run.env, **self.recovery.rank_env(attempt.number)},
-            self.options.horovod,
-            self.options.use_gpu,
-            port_range=self.options.port_range,
-            ranks_per_task=run.ranks_per_task,
-            zygote=zygote,
-            run_id=run.record.run_id,
-        )
-
-    def _supervise(self, state: Running) -> Stopping:
-        """Running: start the ranks, then step the supervisor, acting on the attempt's events between steps,
-        until the attempt ends (its error, an interrupt included, is a value)."""
+    def _supervise(self, state: AttemptRunning) -> Stopping:
+        """AttemptRunning: start the ranks, then step the supervisor, acting between steps, until the attempt
+        ends (its error, an interrupt included, is a value)."""
         run, placed = state.run, state.placed
-        inbox = self._inbox = _Inbox(placed.channel)
         self._in_flight.publish(placed.channel)
         run.record.spark_job_group = placed.placement.job_group  # known while the attempt runs
         acted = _Acted()
-        watch = None
         try:
-            placed.placement.start(placed.job, placed.description)
-            supervisor = self.policies.supervisor(placed.channel, placed.placement, run.deadline)
-            watch = run.sizing.watch(
-                placed.attempt.np, placed.channel, lambda np: inbox.put(GrowProposed(np))
-            )
-            error: BaseException | None = error_of(self._steps(run, placed, supervisor, inbox, acted))
+            placed.placement.start(placed.job, run.job_description())
+            supervisor = self._supervisor(placed.channel, placed.placement, run.deadline)
+            error: BaseException | None = error_of(self._steps(run, placed, supervisor, acted))
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
             error = exc
-        finally:
-            self._inbox = None
-            if watch is not None:
-                watch.stop()
         if error is not None:
-            log.debug("run %s: %s; shutting its ranks down", placed.attempt.id, type(error).__name__)
-        end = AttemptEnd(placed.attempt.np, error, acted.resize, acted.stop_asked)
-        return Stopping(run, state.record, placed, end, state.failures)
+            log.debug("attempt %s: %s; shutting its ranks down", run.attempt_id, type(error).__name__)
+        end = AttemptEnd(error, acted.resize, acted.stop_asked)
+        return Stopping(run, placed, end)
 
-    def _steps(
-        self, run: _Run, placed: _Placed, supervisor: Supervises, inbox: _Inbox, acted: _Acted
-    ) -> Ended:
-        """Step `supervisor` until the attempt ends; between steps, decide and execute what its events ask."""
-        channel = placed.channel
+    def _steps(self, run: OpenRun, placed: Placed, supervisor: Supervises, acted: _Acted) -> Ended:
+        """Step `supervisor` until the attempt ends; between steps, act on a stop asked and ask the scaling policy
+        (at most every ELASTIC_POLL_S) whether the attempt grows."""
+        channel, next_look = placed.channel, 0.0
         with channel.changed:
             while True:
                 outcome = supervisor.step()
-                if not isinstance(outcome, Undecided):
+                if not isinstance(outcome, StillRunning):
                     return outcome
-                for event in inbox.take():
-                    self._act(run, placed, event, acted)
+                if channel.stop_requested is not None:
+                    acted.stop(channel, channel.stop_requested)
+                if acted.may_grow and run.sizing.can_grow(run.np) and time.monotonic() >= next_look:
+                    next_look = time.monotonic() + ELASTIC_POLL_S
+                    acted.grow(run, placed)
                 channel.changed.wait(SUPERVISE_POLL_S)
 
-    @staticmethod
-    def _act(run: _Run, placed: _Placed, event: Event, acted: _Acted) -> None:
-        """A grow the scaling policy takes, or a stop asked: the ranks are asked to stop (once) and the loop
-        remembers why."""
-        if acted.resize is not None or acted.stop_asked:
-            return
-        match event:
-            case GrowProposed(np=proposed):
-                acted.resize = run.sizing.grow(placed.attempt.np, proposed)
-                if acted.resize is not None:
-                    log.info("slots for %d ranks are back: the run grows at its next checkpoint", proposed)
-                    placed.channel.ask_ranks_to_rescale()
-            case StopAsked(reason=reason):
-                acted.stop_asked = True
-                placed.channel.ask_ranks_to_stop(reason)
-
-    def _stop(self, state: Stopping) -> Succeeded | Resizing | Restarting | Failed:
-        """Stopping: the ranks go and nothing of the attempt is left; on success the values asked for are read.
-        Then the policies decide what the loop does next."""
-        run, record, end = state.run, state.record, state.end
+    def _stop(self, state: Stopping) -> RunSucceeded | Resizing | Restarting | RunFailed:
+        """Stopping: the ranks go and nothing of the attempt is left (after a success they exit on their own and
+        the values asked for are read; a second Ctrl-C cuts the shutdown short). Then the policies decide what the
+        loop does next."""
+        run, record, end = state.run, state.run.attempt, state.end
         values: list[Any] = []
-        if state.placed is not None:
-            values, error = self._end_attempt(run, state.placed, end.error)
+        if (placed := state.placed) is not None:
+            channel, grace_s = placed.channel, self.recovery.stop_grace_s
+            values_of = range(run.np) if run.call.every_rank else range(1)
+            try:
+                values, error = teardown.end_attempt(
+                    channel, placed.placement, run.attempt_id, end.error, values_of, grace_s
+                )
+            finally:
+                self._in_flight.publish(None)
+                run.outputs.received_files.update(channel.report.files)
             end = replace(end, error=error)
         record.ended_at = time.time()
-        decision = decide(end, self.policies.failures, state.failures)
+        decision = decide(end, self.recovery.policy, run.failed_before())
         match decision:
             case Done():
-                return Succeeded(run, record, values)
+                return RunSucceeded(run, values)
             case Resize():
-                return Resizing(run, record, decision, state.failures)
+                return Resizing(run, decision)
             case Retry():
-                return Restarting(run, record, decision, state.failures)
+                return Restarting(run, decision)
             case Fail():
-                return Failed(run, record, decision)
-
-    def _end_attempt(
-        self, run: _Run, placed: _Placed, error: BaseException | None
-    ) -> tuple[list[Any], BaseException | None]:
-        """After a success let the ranks exit and read their values; otherwise stop them. Returns the values and
-        the attempt's error (None: it succeeded); a second Ctrl-C cuts the shutdown short."""
-        channel, attempt, grace_s = placed.channel, placed.attempt, self.recovery.stop_grace_s
-        try:
-            if error is None:
-                try:
-                    _let_exit(channel, placed.placement)
-                    _sweep(channel, placed.placement, attempt.id)
-                    return _results(channel, range(attempt.np) if run.call.every_rank else range(1)), None
-                except BaseException as exc:  # the ranks succeeded, but their end or their values failed
-                    if not isinstance(exc, Exception):
-                        _kill_now(placed)
-                    return [], exc
-
-            def stop() -> None:
-                _stop_ranks(channel, attempt.id, grace_s)
-                _sweep(channel, placed.placement, attempt.id)
-
-            return [], causes.shut_down_after_failure(stop, lambda: _kill_now(placed), error)
-        finally:
-            self._in_flight.publish(None)
-            self._outputs.received_files.update(channel.report.files)
+                return RunFailed(run, decision)
 
     def _resize(self, state: Resizing) -> Placing:
         """Resizing: not a failure; the next attempt runs the np the resize decided."""
-        state.record.rescaled = True
-        log.info(f"attempt {state.record.number} ended after {state.record.duration_s:.1f} s: {state.resize}")
-        return Placing(state.run, state.record.number + 1, state.failures, np=state.resize.new)
+        record = state.run.attempt
+        record.rescaled = True
+        log.info(f"attempt {record.number} ended after {record.duration_s:.1f} s: {state.resize}")
+        return Placing(state.run, record.number + 1, np=state.resize.new)
 
     def _restart(self, state: Restarting) -> Placing:
         """Restarting: the failure is logged; the next attempt waits for the slots a fixed-size run lost."""
-        state.record.error = state.retry.error
-        log.warning(failure_line(state.record, state.retry))
-        fixed = not state.run.sizing.elastic
-        return Placing(state.run, state.record.number + 1, state.failures + 1, wait_for_slots=fixed)
+        record = state.run.attempt
+        record.error = state.retry.error
+        log.warning(failure_line(record, state.retry))
+        return Placing(state.run, record.number + 1, regain_slots=not state.run.sizing.elastic)
 
-    def _succeeded(self, state: Succeeded) -> list[Any]:
-        if state.record.number:
-            log.info(f"attempt {state.record.number} succeeded")
+    def _succeeded(self, state: RunSucceeded) -> list[Any]:
+        if state.run.attempt.number:
+            log.info(f"attempt {state.run.attempt.number} succeeded")
         self._end(state, None)
         return state.values
 
-    def _failed(self, state: Failed) -> BaseException:
-        """Failed: the error the run raises: an interrupt as it is (noting what the attempts before it did), the
-        attempt's own without retries, else every attempt's."""
-        record, error = state.record, state.fail.error
-        record.error = error
-        attempts = state.run.record.attempts
-        if state.fail.why is Why.INTERRUPTED:
-            if len(attempts) > 1:
-                error.add_note(interrupted_note(attempts))
-            return error
-        if state.fail.why is Why.NO_RETRIES:
-            return error
-        log.warning(failure_line(record, state.fail))
-        final = final_error(attempts, self.policies.failures, error)
-        if final is not error:
-            final.__cause__ = error
-        return final
+    def _failed(self, state: RunFailed) -> BaseException:
+        """RunFailed: the error the run raises, as the failure policy words it."""
+        state.run.attempt.error = state.fail.error
+        return run_error(state.fail, state.run.record.attempts, self.recovery.policy)
 
 
 @dataclass
 class _Acted:
-    """What the loop did on a running attempt's events: the resize it asked the ranks to stop for, or a stop."""
+    """What the loop did on a running attempt: the resize it asked the ranks to stop for, or a stop asked (once
+    either happened the ranks are stopping: nothing more is asked of them)."""
 
     resize: Resize | None = None
     stop_asked: bool = False
+    may_grow: bool = True
+    """False once the cluster could not say its slots (it is going away: the attempt will say why)."""
 
+    def stop(self, channel: AttemptChannel, reason: str) -> None:
+        if self.resize is None and not self.stop_asked:
+            self.stop_asked = True
+            channel.ask_ranks_to_stop(reason)
 
-def _let_exit(channel: AttemptChannel, placement: Placement) -> None:
-    """After a success: let the ranks exit on their own first (not what they left: a daemon may hold mpirun up),
-    their last output delivered."""
-    deadline = time.monotonic() + EXIT_WAIT_S
-    with channel.changed:  # a rank hanging up wakes it (a warm session's ranks stay up)
-        while not (placement.finished() or channel.ranks_ended_here()) and time.monotonic() < deadline:
-            channel.changed.wait(EXIT_POLL_S)  # (nothing wakes it when the Spark job ends)
-        # what a relay sent last may still wait in the driver's socket or handler queue: closing the channel
-        # now would drop a rank's last lines
-        causes.wait_until(channel, channel.output_delivered, OUTPUT_END_WAIT_S)
-
-
-def _stop_ranks(channel: AttemptChannel, attempt_id: str, stop_grace_s: float) -> None:
-    """Otherwise: stop them (SIGTERM, up to `stop_grace_s`) and kill what is left."""
-    channel.stop_ranks(stop_grace_s)
-    log.debug("run %s: every rank stopped", attempt_id)
-
-
-def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> None:
-    """Leave nothing behind: the placement ends, the channel closes, and what is left of the attempt is killed."""
-    placement.stop()
-    log.debug("run %s: its placement ended", attempt_id)
-    channel.close()
-    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
-    if leftover:
-        log.warning(
-            "killed %d leftover process(es) of run %s: %s",
-            len(leftover),
-            attempt_id,
-            processes.described(leftover),
-        )
-
-
-def _kill_now(placed: _Placed) -> None:
-    """Leave nothing behind, without waiting: on a second Ctrl-C, or an interrupt between two steps."""
-    placed.channel.abort_ranks()
-    placed.placement.stop()
-    placed.channel.close()
-    processes.sweep_attempt(placed.attempt.id, grace_s=0)
-
-
-def _results(channel: AttemptChannel, ranks: Iterable[int]) -> list[Any]:
-    values = []
-    for rank in ranks:
+    def grow(self, run: OpenRun, placed: Placed) -> None:
+        """Ask the scaling policy whether the attempt grows into the slots there are now; ask the ranks to stop
+        for the resize it decides."""
+        if self.resize is not None or self.stop_asked:
+            return
         try:
-            values.append(channel.result_value(rank))
-        except Exception as exc:
-            raise ResultNotUnpicklableError(rank, _type_in(channel.report.results[rank]), exc) from exc
-    return values
-
-
-def _type_in(pickled: bytes) -> str:
-    """The class a pickled value names first (its own, or its first element's): ``module.Name``."""
-    strings: list[str] = []
-    try:
-        for opcode, arg, _ in pickletools.genops(pickled):
-            if opcode.name in ("GLOBAL", "INST"):
-                return str(arg).replace(" ", ".")
-            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
-                return f"{strings[-2]}.{strings[-1]}"
-            if isinstance(arg, str):
-                strings.append(arg)
-    except Exception:  # not a pickle this can read: say so rather than guess
-        pass
-    return "value whose type its pickle does not name"
-
-
-def _spark_session(given: Any) -> Any:
-    """The SparkSession given, else the active or default one."""
-    return given if given is not None else find_spark_session()
-
-
-def _check_stream_feeders(arguments: tuple[Any, ...], barrier_tasks: int) -> None:
-    """A run that reads a `stream()` needs task slots for its feeders. A `StreamData` exists only once its module
-    is loaded, so a run without one never imports the data path (numpy and pyarrow: the `data` extra)."""
-    if "sparkrunner.data.stream_handle" in sys.modules:
-        from sparkrunner.data.driver.streaming import check_feeder_slots
-
-        check_feeder_slots(arguments, barrier_tasks)
-
-
-def _function_payload(main: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-    if not callable(main):
-        raise InvalidArgumentError(
-            f"main must be a function to run on every rank (or a script's path), not a {type(main).__name__}"
-        )
-    return dumps_call(main, args, kwargs)
-
-
-def job_description(record: RunRecord, attempt_id: str) -> str:
-    """The run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
-    first, the attempt's id."""
-    mlflow = "" if record.mlflow_run_id is None else f" mlflow={record.mlflow_run_id}"
-    return (
-        f"sparkrunner: {record.function} np={record.np} launcher={record.launcher}{mlflow} run={record.run_id}"
-        + ("" if attempt_id == record.run_id else f" attempt={attempt_id}")
-    )
-
-
-def _ranks_per_task(np: int, requested: int | None, spark: Any) -> int:
-    """`requested`, else the GPUs Spark gives each task when more than one (one rank per GPU), else 1."""
-    if np < 0:
-        return 1
-    if requested is not None:
-        return requested
-    amount = task_resource_amount(spark)
-    if amount <= 1 or not amount.is_integer():
-        return 1
-    if np % int(amount):
-        raise InvalidArgumentError(
-            f"each task has {int(amount)} GPUs, so each starts {int(amount)} ranks by default, but np={np} is not "
-            f"a multiple of {int(amount)}; pass ranks_per_task=... explicitly"
-        )
-    return int(amount)
+            slots = run.slots()
+        except Exception:
+            self.may_grow = False
+            return
+        self.resize = run.sizing.grow(run.np, slots, len(placed.channel.report.ranks))
+        if self.resize is not None:
+            log.info("slots for %d ranks are back: the run grows at its next checkpoint", self.resize.new)
+            placed.channel.ask_ranks_to_stop("rescale")  # `stop_reason`: they save and return

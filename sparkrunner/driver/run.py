@@ -37,7 +37,7 @@ class RunPipeline:
     ) -> None:
         self.in_flight = in_flight or InFlightWatch()
         self._outputs = RunOutputs()
-        self.controller = RunController(options, observers, placements, self.in_flight, self._outputs)
+        self.controller = RunController(options, observers, placements, self.in_flight)
         self.recovery = self.controller.recovery
 
     @property
@@ -81,7 +81,7 @@ class RunPipeline:
         self, main: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str, every_rank: bool
     ) -> list[Any]:
         """One run of `main` on every rank; rank 0's value (or every rank's) in a list."""
-        return self.controller.run(RunCall(main, args, kwargs, name, every_rank))
+        return self.controller.run(RunCall(main, args, kwargs, name, every_rank), self._outputs)
 
     def dump_stacks(self) -> StackReport:
         """Every live rank's Python stacks (all threads) and last output lines, while a run is in flight."""

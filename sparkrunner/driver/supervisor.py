@@ -1,16 +1,18 @@
 """The driver's supervision of one attempt: each `step()` says what happened, as a typed outcome.
 
-`Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `Running`,
-`Succeeded`, `Failed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`. The run's controller
+`Supervisor.step` looks once at what the ranks reported and what the placement knows, and returns `StillRunning`,
+`RanksSucceeded`, `RanksFailed` (with its cause), `Cancelled` (its Spark job), `TimedOut` or `Stalled`. The run's controller
 steps it, acting on its own events between steps, until it says how the attempt ended (`Ended`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from sparkrunner.driver import causes
+from sparkrunner.driver import failure_causes
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch, hang_error
 from sparkrunner.errors import (
@@ -22,6 +24,7 @@ from sparkrunner.errors import (
     StallError,
     StartTimeoutError,
 )
+from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import FINISH_GRACE_S
 
@@ -52,17 +55,17 @@ class RunDeadline:
 
 
 @dataclass(frozen=True)
-class Running:
+class StillRunning:
     """Nothing decided yet."""
 
 
 @dataclass(frozen=True)
-class Succeeded:
+class RanksSucceeded:
     """Every rank reported its outcome and none failed."""
 
 
 @dataclass(frozen=True)
-class Failed:
+class RanksFailed:
     """A rank raised or vanished, its executor is being decommissioned, or the ranks ended unreported."""
 
     cause: SparkRunnerError
@@ -89,21 +92,21 @@ class Stalled:
     error: StallError
 
 
-Ended = Succeeded | Failed | Cancelled | TimedOut | Stalled
+Ended = RanksSucceeded | RanksFailed | Cancelled | TimedOut | Stalled
 """How an attempt ended, as the supervisor saw it."""
-Outcome = Running | Ended
+Outcome = StillRunning | Ended
 
 
 def error_of(ended: Ended) -> SparkRunnerError | None:
-    """The error the run reports for `ended` (None for `Succeeded`); a rank's error carries its original as the
+    """The error the run reports for `ended` (None for `RanksSucceeded`); a rank's error carries its original as the
     cause (the remote traceback)."""
     match ended:
-        case Succeeded():
+        case RanksSucceeded():
             return None
-        case Failed(cause=RankFailedError() as error):
+        case RanksFailed(cause=RankFailedError() as error):
             error.__cause__ = error.original
             return error
-        case Failed(cause=error) | Cancelled(error=error) | TimedOut(error=error) | Stalled(error=error):
+        case RanksFailed(cause=error) | Cancelled(error=error) | TimedOut(error=error) | Stalled(error=error):
             return error
 
 
@@ -132,10 +135,10 @@ class Supervisor:
         if cancelled is not None:
             return cancelled
         if report.errors or report.vanished:
-            failure = causes.run_failure(channel, self._placement)
-            return self._cancelled() or Failed(failure)  # ranks of a cancelled job may go first
+            failure = failure_causes.run_failure(channel, self._placement)
+            return self._cancelled() or RanksFailed(failure)  # ranks of a cancelled job may go first
         if report.all_done():
-            return Succeeded()
+            return RanksSucceeded()
         ended = self._ended()
         if ended is not None:
             return ended
@@ -152,7 +155,7 @@ class Supervisor:
             stalled = self._stall.check(channel.last_activity, channel.collect_stacks)
             if stalled is not None:
                 return Stalled(stalled)
-        return Running()
+        return StillRunning()
 
     def _cancelled(self) -> Cancelled | None:
         how = self._placement.cancelled()
@@ -165,23 +168,43 @@ class Supervisor:
             )
         )
 
-    def _ended(self) -> Failed | None:
+    def _ended(self) -> RanksFailed | None:
         """The placement is going away (decommission) or ended while ranks had not all reported."""
         channel, report, placement = self._channel, self._channel.report, self._placement
         decommissioning = placement.decommissioning(channel.spark_task_ids())
         if decommissioning is not None:
-            return Failed(
+            return RanksFailed(
                 ExecutorDecommissionedError(
                     f"{decommissioning}: every rank was asked to stop, and ranks that watch stopping() or "
                     f"on_stop() had stop_grace_s to save a checkpoint"
                 )
             )
-        if (placement.finished() or placement.failure() is not None) and not causes.wait_until(
-            channel, lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
+        if (placement.finished() or placement.failure() is not None) and not channel.wait_until(
+            lambda: report.all_done() or bool(report.errors or report.vanished), FINISH_GRACE_S
         ):
             missing = report.num_ranks - sum(1 for s in report.ranks.values() if s.done)
-            return Failed(causes.ended_without_result(channel, placement, missing))
+            return RanksFailed(failure_causes.ended_without_result(channel, placement, missing))
         return None
+
+
+class Supervises(Protocol):
+    """What the run's controller steps while an attempt runs (`Supervisor`, or a test's stand-in)."""
+
+    def step(self) -> Outcome: ...
+
+
+SupervisorFactory = Callable[[AttemptChannel, Placement, "RunDeadline | None"], Supervises]
+"""The supervisor of one attempt, for its channel, its placement and the run's deadline."""
+
+
+def supervisors(options: RunOptions) -> SupervisorFactory:
+    """Runner's supervisor of each attempt: `start_timeout`, the run's deadline and the stall watch."""
+
+    def supervisor(channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None) -> Supervisor:
+        stall = StallWatch(options.stall_timeout, options.on_stall)
+        return Supervisor(channel, placement, options.start_timeout, deadline, stall)
+
+    return supervisor
 
 
 def _start_timeout_message(channel: AttemptChannel, start_timeout: float) -> str:

@@ -35,8 +35,8 @@ class AttemptRecord:
         resumed_from_step: the step of the latest checkpoint when it started, or None when there was none.
         world_size: its ranks (with ``np=(min, max)`` each attempt's own).
         rescaled: True when it ended because the run changed its size (not a failure).
-        attempt_id: the id every process of the attempt carries (`SPARKRUNNER_ATTEMPT_ID`): the run's id for attempt 0,
-            ``<run_id>-attempt<number>`` after.
+        attempt_id: the id every process of the attempt carries (`SPARKRUNNER_ATTEMPT_ID`),
+            ``<run_id>-attempt<number>`` (never the run's own id, also for attempt 0).
     """
 
     number: int
@@ -51,6 +51,11 @@ class AttemptRecord:
     @property
     def duration_s(self) -> float | None:
         return None if self.ended_at is None else self.ended_at - self.started_at
+
+    @staticmethod
+    def id_for(run_id: str, number: int) -> str:
+        """The id of attempt `number` of run `run_id`: derived from the run's, never equal to it."""
+        return f"{run_id}-attempt{number}"
 
 
 @dataclass

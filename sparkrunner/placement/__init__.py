@@ -20,9 +20,6 @@ class Placement(Protocol):
     def job_group(self) -> str | None:
         """The Spark job group (a job tag on Spark Connect) of the run's barrier job; None without Spark."""
 
-    def check(self) -> None:
-        """Raise a typed error before anything starts when this placement cannot run."""
-
     def start(self, job: RankJob, description: str = "") -> None:
         """Start the ranks; returns at once. `description` names the run in Spark's UI."""
 
@@ -52,7 +49,7 @@ class Placement(Protocol):
 class QuietPlacement(Placement):
     """The base of a placement with no cluster to ask (the stand-ins tests and benchmarks run a controller with):
     no Spark job, the loopback address, and nothing to say about failures, exit codes, decommissioned executors
-    or cancelled jobs. Subclasses say how they check, start, finish and stop."""
+    or cancelled jobs. Subclasses say how they start, finish and stop."""
 
     driver_host = bind_host = "127.0.0.1"
     job_group = None

@@ -61,27 +61,28 @@ def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyp
     return run
 
 
+def check_connect(spark: Any, num_tasks: int, launcher: Launcher, use_gpu: bool | None) -> None:
+    """Raise a typed error before anything starts when a barrier stage of `num_tasks` cannot run over this
+    Connect session."""
+    refuse_dynamic_allocation(spark.conf.get("spark.dynamicAllocation.enabled", "false"))
+    launcher.check_available()
+    if use_gpu:
+        gpus.require_spark_gpus(task_resource_amount(spark))
+    slots = session_slots(spark)
+    if slots is not None and slots < num_tasks:
+        raise too_few_slots(num_tasks, slots, "")
+
+
 class ConnectPlacement(StageHolder):
     bind_host = "0.0.0.0"
 
-    def __init__(self, spark: Any, num_tasks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
+    def __init__(self, spark: Any, num_tasks: int, launcher: Launcher) -> None:
         self._spark = spark
-        self._use_gpu = use_gpu
         self._num_tasks = num_tasks
         self._launcher = launcher
         self.driver_host = session_client_address(spark)
         self.job_group = f"sparkrunner-{uuid.uuid4().hex[:12]}"
         self._job: BackgroundJob | None = None
-
-    def check(self) -> None:
-        conf = self._spark.conf
-        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
-        self._launcher.check_available()
-        if self._use_gpu:
-            gpus.require_spark_gpus(task_resource_amount(self._spark))
-        slots = session_slots(self._spark)
-        if slots is not None and slots < self._num_tasks:
-            raise too_few_slots(self._num_tasks, slots, "")
 
     def start(self, job: RankJob, description: str = "") -> None:
         job = replace(job, echo_output=not executors_print_to_this_console(self._spark))

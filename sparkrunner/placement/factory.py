@@ -1,25 +1,32 @@
 """Where each attempt's ranks start: the placement factory a run's controller holds.
 
-A run asks its factory for a fresh `Placement` per attempt (and one to check before the first): this machine for
-``np < 0``, else a Spark barrier stage (classic or Connect). A warm session wraps a factory to serve its live ranks
-instead; a test passes its own factory to stand in for a failing Spark.
+A run asks its factory for a fresh `Placement` per attempt (this machine for ``np < 0``, else a Spark barrier
+stage, classic or Connect), and to check, before the first attempt and after a failure, that one could run
+(building none). A warm session wraps a factory to serve its live ranks instead; a test passes its own factory to
+stand in for a failing Spark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sparkrunner.launch import Launcher
 from sparkrunner.placement import Placement
-from sparkrunner.placement.connect import ConnectPlacement
-from sparkrunner.placement.local import LocalPlacement
-from sparkrunner.placement.spark import SparkPlacement
+from sparkrunner.placement.connect import ConnectPlacement, check_connect
+from sparkrunner.placement.local import LocalPlacement, check_local
+from sparkrunner.placement.spark import SparkPlacement, check_spark
 from sparkrunner.placement.spark_sessions import is_connect_session
 
-PlacementFactory = Callable[[Launcher, Any, int], Placement]
-"""Where the ranks of one attempt run, for (launcher, spark session or None, barrier tasks)."""
+
+class PlacementFactory(Protocol):
+    """Where the ranks of one attempt run, for (launcher, spark session or None, barrier tasks)."""
+
+    def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
+        """A new placement (each attempt gets its own)."""
+
+    def check(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        """Raise a typed error before anything starts when such a placement cannot run; builds none."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,15 @@ class ColdPlacements:
 
     def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
         if self.np < 0:
-            return LocalPlacement(-self.np, launcher, self.use_gpu)
+            return LocalPlacement(-self.np, launcher)
         if is_connect_session(spark):
-            return ConnectPlacement(spark, tasks, launcher, self.use_gpu)
-        return SparkPlacement(spark, tasks, launcher, self.start_timeout, self.use_gpu)
+            return ConnectPlacement(spark, tasks, launcher)
+        return SparkPlacement(spark, tasks, launcher)
+
+    def check(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        if self.np < 0:
+            check_local(launcher, self.use_gpu)
+        elif is_connect_session(spark):
+            check_connect(spark, tasks, launcher, self.use_gpu)
+        else:
+            check_spark(spark, tasks, launcher, self.start_timeout, self.use_gpu)

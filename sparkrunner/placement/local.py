@@ -14,21 +14,22 @@ from sparkrunner.topology import Peer, TaskIndex, Topology
 LOOPBACK = "127.0.0.1"
 
 
+def check_local(launcher: Launcher, use_gpu: bool | None) -> None:
+    """Raise a typed error before anything starts when ranks cannot run on this machine."""
+    launcher.check_available()
+    if use_gpu:
+        gpus.require_host_gpus()
+
+
 class LocalPlacement:
     driver_host = LOOPBACK
     bind_host = LOOPBACK
     job_group = None
 
-    def __init__(self, num_ranks: int, launcher: Launcher, use_gpu: bool | None = None) -> None:
+    def __init__(self, num_ranks: int, launcher: Launcher) -> None:
         self._num_ranks = num_ranks
         self._launcher = launcher
-        self._use_gpu = use_gpu
         self._procs: list[RankHandle] = []
-
-    def check(self) -> None:
-        self._launcher.check_available()
-        if self._use_gpu:
-            gpus.require_host_gpus()
 
     def start(self, job: RankJob, description: str = "") -> None:
         """Start the ranks; the driver holds their ports until every rank has ended (`HeldPorts`)."""

@@ -34,16 +34,36 @@ def spark_context(spark: Any) -> Any:
         ) from exc
 
 
+def job_description(
+    function: str, np: int, launcher: str, run_id: str, mlflow_run_id: str | None, attempt: tuple[int, str]
+) -> str:
+    """A run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
+    first, the attempt's id (`attempt`: its number and id)."""
+    mlflow = "" if mlflow_run_id is None else f" mlflow={mlflow_run_id}"
+    number, attempt_id = attempt
+    later = "" if number == 0 else f" attempt={attempt_id}"
+    return f"sparkrunner: {function} np={np} launcher={launcher}{mlflow} run={run_id}{later}"
+
+
+def check_spark(
+    spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None
+) -> None:
+    """Raise a typed error before anything starts when a barrier stage of `num_tasks` cannot run in this session
+    (waiting up to `slot_wait_s` for its slots)."""
+    sc = spark_context(spark)
+    refuse_dynamic_allocation(context_conf(sc).get("spark.dynamicAllocation.enabled", "false"))
+    launcher.check_available()
+    if use_gpu:
+        gpus.require_spark_gpus(task_resource_amount(spark))
+    wait_for_slots(sc, num_tasks, slot_wait_s)
+
+
 class SparkPlacement(StageHolder):
-    def __init__(
-        self, spark: Any, num_tasks: int, launcher: Launcher, slot_wait_s: float, use_gpu: bool | None = None
-    ) -> None:
+    def __init__(self, spark: Any, num_tasks: int, launcher: Launcher) -> None:
         self._spark = spark
         self._sc = spark_context(spark)
-        self._use_gpu = use_gpu
         self._num_tasks = num_tasks
         self._launcher = launcher
-        self._slot_wait_s = slot_wait_s
         conf = context_conf(self._sc)
         self.driver_host = str(conf.get("spark.driver.host", "127.0.0.1"))
         # the driver channel listens where Spark's driver does, not on every interface
@@ -53,17 +73,9 @@ class SparkPlacement(StageHolder):
         self._admission: Admission | None = None
         self._decommission = DecommissionWatch(self._sc)
 
-    def check(self) -> None:
-        conf = context_conf(self._sc)
-        refuse_dynamic_allocation(conf.get("spark.dynamicAllocation.enabled", "false"))
-        self._launcher.check_available()
-        if self._use_gpu:
-            gpus.require_spark_gpus(task_resource_amount(self._spark))
-        wait_for_slots(self._sc, self._num_tasks, self._slot_wait_s)
-
     def start(self, job: RankJob, description: str = "") -> None:
         # in order of arrival, all slots or none: concurrent runs of this driver queue here, not in Spark
-        self._admission = gate_for(self._sc).admit(self._num_tasks, job.attempt_id)
+        self._admission = gate_for(self._sc).admit(self._num_tasks, job.run_id)
         job = replace(job, echo_output=not executors_print_to_this_console(self._spark))
         self._job = BackgroundJob(self.job_group, lambda: self._collect(job, description), self._cancel)
 

@@ -77,10 +77,6 @@ class WarmPlacement:
     def job_group(self) -> str | None:
         return self._active.job_group
 
-    def check(self) -> None:
-        if self._ranks.live_placement(self._launcher_tasks) is None:  # live ranks hold their slots
-            self._cold.check()
-
     def start(self, job: RankJob, description: str = "") -> None:
         shape = (*self._launcher_tasks, job.uses_horovod, job.ranks_per_task)
         self._live = self._ranks.serve(lambda: self._cold, job, shape, description)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrunner.driver.attempts import Fail, Retry, RetryPolicy, Why, failure_line, final_error
+from sparkrunner.driver.retry_policy import Fail, Retry, RetryPolicy, Why, failure_line, final_error
 from sparkrunner.errors import (
     AttemptsFailedError,
     DoNotRetry,

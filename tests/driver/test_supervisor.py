@@ -18,12 +18,12 @@ from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.attempt.stacks import StallWatch
 from sparkrunner.driver.supervisor import (
-    Failed,
     Outcome,
+    RanksFailed,
+    RanksSucceeded,
     RunDeadline,
-    Running,
     Stalled,
-    Succeeded,
+    StillRunning,
     Supervisor,
     TimedOut,
 )
@@ -77,7 +77,7 @@ def test_a_connected_rank_that_has_not_reported_is_running(
 ) -> None:
     conn = _rank(attempt[0])
     try:
-        assert _step(*attempt) == Running()
+        assert _step(*attempt) == StillRunning()
     finally:
         conn.close()
 
@@ -87,7 +87,7 @@ def test_a_rank_that_returned_is_success(attempt: tuple[AttemptChannel, LocalPla
     try:
         m.send(conn, m.Result(None))
         assert m.receive(conn) == m.Ack()
-        assert _step(*attempt) == Succeeded()
+        assert _step(*attempt) == RanksSucceeded()
     finally:
         conn.close()
 
@@ -100,7 +100,7 @@ def test_a_rank_that_raised_is_a_failure_naming_it(attempt: tuple[AttemptChannel
         outcome = _step(*attempt)
     finally:
         conn.close()
-    assert isinstance(outcome, Failed) and isinstance(outcome.cause, RankFailedError)
+    assert isinstance(outcome, RanksFailed) and isinstance(outcome.cause, RankFailedError)
     assert (outcome.cause.rank, outcome.cause.exc_type) == (0, "ZeroDivisionError")
 
 

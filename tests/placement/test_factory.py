@@ -1,5 +1,5 @@
 """The placement factory a run's controller holds: this machine for np < 0, a Spark barrier stage otherwise, a new
-placement per call (each attempt gets its own)."""
+placement per call (each attempt gets its own), and a check that builds none."""
 
 from __future__ import annotations
 
@@ -26,6 +26,6 @@ def test_np_above_zero_places_a_barrier_stage_of_the_tasks_asked(spark_local: An
     placements = ColdPlacements(slots, 1.0, None)
     fits = placements(DirectLauncher(), spark_local, slots)
     assert isinstance(fits, SparkPlacement)
-    fits.check()  # the cluster has the slots
+    placements.check(DirectLauncher(), spark_local, slots)  # the cluster has the slots
     with pytest.raises(NotEnoughSlotsError):
-        placements(DirectLauncher(), spark_local, slots + 1).check()
+        placements.check(DirectLauncher(), spark_local, slots + 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkrunner.driver.causes import _CONSEQUENTIAL
+from sparkrunner.driver.failure_causes import _CONSEQUENTIAL
 from sparkrunner.placement.background_job import _EXECUTOR_LOST, _lost_executor_advice, short_spark_error
 
 RECORDED = Path(__file__).with_name("spark_errors")

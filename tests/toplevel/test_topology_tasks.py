@@ -1,8 +1,12 @@
-"""Rank and task kept apart in `Topology` (pure logic, no Spark): one peer per rank, each naming its task."""
+"""Rank and task kept apart in `Topology` (pure logic, no Spark): one peer per rank, each naming its task; and how
+many ranks a task starts for the GPUs it has."""
 
 from __future__ import annotations
 
-from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology
+import pytest
+
+from sparkrunner.errors import InvalidArgumentError
+from sparkrunner.topology import Peer, RankIndex, TaskIndex, Topology, ranks_per_task
 
 
 def _two_ranks_per_task(hosts: list[str]) -> Topology:
@@ -26,3 +30,12 @@ def test_host_order_keeps_each_rank_with_its_task() -> None:
 def test_json_round_trip_keeps_tasks() -> None:
     t = _two_ranks_per_task(["a", "b"])
     assert Topology.from_json(t.to_json()) == t
+
+
+def test_ranks_per_task_is_asked_else_one_per_gpu_of_a_task() -> None:
+    """The arithmetic alone (Spark's GPU amount is read by the driver): one rank per GPU when a task has several."""
+    assert ranks_per_task(-4, None, 8.0) == 1, "a run on the driver has no tasks"
+    assert ranks_per_task(4, 2, 8.0) == 2, "asked for"
+    assert [ranks_per_task(4, None, g) for g in (0.0, 1.0, 0.5, 2.5, 2.0, 4.0)] == [1, 1, 1, 1, 2, 4]
+    with pytest.raises(InvalidArgumentError, match="np=6 is not a multiple of 4; pass ranks_per_task"):
+        ranks_per_task(6, None, 4.0)

@@ -11,7 +11,7 @@ import pytest
 
 from sparkrunner.channel.payload import RemoteError
 from sparkrunner.driver.attempt.task_reports import exit_text
-from sparkrunner.driver.attempts import RetryPolicy
+from sparkrunner.driver.retry_policy import RetryPolicy
 from sparkrunner.errors import (
     DoNotRetry,
     NotPicklableError,

@@ -10,20 +10,22 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkrunner.channel import ChannelServer, Connection, new_secret
 from sparkrunner.channel import messages as m
-from sparkrunner.channel.payload import loads
+from sparkrunner.channel.payload import loads, pickled_type_name
 from sparkrunner.driver.attempt.addresses import AddressBook
 from sparkrunner.driver.attempt.barrier_gate import BarrierGate
 from sparkrunner.driver.attempt.output import RankOutput
 from sparkrunner.driver.attempt.registry import RankRegistry
 from sparkrunner.driver.attempt.stacks import LiveRank, StackCollector, StackReport
-from sparkrunner.errors import ChannelError, RankFailedError, SparkRunnerWarning
+from sparkrunner.errors import ChannelError, RankFailedError, ResultNotUnpicklableError, SparkRunnerWarning
 from sparkrunner.observe.events import AnatomyEvent, LaunchEvent, ProgressEvent
 from sparkrunner.observe.observers import RunObserver
 from sparkrunner.system import processes
+from sparkrunner.timeouts import FAILURE_POLL_S
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ class AttemptChannel:
         self.output = RankOutput(show=verbosity == "all")
         self.last_activity = time.monotonic()
         """When a rank last printed or reported progress (the stall watchdog reads it)."""
+        self.stop_requested: str | None = None
+        """Why the caller asked the attempt to stop (`request_stop`); the run's controller acts on it."""
         self._stacks = StackCollector(self._ask_ranks_for_stacks)
         self._warned: set[str] = set()
         self._addresses = AddressBook()
@@ -205,9 +209,16 @@ class AttemptChannel:
             log.debug("rank %d hung up without reporting a result", rank)
         m.send_to_all(told, m.RunOver())  # what still runs is no rank's: mpirun held up by a daemon
 
-    def result_value(self, rank: int = 0) -> Any:
-        data = self.report.results.get(rank)
-        return loads(data) if data is not None else None
+    def result_values(self, ranks: Iterable[int]) -> list[Any]:
+        """The values `ranks` returned; one the driver cannot unpickle raises `ResultNotUnpicklableError`."""
+        values = []
+        for rank in ranks:
+            data = self.report.results.get(rank)
+            try:
+                values.append(loads(data) if data is not None else None)
+            except Exception as exc:
+                raise ResultNotUnpicklableError(rank, pickled_type_name(data or b""), exc) from exc
+        return values
 
     def collect_stacks(self) -> StackReport:
         """Every live rank's stacks now (bounded wait); ranks that never connected are listed as such."""
@@ -221,10 +232,12 @@ class AttemptChannel:
         """Tell every connected rank to kill itself and its children now."""
         self._server.broadcast(*m.encode(m.Abort()))
 
-    def ask_ranks_to_rescale(self) -> None:
-        """Tell every rank that the run restarts at a new size: `stopping()` turns true, `stop_reason` is
-        "rescale"; the ranks save and return, and nothing is aborted."""
-        self.ask_ranks_to_stop("rescale")
+    def request_stop(self, reason: str) -> None:
+        """Note, from any thread, that the caller asks the attempt to stop; wakes the run's controller, which asks
+        the ranks (once, between its steps)."""
+        with self.changed:
+            self.stop_requested = self.stop_requested or reason
+            self.changed.notify_all()
 
     def ask_ranks_to_stop(self, reason: str) -> None:
         """Tell every rank to stop gracefully: `stopping()` turns true, `stop_reason` is `reason`; the ranks
@@ -256,6 +269,15 @@ class AttemptChannel:
             states = list(self.report.ranks.values())
             done = self.report.all_done()
         return done and all(s.task is None and s.pid and processes.ended(s.pid) for s in states)
+
+    def wait_until(self, predicate: Callable[[], bool], seconds: float) -> bool:
+        """Wait (the caller holds `changed`) until `predicate()`; polled, so changes nobody notifies count."""
+        deadline = time.monotonic() + seconds
+        while not predicate():
+            if time.monotonic() >= deadline:
+                return False
+            self.changed.wait(FAILURE_POLL_S)
+        return True
 
     def output_delivered(self) -> bool:
         """True once the output relay of every rank that connected has hung up, after its last line was shown;

@@ -22,6 +22,7 @@ from sparkrunner.common.rank_job import RankJob
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher
+from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
@@ -39,8 +40,9 @@ class _Launch:
     shape: Shape
     placement: Placement
     home: WarmHome
-    launch_id: str
-    """The id the launched ranks carry as their attempt's (`Env.ATTEMPT_ID`): how their leftovers are found."""
+    attempt_id: str
+    """The id the launched ranks carry as their attempt's (`Env.ATTEMPT_ID`, derived from the launch's id as any
+    attempt's is from its run's): how their leftovers are found."""
 
     def lost(self) -> list[int]:
         return self.home.lost()
@@ -65,8 +67,14 @@ class WarmRanks:
         self.launches = 0
         """How many times ranks were started: 1 while every run reused them."""
 
-    def placement(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
+    def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> WarmPlacement:
+        """The session's placement factory: one run's placement on the live ranks."""
         return WarmPlacement(self, lambda: self._cold(launcher, spark, tasks), (launcher.name, tasks))
+
+    def check(self, launcher: Launcher, spark: Any, tasks: int) -> None:
+        """Live ranks for this launcher and number of tasks hold their slots; else new ones must be placeable."""
+        if self.live_placement((launcher.name, tasks)) is None:
+            self._cold.check(launcher, spark, tasks)
 
     def is_live(self) -> bool:
         with self._lock:
@@ -97,7 +105,7 @@ class WarmRanks:
         home = WarmHome(cold.bind_host, server_port(cold.bind_host, job.port_range))
         launch_id = f"warm-{uuid.uuid4().hex}"
         launch_job = dataclasses.replace(
-            job, attempt_id=launch_id, run_id=launch_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
+            job, attempt_id=AttemptRecord.id_for(launch_id, 0), run_id=launch_id, driver=(cold.driver_host, home.server.port), secret=home.secret,
             user_env={Env.WARM: "1"},
         )  # fmt: skip
         try:
@@ -107,7 +115,7 @@ class WarmRanks:
             raise
         self.launches += 1
         log.debug("warm session: started %d task(s) of ranks (launch %s)", shape[1], launch_id)
-        return _Launch(shape, cold, home, launch_id)
+        return _Launch(shape, cold, home, launch_job.attempt_id)
 
     def end_run(self, clean: bool) -> None:
         """The run is over: keep the ranks for the next one when it ended cleanly, else tear them down."""
@@ -149,12 +157,12 @@ class WarmRanks:
             return
         live.home.close()
         live.placement.stop()
-        leftover = processes.sweep_attempt(live.launch_id, grace_s=SWEEP_GRACE_S)
+        leftover = processes.sweep_attempt(live.attempt_id, grace_s=SWEEP_GRACE_S)
         if leftover:
             log.warning(
                 "killed %d leftover process(es) of warm session %s: %s",
                 len(leftover),
-                live.launch_id,
+                live.attempt_id,
                 processes.described(leftover),
             )
 

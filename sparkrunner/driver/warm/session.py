@@ -54,7 +54,7 @@ class WarmSession:
         in_flight = InFlightWatch()
         self._ranks = WarmRanks(cold, lambda: in_flight.channel, idle_timeout)
         # its ranks outlive the run that started them: started cold, not children of a zygote another run may close
-        self._pipeline = RunPipeline(replace(options, cold_start=True), own, self._ranks.placement, in_flight)
+        self._pipeline = RunPipeline(replace(options, cold_start=True), own, self._ranks, in_flight)
         self._lock = threading.Lock()
         self._close = weakref.finalize(self, self._ranks.close)  # also at interpreter exit
 

@@ -87,7 +87,7 @@ def test_every_port_comes_from_the_port_range(two_hosts: TwoHosts, launcher: str
 def test_the_driver_channel_listens_on_the_drivers_address(two_hosts: TwoHosts) -> None:
     from sparkrunner.driver.launcher_choice import resolve_launcher
 
-    placement = SparkPlacement(two_hosts.spark, two_hosts.slots, resolve_launcher("direct"), 10.0)
+    placement = SparkPlacement(two_hosts.spark, two_hosts.slots, resolve_launcher("direct"))
     assert placement.bind_host == two_hosts.cluster.master_host != "0.0.0.0"
 
 

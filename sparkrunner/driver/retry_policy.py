@@ -10,6 +10,7 @@ latest checkpoint.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from sparkrunner.errors import (
 )
 from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.options import RunOptions
+
+log = logging.getLogger(__name__)
 
 RetryPredicate = Callable[[BaseException], bool]
 
@@ -131,6 +134,23 @@ def final_error(attempts: list[AttemptRecord], policy: RetryPolicy, last: BaseEx
     lines = [f"  attempt {a.number}: {type(a.error).__name__}: {_first_line(a.error)}" for a in failed]
     errors = [a.error for a in failed if a.error is not None]
     return AttemptsFailedError(f"{why}:\n" + "\n".join(lines), errors)
+
+
+def run_error(fail: Fail, attempts: list[AttemptRecord], policy: RetryPolicy) -> BaseException:
+    """The error a run raises once the failure policy decided it fails (`fail`): an interrupt as it is (noting
+    what the attempts before it did), the attempt's own without retries, else every attempt's."""
+    error = fail.error
+    if fail.why is Why.INTERRUPTED:
+        if len(attempts) > 1:
+            error.add_note(interrupted_note(attempts))
+        return error
+    if fail.why is Why.NO_RETRIES:
+        return error
+    log.warning(failure_line(attempts[-1], fail))
+    final = final_error(attempts, policy, error)
+    if final is not error:
+        final.__cause__ = error
+    return final
 
 
 def _why(decision: Retry | Fail) -> str:

@@ -15,6 +15,7 @@ from sparkrunner.errors import RankFailedError, SparkRunnerError
 from sparkrunner.launch import Launcher
 from sparkrunner.launch.direct import DirectLauncher
 from sparkrunner.placement import Placement
+from sparkrunner.placement.factory import ColdPlacements
 from sparkrunner.placement.local import LocalPlacement
 from sparkrunner.system.processes import RankProcess
 from sparkrunner.topology import Topology
@@ -87,15 +88,19 @@ class _CancelFailsPlacement(LocalPlacement):
         raise RuntimeError("cancel failed while stopping")
 
 
-def _cancel_fails(launcher: Launcher, spark: Any, tasks: int) -> Placement:
-    """The placement factory of a run whose every placement fails while stopping."""
-    return _CancelFailsPlacement(2, launcher)
+class _CancelFails(ColdPlacements):
+    """The placement factory of a run (np=-2) whose every placement fails while stopping."""
+
+    def __call__(self, launcher: Launcher, spark: Any, tasks: int) -> Placement:
+        return _CancelFailsPlacement(2, launcher)
 
 
 def test_an_error_while_shutting_down_never_replaces_the_runs_error() -> None:
     options = Runner(np=-2, launcher="direct", tracking=False).options
     with pytest.raises(RankFailedError) as info:
-        RunPipeline(options, [], _cancel_fails).run(killed_on_rank_one, (), {})
+        RunPipeline(options, [], _CancelFails(-2, options.start_timeout, None)).run(
+            killed_on_rank_one, (), {}
+        )
     assert info.value.rank == 1
     assert isinstance(info.value.__dict__["shutdown_error"], RuntimeError)
     assert any("cancel failed while stopping" in note for note in getattr(info.value, "__notes__", []))

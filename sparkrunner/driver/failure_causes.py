@@ -3,10 +3,7 @@ where it ran (rank, barrier task, host, pid: one numbering) and the last lines i
 
 from __future__ import annotations
 
-import logging
 import re
-import time
-from collections.abc import Callable
 
 from sparkrunner.channel import messages as m
 from sparkrunner.driver.attempt import task_reports
@@ -21,28 +18,15 @@ from sparkrunner.timeouts import (
     FAILURE_DETAIL_WAIT_S,
     FAILURE_OUTPUT_WAIT_S,
     FAILURE_PLACEMENT_WAIT_S,
-    FAILURE_POLL_S,
     FAILURE_REPORT_IN_FLIGHT_S,
     FAILURE_SETTLE_S,
 )
-
-log = logging.getLogger(__name__)
 
 _CONSEQUENTIAL = re.compile(
     r"connection (closed|reset) by peer|broken pipe|communicator was aborted|has been shut ?down|"
     r"timed out|timeout|peer .*(closed|lost|disconnect)",
     re.IGNORECASE,
 )
-
-
-def wait_until(channel: AttemptChannel, predicate: Callable[[], bool], seconds: float) -> bool:
-    """Wait (holding `channel.changed`) until `predicate()`; polled, so changes nobody notifies count."""
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        channel.changed.wait(FAILURE_POLL_S)
-    return True
 
 
 def location(state: RankState | None) -> str:
@@ -56,8 +40,8 @@ def location(state: RankState | None) -> str:
 def run_failure(channel: AttemptChannel, placement: Placement) -> RankFailedError:
     """The error to raise once a rank raised or vanished: the first cause, the others as `other_failures`."""
     if not any(_is_cause(channel, r) for r in _failed_ranks(channel)):
-        wait_until(
-            channel, lambda: any(_is_cause(channel, r) for r in _failed_ranks(channel)), FAILURE_SETTLE_S
+        channel.wait_until(
+            lambda: any(_is_cause(channel, r) for r in _failed_ranks(channel)), FAILURE_SETTLE_S
         )
     ranks = _failed_ranks(channel)
     first = next((r for r in ranks if _is_cause(channel, r)), ranks[0])
@@ -85,7 +69,7 @@ def _is_cause(channel: AttemptChannel, rank: int) -> bool:
 def _describe(channel: AttemptChannel, placement: Placement, rank: int, wait: bool) -> RankFailedError:
     state = channel.report.ranks.get(rank)
     if wait:  # the relay may still be sending what the rank printed last
-        wait_until(channel, lambda: rank in channel.report.output_ended, FAILURE_OUTPUT_WAIT_S)
+        channel.wait_until(lambda: rank in channel.report.output_ended, FAILURE_OUTPUT_WAIT_S)
     full_tail = channel.output.tail(rank)
     tail = tuple(full_tail[-ERROR_TAIL_LINES:])
     raised = _raised(channel, rank)
@@ -136,14 +120,14 @@ def _exit_detail(
         return (own_said or mpirun_said) and (not mpirun_lost_a_host or placement.failure(pid) is not None)
 
     if wait and task is None:
-        wait_until(channel, lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
-    elif wait and not wait_until(channel, lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
+        channel.wait_until(lambda: known() is not None, FAILURE_DETAIL_WAIT_S)
+    elif wait and not channel.wait_until(lambda: settled() or placement.finished(), FAILURE_DETAIL_WAIT_S):
         # its task never reported: its executor is gone with it, and Spark's word on why comes later
-        wait_until(channel, lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
+        channel.wait_until(lambda: placement.failure(pid) is not None, FAILURE_PLACEMENT_WAIT_S)
     if wait and task is not None and not settled():
         # the stage ended first (a lost executor fails it at once; task 0 ends once it sent mpirun's report): a
         # task that has not reported never will, and one that did may still be on its way
-        wait_until(channel, settled, FAILURE_REPORT_IN_FLIGHT_S)
+        channel.wait_until(settled, FAILURE_REPORT_IN_FLIGHT_S)
     return known() or "no exit code is known yet"
 
 
@@ -184,28 +168,3 @@ def ended_without_result(channel: AttemptChannel, placement: Placement, missing:
     spark = placement.failure()
     detail = "\n\n".join([*told, *([spark] if spark else [])]) or "the ranks ended without reporting"
     return RanksVanishedError(missing, detail)
-
-
-def shut_down_after_failure(
-    shut_down: Callable[[], None], kill_now: Callable[[], None], run_error: BaseException
-) -> BaseException:
-    """Shut down after a failed attempt; returns the error the attempt ended with. An error while doing so is
-    logged and noted, never replaces the attempt's; an interrupt (a second Ctrl-C) ends the shutdown at once:
-    `kill_now` takes what is left, and the interrupt is what the attempt ended with."""
-    try:
-        shut_down()
-    except KeyboardInterrupt as again:
-        log.warning("interrupted while shutting down: killing every process of the attempt now")
-        kill_now()
-        if isinstance(
-            run_error, Exception
-        ):  # the first Ctrl-C came during this shutdown: it stays an interrupt
-            again.__context__ = run_error
-            return again
-    except BaseException as exc:
-        log.warning("while shutting down after the run failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
-        note = f"(while shutting down after this error, sparkrunner also hit {type(exc).__name__}: {exc})"
-        if hasattr(run_error, "add_note"):
-            run_error.add_note(note)
-        run_error.__dict__.setdefault("shutdown_error", exc)
-    return run_error
