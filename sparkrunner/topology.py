@@ -58,10 +58,6 @@ class Topology:
         """The number of barrier tasks (local groups, np < 0) that hold the ranks."""
         return len({p.task for p in self.peers})
 
-    def task_of(self, rank: RankIndex) -> TaskIndex:
-        """The barrier task (local group, np < 0) that holds `rank`."""
-        return self.peers[rank].task
-
     def hosts(self) -> list[str]:
         """Distinct hosts in the order they first appear."""
         return list(dict.fromkeys(p.host for p in self.peers))

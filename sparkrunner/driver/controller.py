@@ -247,7 +247,7 @@ class RunController:
         try:
             placed = state.placed if isinstance(state, AttemptRunning | Stopping) else None
             if placed is not None:  # an attempt in flight
-                teardown.kill_now(placed.channel, placed.placement, run.attempt_id)
+                teardown.kill_now(placed.channel, placed.placement, run.attempt.attempt_id)
         finally:
             try:
                 run.observers.end(run.record, error)
@@ -324,7 +324,7 @@ class RunController:
         except BaseException as exc:  # a start that failed, or an interrupt while supervising
             error = exc
         if error is not None:
-            log.debug("attempt %s: %s; shutting its ranks down", run.attempt_id, type(error).__name__)
+            log.debug("attempt %s: %s; shutting its ranks down", run.attempt.attempt_id, type(error).__name__)
         end = AttemptEnd(error, acted.resize, acted.stop_asked)
         return Stopping(run, placed, end)
 
@@ -355,7 +355,7 @@ class RunController:
             values_of = range(run.np) if run.call.every_rank else range(1)
             try:
                 values, error = teardown.end_attempt(
-                    channel, placed.placement, run.attempt_id, end.error, values_of, grace_s
+                    channel, placed.placement, run.attempt.attempt_id, end.error, values_of, grace_s
                 )
             finally:
                 self._in_flight.publish(None)

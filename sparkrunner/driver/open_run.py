@@ -70,22 +70,14 @@ class OpenRun:
         return self.record.attempts[-1]
 
     @property
-    def attempt_id(self) -> str:
-        """The id of the attempt in flight: derived from the run's (`AttemptRecord.id_for`)."""
-        return AttemptRecord.id_for(self.record.run_id, self.attempt.number)
-
-    @property
     def np(self) -> int:
         """The np of the attempt in flight (0 before it has one)."""
         return self.attempt.world_size or 0
 
     def job_description(self) -> str:
         """The barrier job of the attempt in flight, in Spark's UI."""
-        record, attempt = self.record, self.attempt
-        return job_description(
-            record.function, record.np, record.launcher, record.run_id, record.mlflow_run_id,
-            (attempt.number, self.attempt_id),
-        )  # fmt: skip
+        run, later = self.record, self.attempt.attempt_id if self.attempt.number else ""
+        return job_description(run.function, run.np, run.launcher, run.run_id, run.mlflow_run_id, later)
 
     def start_attempt(self, number: int) -> AttemptRecord:
         """The record of attempt `number` as it starts: what `last_run.attempts`, MLflow and the report read."""
@@ -126,7 +118,7 @@ class OpenRun:
         if self.zygotes is not None:
             zygote = self.zygotes.spec(placement.bind_host, placement.driver_host, options)
         return RankJob(
-            self.attempt_id,
+            self.attempt.attempt_id,
             (placement.driver_host, channel.port),
             channel.secret,
             {**self.env, **recovery.rank_env(self.attempt.number)},

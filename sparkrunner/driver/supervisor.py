@@ -24,7 +24,6 @@ from sparkrunner.errors import (
     StallError,
     StartTimeoutError,
 )
-from sparkrunner.options import RunOptions
 from sparkrunner.placement import Placement
 from sparkrunner.timeouts import FINISH_GRACE_S
 
@@ -195,16 +194,6 @@ class Supervises(Protocol):
 
 SupervisorFactory = Callable[[AttemptChannel, Placement, "RunDeadline | None"], Supervises]
 """The supervisor of one attempt, for its channel, its placement and the run's deadline."""
-
-
-def supervisors(options: RunOptions) -> SupervisorFactory:
-    """Runner's supervisor of each attempt: `start_timeout`, the run's deadline and the stall watch."""
-
-    def supervisor(channel: AttemptChannel, placement: Placement, deadline: RunDeadline | None) -> Supervisor:
-        stall = StallWatch(options.stall_timeout, options.on_stall)
-        return Supervisor(channel, placement, options.start_timeout, deadline, stall)
-
-    return supervisor
 
 
 def _start_timeout_message(channel: AttemptChannel, start_timeout: float) -> str:

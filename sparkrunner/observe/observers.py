@@ -46,7 +46,7 @@ class AttemptRecord:
     resumed_from_step: int | None = None
     world_size: int | None = None
     rescaled: bool = False
-    attempt_id: str | None = None
+    attempt_id: str = ""
 
     @property
     def duration_s(self) -> float | None:

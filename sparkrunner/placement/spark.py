@@ -35,14 +35,13 @@ def spark_context(spark: Any) -> Any:
 
 
 def job_description(
-    function: str, np: int, launcher: str, run_id: str, mlflow_run_id: str | None, attempt: tuple[int, str]
+    function: str, np: int, launcher: str, run_id: str, mlflow_run_id: str | None, later: str
 ) -> str:
     """A run's barrier job in Spark's UI: what runs, how, its MLflow run, sparkrunner's run id and, after the
-    first, the attempt's id (`attempt`: its number and id)."""
+    first, the attempt's id (`later`; empty for the first attempt)."""
     mlflow = "" if mlflow_run_id is None else f" mlflow={mlflow_run_id}"
-    number, attempt_id = attempt
-    later = "" if number == 0 else f" attempt={attempt_id}"
-    return f"sparkrunner: {function} np={np} launcher={launcher}{mlflow} run={run_id}{later}"
+    attempt = later and f" attempt={later}"
+    return f"sparkrunner: {function} np={np} launcher={launcher}{mlflow} run={run_id}{attempt}"
 
 
 def check_spark(

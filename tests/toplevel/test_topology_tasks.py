@@ -18,7 +18,7 @@ def _two_ranks_per_task(hosts: list[str]) -> Topology:
 
 def test_task_of_each_rank() -> None:
     t = _two_ranks_per_task(["a", "b", "a"])
-    assert [t.task_of(RankIndex(r)) for r in range(t.size)] == [0, 0, 1, 1, 2, 2]
+    assert [t.peers[RankIndex(r)].task for r in range(t.size)] == [0, 0, 1, 1, 2, 2]
     assert (t.size, t.num_tasks) == (6, 3)
 
 

@@ -67,13 +67,15 @@ def _sweep(channel: AttemptChannel, placement: Placement, attempt_id: str) -> No
     placement.stop()
     log.debug("attempt %s: its placement ended", attempt_id)
     channel.close()
-    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)  # the attempt as a whole has ended
+    sweep_leftovers(attempt_id, f"attempt {attempt_id}")  # the attempt as a whole has ended
+
+
+def sweep_leftovers(attempt_id: str, whose: str) -> None:
+    """Kill what is left of the processes that carry `attempt_id` (after `SWEEP_GRACE_S`), saying what of `whose`."""
+    leftover = processes.sweep_attempt(attempt_id, grace_s=SWEEP_GRACE_S)
     if leftover:
         log.warning(
-            "killed %d leftover process(es) of attempt %s: %s",
-            len(leftover),
-            attempt_id,
-            processes.described(leftover),
+            "killed %d leftover process(es) of %s: %s", len(leftover), whose, processes.described(leftover)
         )
 
 

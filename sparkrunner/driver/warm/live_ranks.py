@@ -19,6 +19,7 @@ from typing import Any
 
 from sparkrunner.common.environment import Env
 from sparkrunner.common.rank_job import RankJob
+from sparkrunner.driver.attempt import teardown
 from sparkrunner.driver.attempt.attempt_channel import AttemptChannel
 from sparkrunner.driver.warm.home import WarmHome
 from sparkrunner.launch import Launcher
@@ -26,9 +27,7 @@ from sparkrunner.observe.observers import AttemptRecord
 from sparkrunner.placement import Placement
 from sparkrunner.placement.factory import PlacementFactory
 from sparkrunner.placement.warm import Shape, WarmPlacement
-from sparkrunner.system import processes
 from sparkrunner.system.network import server_port
-from sparkrunner.timeouts import SWEEP_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -157,14 +156,7 @@ class WarmRanks:
             return
         live.home.close()
         live.placement.stop()
-        leftover = processes.sweep_attempt(live.attempt_id, grace_s=SWEEP_GRACE_S)
-        if leftover:
-            log.warning(
-                "killed %d leftover process(es) of warm session %s: %s",
-                len(leftover),
-                live.attempt_id,
-                processes.described(leftover),
-            )
+        teardown.sweep_leftovers(live.attempt_id, f"warm session {live.attempt_id}")
 
     def run_over(self) -> bool:
         """Every rank of the run in flight reported success and hung up (its output relay too): it is back,
