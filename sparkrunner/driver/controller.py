@@ -341,7 +341,11 @@ class RunController:
                     acted.stop(channel, channel.stop_requested)
                 if acted.may_grow and run.sizing.can_grow(run.np) and time.monotonic() >= next_look:
                     next_look = time.monotonic() + ELASTIC_POLL_S
-                    acted.grow(run, placed)
+                    channel.changed.release()  # reading the cluster's slots may take a while: ranks go on meanwhile
+                    try:
+                        acted.grow(run, placed)
+                    finally:
+                        channel.changed.acquire()
                 channel.changed.wait(SUPERVISE_POLL_S)
 
     def _stop(self, state: Stopping) -> RunSucceeded | Resizing | Restarting | RunFailed:
