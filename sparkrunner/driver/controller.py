@@ -264,9 +264,10 @@ class RunController:
         gpus = 0.0 if spark is None or options.ranks_per_task is not None else task_resource_amount(spark)
         per_task = ranks_per_task(options.np, options.ranks_per_task, gpus)
         sizing = self._scaling(per_task)
-        self._placements.check(launcher, spark, sizing.least // per_task)
-        tasks = 0 if spark is None else sizing.least // per_task  # a stream's feeders need slots beside them
-        check_stream_feeders((*call.args, *call.kwargs.values()), tasks)
+        least_tasks = sizing.least // per_task
+        self._placements.check(launcher, spark, least_tasks)
+        feeders_beside = 0 if spark is None else least_tasks  # a stream's feeders need slots beside them
+        check_stream_feeders((*call.args, *call.kwargs.values()), feeders_beside)
         observers = Observers(self._observers)
         record = RunRecord(uuid.uuid4().hex, call.name, options.np, launcher.name)
         state.outputs.last_run, state.outputs.received_files = record, {}

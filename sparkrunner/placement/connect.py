@@ -22,9 +22,8 @@ from sparkrunner.common.rank_job import RankJob
 from sparkrunner.launch import Launcher
 from sparkrunner.placement.background_job import BackgroundJob, StageHolder
 from sparkrunner.placement.slots import session_slots, too_few_slots
-from sparkrunner.placement.spark import refuse_dynamic_allocation
-from sparkrunner.placement.spark_sessions import executors_print_to_this_console, task_resource_amount
-from sparkrunner.system import gpus
+from sparkrunner.placement.spark import check_barrier_stage
+from sparkrunner.placement.spark_sessions import executors_print_to_this_console
 from sparkrunner.tasks.barrier_task import run_barrier_task
 
 RECORD_SCHEMA = "index long, exit_code long, tail string, swept string"
@@ -64,10 +63,7 @@ def barrier_arrow_fn(job: RankJob, launcher: Launcher):  # type: ignore[no-untyp
 def check_connect(spark: Any, num_tasks: int, launcher: Launcher, use_gpu: bool | None) -> None:
     """Raise a typed error before anything starts when a barrier stage of `num_tasks` cannot run over this
     Connect session."""
-    refuse_dynamic_allocation(spark.conf.get("spark.dynamicAllocation.enabled", "false"))
-    launcher.check_available()
-    if use_gpu:
-        gpus.require_spark_gpus(task_resource_amount(spark))
+    check_barrier_stage(spark.conf.get("spark.dynamicAllocation.enabled", "false"), spark, launcher, use_gpu)
     slots = session_slots(spark)
     if slots is not None and slots < num_tasks:
         raise too_few_slots(num_tasks, slots, "")

@@ -50,10 +50,9 @@ def check_spark(
     """Raise a typed error before anything starts when a barrier stage of `num_tasks` cannot run in this session
     (waiting up to `slot_wait_s` for its slots)."""
     sc = spark_context(spark)
-    refuse_dynamic_allocation(context_conf(sc).get("spark.dynamicAllocation.enabled", "false"))
-    launcher.check_available()
-    if use_gpu:
-        gpus.require_spark_gpus(task_resource_amount(spark))
+    check_barrier_stage(
+        context_conf(sc).get("spark.dynamicAllocation.enabled", "false"), spark, launcher, use_gpu
+    )
     wait_for_slots(sc, num_tasks, slot_wait_s)
 
 
@@ -103,10 +102,17 @@ class SparkPlacement(StageHolder):
         return self._decommission.check(spark_task_ids)
 
 
-def refuse_dynamic_allocation(enabled: str | None) -> None:
-    """Barrier stages and dynamic allocation do not mix: refuse before anything starts."""
-    if str(enabled).lower() == "true":
+def check_barrier_stage(
+    dynamic_allocation: str | None, spark: Any, launcher: Launcher, use_gpu: bool | None
+) -> None:
+    """What a barrier stage needs, classic or Connect, refused before anything starts: no dynamic allocation
+    (`dynamic_allocation`, the session's setting: barrier stages and dynamic allocation do not mix), a launcher that
+    runs here, and GPUs on each task when the run asks for them."""
+    if str(dynamic_allocation).lower() == "true":
         raise BarrierModeUnsupportedError(
             "spark.dynamicAllocation.enabled is true, and Spark cannot run barrier stages with dynamic "
             "allocation. Turn it off for this cluster (or use a fixed-size cluster) and try again."
         )
+    launcher.check_available()
+    if use_gpu:
+        gpus.require_spark_gpus(task_resource_amount(spark))
